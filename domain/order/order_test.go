@@ -1,0 +1,221 @@
+package order_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/seckill-dev/seckill/domain/order"
+)
+
+var t0 = time.Date(2026, 6, 25, 17, 0, 0, 0, time.UTC)
+
+// fataler is the part of testing.TB and *rapid.T that newOrder needs.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+func newOrder(t fataler) *order.Order {
+	t.Helper()
+	o, err := order.Create(order.NewOrder{
+		OrderID: "ord_1", ReservationID: "rsv_1", MessageID: "evt_1",
+		ActivityID: 10001, SKUID: 20001, UserID: 90000001, Quantity: 1,
+		ReservedAt: t0, PaymentTimeout: 15 * time.Minute,
+	}, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestCreateValidates(t *testing.T) {
+	base := order.NewOrder{OrderID: "o", ReservationID: "r", MessageID: "m", ActivityID: 1, SKUID: 1, UserID: 1,
+		Quantity: 1, ReservedAt: t0, PaymentTimeout: time.Minute}
+	bad := []func(*order.NewOrder){
+		func(n *order.NewOrder) { n.OrderID = "" },
+		func(n *order.NewOrder) { n.ReservationID = "" },
+		func(n *order.NewOrder) { n.MessageID = "" },
+		func(n *order.NewOrder) { n.ActivityID = 0 },
+		func(n *order.NewOrder) { n.SKUID = -1 },
+		func(n *order.NewOrder) { n.UserID = 0 },
+		func(n *order.NewOrder) { n.Quantity = 2 },
+		func(n *order.NewOrder) { n.PaymentTimeout = 0 },
+		func(n *order.NewOrder) { n.ReservedAt = time.Time{} },
+	}
+	for i, mutate := range bad {
+		n := base
+		mutate(&n)
+		if _, err := order.Create(n, t0); !errors.Is(err, order.ErrInvalid) {
+			t.Errorf("case %d: err = %v, want ErrInvalid", i, err)
+		}
+	}
+}
+
+func TestLifeCycle(t *testing.T) {
+	o := newOrder(t)
+	s := o.Snapshot()
+	if s.Status != order.StatusCreated || s.Version != 1 || !s.ExpiresAt.Equal(t0.Add(time.Second+15*time.Minute)) {
+		t.Fatalf("created snapshot: %+v", s)
+	}
+	if err := o.Pay("pay_1", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	ch := o.Changes()
+	if len(ch) != 3 || ch[1].Type != order.EventPaymentStarted || ch[2].Type != order.EventPaid || ch[2].Version != 3 {
+		t.Fatalf("changes after pay: %+v", ch)
+	}
+	if err := o.Pay("pay_1", t0.Add(2*time.Minute)); err != nil {
+		t.Fatalf("repeated pay with the same id: %v", err)
+	}
+	if len(o.Changes()) != 3 {
+		t.Fatal("repeated pay recorded an event")
+	}
+	if err := o.Pay("pay_2", t0); !errors.Is(err, order.ErrAlreadyPaid) {
+		t.Fatalf("pay with another id: %v", err)
+	}
+	if err := o.Cancel(order.ReasonPaymentTimeout, t0.Add(time.Hour)); !errors.Is(err, order.ErrAlreadyPaid) {
+		t.Fatalf("cancel paid: %v", err)
+	}
+}
+
+func TestTimeoutCancelNeedsDeadline(t *testing.T) {
+	o := newOrder(t)
+	deadline := o.Snapshot().ExpiresAt
+	if err := o.Cancel(order.ReasonPaymentTimeout, deadline.Add(-time.Millisecond)); !errors.Is(err, order.ErrNotExpired) {
+		t.Fatalf("early timeout: %v", err)
+	}
+	if err := o.Cancel(order.ReasonPaymentTimeout, deadline); err != nil {
+		t.Fatalf("timeout at the deadline: %v", err)
+	}
+	if err := o.Cancel(order.ReasonPaymentTimeout, deadline.Add(time.Hour)); err != nil {
+		t.Fatalf("repeated cancel: %v", err)
+	}
+	if err := o.Pay("pay_1", deadline); !errors.Is(err, order.ErrAlreadyCanceled) {
+		t.Fatalf("pay canceled: %v", err)
+	}
+	if got := len(o.Changes()); got != 2 {
+		t.Fatalf("changes = %d, want 2", got)
+	}
+}
+
+func TestRehydrateRejectsCorruptStreams(t *testing.T) {
+	o := newOrder(t)
+	if err := o.Pay("p", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	events := o.Changes()
+	cases := map[string][]order.Event{
+		"empty":         nil,
+		"gap":           {events[0], events[2]},
+		"starts at two": events[1:],
+		"foreign": {events[0], func() order.Event {
+			e := events[1]
+			e.OrderID = "ord_other"
+			return e
+		}()},
+		"paid after canceled": {events[0], {OrderID: "ord_1", Version: 2, Type: order.EventCanceled, Payload: order.Canceled{Reason: order.ReasonBuyerCanceled}},
+			{OrderID: "ord_1", Version: 3, Type: order.EventPaid, Payload: order.Paid{PaymentID: "p"}}},
+	}
+	for name, stream := range cases {
+		if _, err := order.Rehydrate(stream); !errors.Is(err, order.ErrCorruptStream) {
+			t.Errorf("%s: err = %v, want ErrCorruptStream", name, err)
+		}
+	}
+}
+
+func TestPayloadRoundTrip(t *testing.T) {
+	o := newOrder(t)
+	if err := o.Pay("pay", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range o.Changes() {
+		b, err := order.EncodePayload(e.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := order.DecodePayload(e.Type, e.SchemaVersion, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != e.Payload {
+			t.Fatalf("round trip of %s: %#v != %#v", e.Type, p, e.Payload)
+		}
+	}
+	if _, err := order.DecodePayload(order.EventPaid, 2, []byte(`{}`)); !errors.Is(err, order.ErrCorruptStream) {
+		t.Fatalf("future schema: %v", err)
+	}
+	if _, err := order.DecodePayload("ORDER_SHIPPED", 1, []byte(`{}`)); !errors.Is(err, order.ErrCorruptStream) {
+		t.Fatalf("unknown type: %v", err)
+	}
+}
+
+// TestPropertyNoIllegalState drives random command sequences (with random
+// times, payment ids and reasons) and checks after every step: the stream
+// has no version gap, replaying it reproduces the state, the status is
+// legal, and a paid order is never canceled (I5).
+func TestPropertyNoIllegalState(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		o := newOrder(t)
+		var stream []order.Event
+		stream = append(stream, o.Changes()...)
+		everPaid := false
+		now := t0
+		steps := rapid.IntRange(1, 30).Draw(t, "steps")
+		for i := 0; i < steps; i++ {
+			now = now.Add(time.Duration(rapid.IntRange(0, 20*60).Draw(t, "advance_s")) * time.Second)
+			pay := rapid.SampledFrom([]string{"p1", "p2"}).Draw(t, "payment")
+			before := len(o.Changes())
+			var err error
+			switch rapid.IntRange(0, 3).Draw(t, "cmd") {
+			case 0:
+				err = o.Pay(pay, now)
+			case 1:
+				err = o.StartPayment(pay, now)
+			case 2:
+				err = o.Cancel(order.ReasonPaymentTimeout, now)
+			case 3:
+				err = o.Cancel(order.ReasonBuyerCanceled, now)
+			}
+			if err != nil && !errors.Is(err, order.ErrAlreadyPaid) && !errors.Is(err, order.ErrAlreadyCanceled) &&
+				!errors.Is(err, order.ErrNotExpired) && !errors.Is(err, order.ErrPaymentMismatch) {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			changes := o.Changes()
+			if err != nil && len(changes) != before {
+				t.Fatalf("a failed command recorded events")
+			}
+			stream = changes
+			for j, e := range stream {
+				if e.Version != int64(j+1) {
+					t.Fatalf("version gap: event %d has version %d", j, e.Version)
+				}
+			}
+			s := o.Snapshot()
+			if s.Version != int64(len(stream)) {
+				t.Fatalf("snapshot version %d != stream length %d", s.Version, len(stream))
+			}
+			switch s.Status {
+			case order.StatusCreated, order.StatusPaying, order.StatusPaid, order.StatusCanceled:
+			default:
+				t.Fatalf("illegal status %q", s.Status)
+			}
+			if s.Status == order.StatusPaid {
+				everPaid = true
+			}
+			if everPaid && s.Status != order.StatusPaid {
+				t.Fatalf("paid order moved to %s", s.Status)
+			}
+			replayed, err := order.Rehydrate(stream)
+			if err != nil {
+				t.Fatalf("rehydrate: %v", err)
+			}
+			rs := replayed.Snapshot()
+			if rs != s {
+				t.Fatalf("replay differs:\n%+v\n%+v", rs, s)
+			}
+		}
+	})
+}

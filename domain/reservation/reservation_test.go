@@ -1,0 +1,116 @@
+package reservation_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+)
+
+var t0 = time.Date(2026, 6, 25, 17, 0, 0, 0, time.UTC)
+
+func valid() reservation.NewReservation {
+	return reservation.NewReservation{ReservationID: "rsv_1", OrderID: "ord_1", MessageID: "evt_1",
+		RequestID: "req_1", ActivityID: 1, SKUID: 2, UserID: 3, TTL: 5 * time.Minute}
+}
+
+func TestNewValidates(t *testing.T) {
+	bad := []func(*reservation.NewReservation){
+		func(n *reservation.NewReservation) { n.ReservationID = "" },
+		func(n *reservation.NewReservation) { n.MessageID = "" },
+		func(n *reservation.NewReservation) { n.RequestID = "" },
+		func(n *reservation.NewReservation) { n.RequestID = string(make([]byte, 129)) },
+		func(n *reservation.NewReservation) { n.UserID = 0 },
+		func(n *reservation.NewReservation) { n.TTL = 0 },
+	}
+	for i, mutate := range bad {
+		n := valid()
+		mutate(&n)
+		if _, err := reservation.New(n, t0); !errors.Is(err, reservation.ErrInvalid) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+	r, err := reservation.New(valid(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if s.Status != reservation.StatusPending || !s.ValidUntil.Equal(t0.Add(5*time.Minute)) || s.Version != 1 {
+		t.Fatalf("snapshot %+v", s)
+	}
+	if r.Expired(t0.Add(5*time.Minute - time.Millisecond)) || !r.Expired(t0.Add(5*time.Minute)) {
+		t.Fatal("expiry boundary wrong")
+	}
+}
+
+// TestPropertyTransitionsAreLegal applies random commands and checks every
+// recorded status change against CanTransition, that versions have no gap,
+// and that stock goes back at most once (I4).
+func TestPropertyTransitionsAreLegal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r, err := reservation.New(valid(), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases := 0
+		prev := reservation.StatusPending
+		for i := rapid.IntRange(1, 25).Draw(t, "steps"); i > 0; i-- {
+			now := t0.Add(time.Duration(i) * time.Second)
+			switch rapid.IntRange(0, 3).Draw(t, "cmd") {
+			case 0:
+				_ = r.MarkSent(now)
+			case 1:
+				_ = r.ScheduleRetry(now)
+			case 2:
+				_ = r.MarkOrdered(now)
+			case 3:
+				released, err := r.Release(rapid.SampledFrom([]reservation.ReleaseReason{
+					reservation.ReasonExpired, reservation.ReasonOrderCanceled, reservation.ReasonSendFailed,
+				}).Draw(t, "reason"), now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if released {
+					releases++
+				}
+			}
+			cur := r.Snapshot().Status
+			if cur != prev && !reservation.CanTransition(prev, cur) {
+				t.Fatalf("illegal transition %s -> %s", prev, cur)
+			}
+			prev = cur
+		}
+		if releases > 1 {
+			t.Fatalf("released %d times", releases)
+		}
+		for i, e := range r.Changes() {
+			if e.Version != int64(i+1) {
+				t.Fatalf("version gap at %d: %d", i, e.Version)
+			}
+		}
+	})
+}
+
+func TestReleasedIsTerminal(t *testing.T) {
+	r, _ := reservation.New(valid(), t0)
+	if ok, err := r.Release(reservation.ReasonExpired, t0); !ok || err != nil {
+		t.Fatalf("first release: %v %v", ok, err)
+	}
+	if ok, _ := r.Release(reservation.ReasonExpired, t0); ok {
+		t.Fatal("second release applied")
+	}
+	if err := r.MarkOrdered(t0); !errors.Is(err, reservation.ErrIllegalTransition) {
+		t.Fatalf("ordered after release: %v", err)
+	}
+	if _, err := r.Release("BOGUS", t0); !errors.Is(err, reservation.ErrInvalid) {
+		t.Fatalf("bogus reason: %v", err)
+	}
+	for _, to := range []reservation.Status{reservation.StatusPending, reservation.StatusSent, reservation.StatusOrdered} {
+		if reservation.CanTransition(reservation.StatusReleased, to) {
+			t.Fatalf("RELEASED -> %s allowed", to)
+		}
+	}
+}
