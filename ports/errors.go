@@ -1,0 +1,78 @@
+package ports
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors shared by ports and the application. Adapters wrap them
+// (fmt.Errorf("...: %w", ports.ErrX)) and callers match with errors.Is. The
+// Connect adapter maps each to one status code in one place.
+var (
+	// ErrNotFound: the addressed entity does not exist (or is not visible
+	// to the caller).
+	ErrNotFound = errors.New("not found")
+	// ErrPermissionDenied: the caller may not act on the entity.
+	ErrPermissionDenied = errors.New("permission denied")
+	// ErrAlreadyExists: an entity with the same key but different content
+	// exists.
+	ErrAlreadyExists = errors.New("already exists")
+
+	// ErrSoldOut: no stock left to reserve.
+	ErrSoldOut = errors.New("sold out")
+	// ErrAlreadyPurchased: the user already holds a non-canceled
+	// reservation or order for the activity SKU.
+	ErrAlreadyPurchased = errors.New("already purchased")
+	// ErrActivityClosed: the activity is not open (unknown, not started or
+	// ended).
+	ErrActivityClosed = errors.New("activity closed")
+	// ErrBacklog: admission is closed because the order-create backlog is
+	// too old compared to reservation validity.
+	ErrBacklog = errors.New("backlog too old, admission closed")
+	// ErrRateLimited: the user's request rate exceeded the token bucket.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrRequestIDReused: a request_id was reused for a different activity
+	// or SKU.
+	ErrRequestIDReused = errors.New("request_id reused with different parameters")
+	// ErrOrderNotPayable: the order is canceled (or paid with another
+	// payment).
+	ErrOrderNotPayable = errors.New("order not payable")
+	// ErrOrderNotCancelable: the order is paid.
+	ErrOrderNotCancelable = errors.New("order not cancelable")
+	// ErrReplayRefused: a dead letter failed a replay pre-check (replay cap
+	// reached, schema still unsupported, message still unprocessable).
+	ErrReplayRefused = errors.New("replay refused")
+
+	// ErrConcurrencyConflict: an optimistic-concurrency check failed (the
+	// event stream moved past the expected version). Callers reload and
+	// decide again.
+	ErrConcurrencyConflict = errors.New("concurrency conflict")
+	// ErrTransient: a store or broker failure that may succeed when retried
+	// (connection loss, deadlock, serialization failure, timeout).
+	ErrTransient = errors.New("transient failure")
+
+	// ErrSendUnknown: a publish whose outcome is unknown (timeout, connection
+	// reset, server-side internal error): the message may or may not be
+	// stored. Never compensate on it; resend with the same message_id.
+	ErrSendUnknown = errors.New("send outcome unknown")
+	// ErrSendRejected: a publish that definitely did not store the message
+	// (topic missing, forbidden, invalid message).
+	ErrSendRejected = errors.New("send definitely failed")
+)
+
+// FieldError reports an invalid request field. Field is the field's name as
+// the client spelled it (for example "request_id").
+type FieldError struct {
+	Field       string
+	Description string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Description)
+}
+
+// InvalidField returns a *FieldError for field.
+func InvalidField(field, format string, args ...any) error {
+	return &FieldError{Field: field, Description: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,146 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+)
+
+// Activity is a flash sale of one SKU: its stock and time rules.
+type Activity struct {
+	ActivityID     int64
+	SKUID          int64
+	Stock          int64
+	StartsAt       time.Time
+	EndsAt         time.Time
+	PaymentTimeout time.Duration
+	ReservationTTL time.Duration
+}
+
+// ReservationRef addresses a reservation. ActivityID and SKUID locate its
+// Redis slot (all keys of one activity SKU share a hash tag).
+type ReservationRef struct {
+	ActivityID    int64
+	SKUID         int64
+	ReservationID string
+}
+
+// RequestClaim binds a client's request_id to the ids of the reservation
+// it creates. The ids are generated once, before anything is stored, and
+// never regenerated.
+type RequestClaim struct {
+	UserID        int64
+	RequestID     string
+	ActivityID    int64
+	SKUID         int64
+	ReservationID string
+	OrderID       string
+	MessageID     string
+}
+
+// Admission guards the entry of PlaceOrder per user (Redis, user slot).
+type Admission interface {
+	// ClaimRequest binds (claim.UserID, claim.RequestID) to claim for ttl,
+	// or returns the claim bound earlier with existing = true. A repeated
+	// request consumes no rate-limit token; a fresh one first takes a token
+	// from the user's bucket and fails with ErrRateLimited when it is
+	// empty. A request_id bound to another activity or SKU fails with
+	// ErrRequestIDReused. Atomic: concurrent calls with the same request_id
+	// all return the same ids.
+	ClaimRequest(ctx context.Context, claim RequestClaim, ttl time.Duration) (bound RequestClaim, existing bool, err error)
+	// LookupOrder returns the reservation behind one of userID's order ids,
+	// as bound by ClaimRequest. ErrNotFound when there is none.
+	LookupOrder(ctx context.Context, userID int64, orderID string) (ReservationRef, error)
+}
+
+// RedisInventory is the Redis side of one activity SKU's stock.
+type RedisInventory struct {
+	// Available is the stock counter; never negative.
+	Available int64
+	// Held are the ids of reservations that hold a unit (not RELEASED).
+	Held []string
+}
+
+// Reservations is the Redis reservation store. Every state change is one
+// atomic Lua script guarded by the reservation's current status (the rules
+// of reservation.CanTransition), so concurrent and repeated calls are safe.
+type Reservations interface {
+	// SeedActivity creates the activity SKU's stock counter and rules if
+	// absent and registers its slot for the scanner and monitors. It never
+	// resets an existing counter; seeding twice is a no-op.
+	SeedActivity(ctx context.Context, a Activity) error
+
+	// Reserve atomically checks the activity window (ErrActivityClosed, also
+	// for an unknown activity), one holder per user (ErrAlreadyPurchased),
+	// stock > 0 (ErrSoldOut), then decrements the stock, stores r (status
+	// PENDING) and indexes it as pending send, first due at
+	// firstAttemptAt. When a reservation with r's id exists it changes
+	// nothing and returns the stored one.
+	Reserve(ctx context.Context, r reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error)
+
+	// Get returns a stored reservation or ErrNotFound.
+	Get(ctx context.Context, ref ReservationRef) (reservation.Snapshot, error)
+
+	// MarkSent records the broker's confirmation: PENDING -> SENT and the
+	// reservation leaves the pending index. A no-op in any later status.
+	MarkSent(ctx context.Context, ref ReservationRef) error
+
+	// ScheduleRetry records an unknown send outcome: the reservation stays
+	// PENDING, its lease is dropped if held by owner, and it is due again
+	// at next. A no-op when the reservation is no longer PENDING.
+	ScheduleRetry(ctx context.Context, ref ReservationRef, owner string, next time.Time) error
+
+	// Release gives the reservation's unit back exactly once: stock + 1,
+	// the user's slot freed (only if it still points at this reservation),
+	// status RELEASED with reason, removed from every index. It reports
+	// whether this call released it; releasing again returns false (I4).
+	// ErrNotFound when the reservation is unknown.
+	Release(ctx context.Context, ref ReservationRef, reason reservation.ReleaseReason) (bool, error)
+
+	// MarkOrdered records that PostgreSQL created the orders:
+	// PENDING/SENT -> ORDERED, removed from the pending and unresolved
+	// indexes. Best effort write-back; unknown or released ones are
+	// skipped.
+	MarkOrdered(ctx context.Context, refs []ReservationRef) error
+
+	// ClaimDue leases up to limit PENDING reservations whose next attempt
+	// is due at now, across all seeded activity SKUs: lease_owner = owner,
+	// lease_until = now + lease, send_attempt + 1. A reservation whose lease
+	// expired may be claimed by another owner. Claimed reservations are not
+	// due again before the lease ends.
+	ClaimDue(ctx context.Context, now time.Time, limit int, owner string, lease time.Duration) ([]reservation.Snapshot, error)
+
+	// Inventory returns the stock counter and held reservations of one
+	// activity SKU (ErrNotFound if not seeded).
+	Inventory(ctx context.Context, activityID, skuID int64) (RedisInventory, error)
+}
+
+// BacklogStats describes the order-create backlog as seen from Redis.
+type BacklogStats struct {
+	// Unresolved counts reservations with neither an order nor a release.
+	Unresolved int64
+	// OldestUnresolvedAt is the creation time of the oldest of them; zero
+	// when there is none.
+	OldestUnresolvedAt time.Time
+	// PendingSend counts reservations whose message is not yet confirmed.
+	PendingSend int64
+	// OldestPendingSendAt is the creation time of the oldest of them.
+	OldestPendingSendAt time.Time
+}
+
+// Backlog measures the backlog across all seeded activity SKUs.
+type Backlog interface {
+	// Stats returns the current backlog statistics.
+	Stats(ctx context.Context) (BacklogStats, error)
+}
+
+// OrderViews is the Redis query view of orders (one hash per order),
+// maintained by the FIFO projection.
+type OrderViews interface {
+	// Apply stores v if its AggregateVersion is newer than the stored one
+	// (atomic compare in Redis) and reports whether it did.
+	Apply(ctx context.Context, v OrderView) (bool, error)
+	// Get returns the stored view or ErrNotFound.
+	Get(ctx context.Context, orderID string) (OrderView, error)
+}

@@ -1,0 +1,132 @@
+package ports
+
+import (
+	"context"
+	"time"
+)
+
+// OrderStatus is the externally visible status of an order.
+type OrderStatus string
+
+// The visible statuses.
+const (
+	OrderQueuing  OrderStatus = "QUEUING"
+	OrderCreated  OrderStatus = "CREATED"
+	OrderPaid     OrderStatus = "PAID"
+	OrderCanceled OrderStatus = "CANCELED"
+	OrderRejected OrderStatus = "REJECTED"
+)
+
+// OrderView is the query view of an order.
+type OrderView struct {
+	OrderID          string
+	ReservationID    string
+	ActivityID       int64
+	SKUID            int64
+	UserID           int64
+	Status           OrderStatus
+	Reason           string
+	AggregateVersion int64
+	PaymentID        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	ExpiresAt        time.Time
+	PaidAt           time.Time
+	CanceledAt       time.Time
+}
+
+// PlaceOrderCommand is a buyer's purchase attempt. UserID comes from the
+// authenticated identity, never from the request body.
+type PlaceOrderCommand struct {
+	UserID     int64
+	ActivityID int64
+	SKUID      int64
+	RequestID  string
+}
+
+// PlaceOrderResult acknowledges a reservation.
+type PlaceOrderResult struct {
+	OrderID       string
+	ReservationID string
+	Status        OrderStatus
+}
+
+// OrderService is the buyer-facing driving port.
+type OrderService interface {
+	// PlaceOrder reserves one unit and queues the order's creation.
+	// Errors: *FieldError, ErrSoldOut, ErrAlreadyPurchased,
+	// ErrActivityClosed, ErrBacklog, ErrRateLimited, ErrRequestIDReused.
+	PlaceOrder(ctx context.Context, cmd PlaceOrderCommand) (PlaceOrderResult, error)
+	// GetOrder returns userID's order. ErrNotFound also when the order
+	// belongs to someone else.
+	GetOrder(ctx context.Context, userID int64, orderID string) (OrderView, error)
+	// PayOrder pays userID's order (idempotent per payment id). Errors:
+	// ErrNotFound, ErrOrderNotPayable.
+	PayOrder(ctx context.Context, userID int64, orderID, paymentID string) (OrderView, error)
+	// CancelOrder cancels userID's unpaid order. Errors: ErrNotFound,
+	// ErrOrderNotCancelable.
+	CancelOrder(ctx context.Context, userID int64, orderID string) (OrderView, error)
+}
+
+// StockReport holds the terms of invariant I6 for one activity SKU.
+type StockReport struct {
+	ActivityID          int64
+	SKUID               int64
+	InitialStock        int64
+	RedisAvailable      int64
+	PendingReservations int64
+	NonCanceledOrders   int64
+	ReleasesInFlight    int64
+	PGFinalStock        int64
+	MeasuredAt          time.Time
+}
+
+// Drift is InitialStock minus the four conservation terms; 0 when the
+// books balance.
+func (r StockReport) Drift() int64 {
+	return r.InitialStock - r.RedisAvailable - r.PendingReservations - r.NonCanceledOrders - r.ReleasesInFlight
+}
+
+// DeadLetter is a stored dead letter.
+type DeadLetter struct {
+	ID            int64
+	ConsumerGroup string
+	Topic         string
+	MessageID     string
+	ErrorClass    string
+	LastError     string
+	Attempts      int32
+	FirstSeenAt   time.Time
+	LastSeenAt    time.Time
+	ReplayCount   int32
+	Status        string
+}
+
+// DeadLetterPage is one page of dead letters.
+type DeadLetterPage struct {
+	DeadLetters []DeadLetter
+	NextToken   string
+}
+
+// ReplayResult reports a replay.
+type ReplayResult struct {
+	ReplayID    string
+	ReplayCount int32
+	Outcome     string
+}
+
+// AdminService is the operator-facing driving port. The caller's admin
+// scope is checked by the driving adapter; Actor names the operator for
+// audits.
+type AdminService interface {
+	// CreateActivity stores and seeds an activity. Idempotent for equal
+	// settings; ErrAlreadyExists for different ones.
+	CreateActivity(ctx context.Context, a Activity) (Activity, error)
+	// GetStockReport measures the I6 terms of one activity SKU.
+	GetStockReport(ctx context.Context, activityID, skuID int64) (StockReport, error)
+	// ListDeadLetters pages through stored dead letters.
+	ListDeadLetters(ctx context.Context, group string, pageSize int, pageToken string) (DeadLetterPage, error)
+	// ReplayDeadLetter republishes a dead letter with its original
+	// message id, audited under actor.
+	ReplayDeadLetter(ctx context.Context, actor string, id int64, reason string) (ReplayResult, error)
+}

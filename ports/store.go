@@ -1,0 +1,259 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/order"
+)
+
+// UnitOfWork runs PostgreSQL transactions.
+type UnitOfWork interface {
+	// InTx runs fn in one READ COMMITTED transaction. When fn returns nil
+	// the transaction commits and InTx returns the commit's error (never
+	// dropped); when fn returns an error, or panics, it rolls back and
+	// InTx returns fn's error. Failures worth retrying (connection loss,
+	// deadlock, serialization failure, statement timeout, a terminated
+	// backend) match ErrTransient. fn must not retain tx after returning.
+	InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// Tx is the set of stores available inside one transaction. All their
+// writes commit or roll back together.
+type Tx interface {
+	// Now returns the database's transaction timestamp (now()): every
+	// time-based decision that races with other transactions (reservation
+	// expiry, payment timeout) uses it.
+	Now(ctx context.Context) (time.Time, error)
+
+	InboxStore
+	OrderStore
+	StockStore
+	LedgerStore
+	OutboxStore
+	RejectionStore
+	QuarantineStore
+	ActivityStore
+	ReservationOutcomeStore
+}
+
+// InboxEntry is a received message about to be processed by a consumer
+// group.
+type InboxEntry struct {
+	MessageID       string
+	Topic           string
+	ReservationID   string
+	OrderID         string
+	DeliveryAttempt int32
+}
+
+// InboxStatus is the final state of an inbox row.
+type InboxStatus string
+
+// The inbox outcomes.
+const (
+	InboxSucceeded InboxStatus = "SUCCEEDED"
+	InboxRejected  InboxStatus = "REJECTED"
+	InboxDuplicate InboxStatus = "DUPLICATE"
+	InboxNoop      InboxStatus = "NOOP"
+)
+
+// InboxResult records the outcome of one claimed message.
+type InboxResult struct {
+	MessageID string
+	Status    InboxStatus
+	Detail    string
+}
+
+// InboxStore is the consumer inbox: UNIQUE(consumer_group, message_id).
+type InboxStore interface {
+	// ClaimInbox inserts a PROCESSING row per entry not yet recorded for
+	// group and returns the message ids it inserted, in input order. An
+	// entry committed by an earlier transaction is not returned (already
+	// processed); one inserted by a concurrent, uncommitted transaction
+	// makes this call wait for it. Entries repeated within the call count
+	// once.
+	ClaimInbox(ctx context.Context, group string, entries []InboxEntry) ([]string, error)
+	// FinishInbox sets the final status of claimed rows.
+	FinishInbox(ctx context.Context, group string, results []InboxResult) error
+	// InboxStatusOf returns the status of a message for a group, or
+	// ErrNotFound.
+	InboxStatusOf(ctx context.Context, group, messageID string) (InboxStatus, error)
+}
+
+// OrderStore is the order event store with its inline projection (the
+// orders table). The projection enforces at most one non-canceled order
+// per (activity, sku, user) and one order per reservation.
+type OrderStore interface {
+	// InsertOrders inserts the projection rows of new orders (version 1)
+	// and reports, per input, whether it was inserted. A row is not
+	// inserted when its order or reservation already has an order, or its
+	// user already holds a non-canceled order for the activity SKU.
+	InsertOrders(ctx context.Context, orders []order.Snapshot) ([]bool, error)
+	// AppendEvents appends events to their streams. For each order the
+	// first event's version must follow the stream's last version;
+	// otherwise nothing is written and the error matches
+	// ErrConcurrencyConflict.
+	AppendEvents(ctx context.Context, events []order.Event) error
+	// LoadOrderEvents returns an order's stream, oldest first, or
+	// ErrNotFound.
+	LoadOrderEvents(ctx context.Context, orderID string) ([]order.Event, error)
+	// UpdateOrders overwrites projection rows with newer snapshots (only
+	// where the stored version is older).
+	UpdateOrders(ctx context.Context, orders []order.Snapshot) error
+	// OrdersByReservation maps reservation ids to existing order ids.
+	OrdersByReservation(ctx context.Context, reservationIDs []string) (map[string]string, error)
+}
+
+// StockStore is PostgreSQL's final stock per activity SKU.
+type StockStore interface {
+	// TakeStock decrements the final stock by up to n units without ever
+	// going below zero and returns how many units it took (0..n).
+	TakeStock(ctx context.Context, activityID, skuID, n int64) (int64, error)
+	// ReturnStock increments the final stock by n.
+	ReturnStock(ctx context.Context, activityID, skuID, n int64) error
+}
+
+// LedgerReason names an inventory movement.
+type LedgerReason string
+
+// The ledger reasons.
+const (
+	LedgerOrderCreated  LedgerReason = "ORDER_CREATED"
+	LedgerOrderCanceled LedgerReason = "ORDER_CANCELED"
+)
+
+// LedgerEntry is one inventory movement. At most one entry exists per
+// (reservation, reason).
+type LedgerEntry struct {
+	ActivityID    int64
+	SKUID         int64
+	Delta         int64
+	Reason        LedgerReason
+	OrderID       string
+	ReservationID string
+	MessageID     string
+}
+
+// LedgerStore appends to the inventory ledger.
+type LedgerStore interface {
+	// AppendLedger inserts entries; an entry repeating an existing
+	// (reservation, reason) fails the call (a doubled effect is a bug).
+	AppendLedger(ctx context.Context, entries []LedgerEntry) error
+}
+
+// OutboxRecord is a stored outbound message.
+type OutboxRecord struct {
+	ID       int64
+	Message  OutboundMessage
+	Attempts int
+}
+
+// OutboxStore is the transactional outbox.
+type OutboxStore interface {
+	// AppendOutbox stores messages to publish after commit.
+	AppendOutbox(ctx context.Context, msgs []OutboundMessage) error
+	// ClaimOutbox locks up to limit unpublished, due rows (SKIP LOCKED, so
+	// several relays share the work) of transactions that are no longer
+	// in flight, oldest transaction first. The locks hold until the
+	// transaction ends.
+	ClaimOutbox(ctx context.Context, limit int) ([]OutboxRecord, error)
+	// MarkPublished marks rows published.
+	MarkPublished(ctx context.Context, ids []int64) error
+	// DeferOutbox records a failed publish: attempts + 1, due again at
+	// next.
+	DeferOutbox(ctx context.Context, ids []int64, next time.Time, lastErr string) error
+	// PruneOutbox deletes rows published before olderThan and returns how
+	// many.
+	PruneOutbox(ctx context.Context, olderThan time.Time, limit int) (int64, error)
+}
+
+// Rejection is a reservation that the order-create consumer refused.
+type Rejection struct {
+	OrderID       string
+	ReservationID string
+	MessageID     string
+	ActivityID    int64
+	SKUID         int64
+	UserID        int64
+	Reason        string
+	RejectedAt    time.Time
+}
+
+// RejectionStore records terminal rejections (one per order id).
+type RejectionStore interface {
+	// RecordRejections inserts rejections; an existing one is kept.
+	RecordRejections(ctx context.Context, rs []Rejection) error
+}
+
+// QuarantinedMessage is a message that can never be processed as is.
+type QuarantinedMessage struct {
+	ConsumerGroup   string
+	Topic           string
+	MessageID       string // may be empty when the body is undecodable
+	BrokerMessageID string
+	ErrorClass      string
+	Reason          string
+	Body            []byte
+	Properties      map[string]string
+	DeliveryAttempt int32
+}
+
+// QuarantineStore isolates poison messages.
+type QuarantineStore interface {
+	// Quarantine stores m; storing the same broker message for the same
+	// group twice keeps one row.
+	Quarantine(ctx context.Context, m QuarantinedMessage) error
+}
+
+// ActivityStore persists activities and seeds their final stock.
+type ActivityStore interface {
+	// CreateActivity stores a and its final stock. It returns created =
+	// false and the stored activity when one with the same ids exists.
+	CreateActivity(ctx context.Context, a Activity) (stored Activity, created bool, err error)
+	// GetActivity returns an activity or ErrNotFound.
+	GetActivity(ctx context.Context, activityID, skuID int64) (Activity, error)
+}
+
+// OrderQueries reads order state outside transactions.
+type OrderQueries interface {
+	// GetOrderView returns the order's projection, or its rejection as a
+	// REJECTED view, or ErrNotFound.
+	GetOrderView(ctx context.Context, orderID string) (OrderView, error)
+}
+
+// ReservationClaim asks to decide a reservation's fate in this
+// transaction.
+type ReservationClaim struct {
+	ReservationID string
+	OrderID       string
+	MessageID     string
+}
+
+// ReservationOutcome is the decided fate of a reservation.
+type ReservationOutcome struct {
+	ReservationID string
+	// Outcome is ORDERED or REJECTED.
+	Outcome string
+	Reason  string
+}
+
+// The reservation outcomes.
+const (
+	OutcomeOrdered  = "ORDERED"
+	OutcomeRejected = "REJECTED"
+)
+
+// ReservationOutcomeStore decides every reservation exactly once, whatever
+// message id carries it: an order and a rejection of the same reservation
+// are mutually exclusive (reservation_outcomes, PRIMARY KEY reservation_id).
+type ReservationOutcomeStore interface {
+	// ClaimReservations inserts a PROCESSING row per reservation not yet
+	// decided and returns the reservation ids it inserted, in input order.
+	// A reservation decided by a committed transaction is not returned;
+	// one claimed by a concurrent, uncommitted transaction makes the call
+	// wait for it. Repeated ids within the call count once.
+	ClaimReservations(ctx context.Context, claims []ReservationClaim) ([]string, error)
+	// FinishReservations records the outcome of claimed reservations.
+	FinishReservations(ctx context.Context, outcomes []ReservationOutcome) error
+}
