@@ -3,15 +3,13 @@ package ports
 import "time"
 
 // Metrics receives the application-level measurements of spec 28.2 that
-// no adapter can see by itself. The Prometheus adapter implements it; a nil
+// no adapter can see by itself (adapters export their own: for example the
+// Redis adapter computes reservation_mq_pending at scrape time). The Prometheus adapter implements it; a nil
 // Metrics is not allowed (use a no-op implementation in tests).
 type Metrics interface {
 	// ResendOutcome counts one scanner resend by outcome (CONFIRMED,
 	// UNKNOWN, DEFINITE_FAILURE): reservation_resend_total{outcome}.
 	ResendOutcome(outcome string)
-	// PendingSend reports the pending-send backlog:
-	// reservation_mq_pending and reservation_mq_pending_oldest_age_seconds.
-	PendingSend(count int64, oldestAge time.Duration)
 	// Unresolved reports reservations with no order and no release yet,
 	// and the age of the oldest: the order-create backlog age that drives
 	// admission (mq_consumer_lag_seconds is its broker-side sibling).

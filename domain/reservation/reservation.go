@@ -167,13 +167,23 @@ func (r *Reservation) MarkSent(now time.Time) error {
 	return nil
 }
 
+// ClaimForResend records that a scanner took the PENDING reservation to
+// resend its message: the send attempt count grows.
+func (r *Reservation) ClaimForResend(now time.Time) error {
+	if r.status != StatusPending {
+		return fmt.Errorf("%w: resend in status %s", ErrIllegalTransition, r.status)
+	}
+	r.sendAttempt++
+	r.record(EventResendClaimed, now, "")
+	return nil
+}
+
 // ScheduleRetry records an unknown send outcome: the reservation stays
-// PENDING and its send attempt count grows.
+// PENDING, due again later.
 func (r *Reservation) ScheduleRetry(now time.Time) error {
 	if r.status != StatusPending {
 		return fmt.Errorf("%w: retry in status %s", ErrIllegalTransition, r.status)
 	}
-	r.sendAttempt++
 	r.record(EventRetryScheduled, now, "")
 	return nil
 }
@@ -256,6 +266,7 @@ type EventType string
 const (
 	EventCreated        EventType = "RESERVATION_CREATED"
 	EventSent           EventType = "RESERVATION_MESSAGE_SENT"
+	EventResendClaimed  EventType = "RESERVATION_RESEND_CLAIMED"
 	EventRetryScheduled EventType = "RESERVATION_SEND_RETRY_SCHEDULED"
 	EventOrdered        EventType = "RESERVATION_ORDERED"
 	EventReleased       EventType = "RESERVATION_RELEASED"

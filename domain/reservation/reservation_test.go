@@ -41,7 +41,7 @@ func TestNewValidates(t *testing.T) {
 	if s.Status != reservation.StatusPending || !s.ValidUntil.Equal(t0.Add(5*time.Minute)) || s.Version != 1 {
 		t.Fatalf("snapshot %+v", s)
 	}
-	if r.Expired(t0.Add(5*time.Minute - time.Millisecond)) || !r.Expired(t0.Add(5*time.Minute)) {
+	if r.Expired(t0.Add(5*time.Minute-time.Millisecond)) || !r.Expired(t0.Add(5*time.Minute)) {
 		t.Fatal("expiry boundary wrong")
 	}
 }
@@ -59,7 +59,12 @@ func TestPropertyTransitionsAreLegal(t *testing.T) {
 		prev := reservation.StatusPending
 		for i := rapid.IntRange(1, 25).Draw(t, "steps"); i > 0; i-- {
 			now := t0.Add(time.Duration(i) * time.Second)
-			switch rapid.IntRange(0, 3).Draw(t, "cmd") {
+			switch rapid.IntRange(0, 4).Draw(t, "cmd") {
+			case 4:
+				before := r.Snapshot().SendAttempt
+				if err := r.ClaimForResend(now); err == nil && r.Snapshot().SendAttempt != before+1 {
+					t.Fatal("claim did not count the attempt")
+				}
 			case 0:
 				_ = r.MarkSent(now)
 			case 1:
