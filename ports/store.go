@@ -15,6 +15,9 @@ type UnitOfWork interface {
 	// InTx returns fn's error. Failures worth retrying (connection loss,
 	// deadlock, serialization failure, statement timeout, a terminated
 	// backend) match ErrTransient. fn must not retain tx after returning.
+	// After any error inside fn the transaction may be unusable (PostgreSQL
+	// aborts it): fn should return the error. A panic in fn rolls back and
+	// re-panics.
 	InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
@@ -52,10 +55,11 @@ type InboxStatus string
 
 // The inbox outcomes.
 const (
-	InboxSucceeded InboxStatus = "SUCCEEDED"
-	InboxRejected  InboxStatus = "REJECTED"
-	InboxDuplicate InboxStatus = "DUPLICATE"
-	InboxNoop      InboxStatus = "NOOP"
+	InboxProcessing InboxStatus = "PROCESSING"
+	InboxSucceeded  InboxStatus = "SUCCEEDED"
+	InboxRejected   InboxStatus = "REJECTED"
+	InboxDuplicate  InboxStatus = "DUPLICATE"
+	InboxNoop       InboxStatus = "NOOP"
 )
 
 // InboxResult records the outcome of one claimed message.
@@ -74,7 +78,8 @@ type InboxStore interface {
 	// makes this call wait for it. Entries repeated within the call count
 	// once.
 	ClaimInbox(ctx context.Context, group string, entries []InboxEntry) ([]string, error)
-	// FinishInbox sets the final status of claimed rows.
+	// FinishInbox sets the final status of claimed rows; every entry must
+	// name a row claimed for group, otherwise ErrNotFound.
 	FinishInbox(ctx context.Context, group string, results []InboxResult) error
 	// InboxStatusOf returns the status of a message for a group, or
 	// ErrNotFound.
@@ -92,7 +97,7 @@ type OrderStore interface {
 	InsertOrders(ctx context.Context, orders []order.Snapshot) ([]bool, error)
 	// AppendEvents appends events to their streams. For each order the
 	// first event's version must follow the stream's last version;
-	// otherwise nothing is written and the error matches
+	// otherwise nothing of the whole call is written and the error matches
 	// ErrConcurrencyConflict.
 	AppendEvents(ctx context.Context, events []order.Event) error
 	// LoadOrderEvents returns an order's stream, oldest first, or
@@ -109,6 +114,7 @@ type OrderStore interface {
 type StockStore interface {
 	// TakeStock decrements the final stock by up to n units without ever
 	// going below zero and returns how many units it took (0..n).
+	// ErrNotFound for an unknown activity SKU.
 	TakeStock(ctx context.Context, activityID, skuID, n int64) (int64, error)
 	// ReturnStock increments the final stock by n.
 	ReturnStock(ctx context.Context, activityID, skuID, n int64) error
@@ -138,7 +144,8 @@ type LedgerEntry struct {
 // LedgerStore appends to the inventory ledger.
 type LedgerStore interface {
 	// AppendLedger inserts entries; an entry repeating an existing
-	// (reservation, reason) fails the call (a doubled effect is a bug).
+	// (reservation, reason) fails the call with an error matching
+	// ErrAlreadyExists (a doubled effect is a bug).
 	AppendLedger(ctx context.Context, entries []LedgerEntry) error
 }
 
@@ -155,16 +162,18 @@ type OutboxStore interface {
 	AppendOutbox(ctx context.Context, msgs []OutboundMessage) error
 	// ClaimOutbox locks up to limit unpublished, due rows (SKIP LOCKED, so
 	// several relays share the work) of transactions that are no longer
-	// in flight, oldest transaction first. The locks hold until the
-	// transaction ends.
+	// in flight, oldest transaction first. A row of a FIFO message group is
+	// claimed only when no earlier unpublished row of that group exists.
+	// Rows written by the calling transaction itself are unspecified (the
+	// relay never writes rows). The locks hold until the transaction ends.
 	ClaimOutbox(ctx context.Context, limit int) ([]OutboxRecord, error)
 	// MarkPublished marks rows published.
 	MarkPublished(ctx context.Context, ids []int64) error
 	// DeferOutbox records a failed publish: attempts + 1, due again at
 	// next.
 	DeferOutbox(ctx context.Context, ids []int64, next time.Time, lastErr string) error
-	// PruneOutbox deletes rows published before olderThan and returns how
-	// many.
+	// PruneOutbox deletes up to limit (> 0) rows published before
+	// olderThan and returns how many.
 	PruneOutbox(ctx context.Context, olderThan time.Time, limit int) (int64, error)
 }
 
@@ -180,7 +189,8 @@ type Rejection struct {
 	RejectedAt    time.Time
 }
 
-// RejectionStore records terminal rejections (one per order id).
+// RejectionStore records terminal rejections (one per order id and one per
+// reservation).
 type RejectionStore interface {
 	// RecordRejections inserts rejections; an existing one is kept.
 	RecordRejections(ctx context.Context, rs []Rejection) error
@@ -217,8 +227,9 @@ type ActivityStore interface {
 
 // OrderQueries reads order state outside transactions.
 type OrderQueries interface {
-	// GetOrderView returns the order's projection, or its rejection as a
-	// REJECTED view, or ErrNotFound.
+	// GetOrderView returns the order's projection (a PAYING order shows as
+	// CREATED), or its rejection as a REJECTED view (AggregateVersion 0,
+	// CreatedAt = UpdatedAt = rejected_at), or ErrNotFound.
 	GetOrderView(ctx context.Context, orderID string) (OrderView, error)
 }
 
@@ -248,12 +259,13 @@ const (
 // message id carries it: an order and a rejection of the same reservation
 // are mutually exclusive (reservation_outcomes, PRIMARY KEY reservation_id).
 type ReservationOutcomeStore interface {
-	// ClaimReservations inserts a PROCESSING row per reservation not yet
-	// decided and returns the reservation ids it inserted, in input order.
+	// ClaimReservations inserts a PROCESSING row per reservation that has
+	// no committed row yet (PROCESSING or decided) and returns the reservation ids it inserted, in input order.
 	// A reservation decided by a committed transaction is not returned;
 	// one claimed by a concurrent, uncommitted transaction makes the call
 	// wait for it. Repeated ids within the call count once.
 	ClaimReservations(ctx context.Context, claims []ReservationClaim) ([]string, error)
-	// FinishReservations records the outcome of claimed reservations.
+	// FinishReservations records the outcome of claimed reservations;
+	// every entry must name a claimed row, otherwise ErrNotFound.
 	FinishReservations(ctx context.Context, outcomes []ReservationOutcome) error
 }
