@@ -47,7 +47,7 @@ type Admission interface {
 	// from the user's bucket and fails with ErrRateLimited when it is
 	// empty. A request_id bound to another activity or SKU fails with
 	// ErrRequestIDReused. Atomic: concurrent calls with the same request_id
-	// all return the same ids.
+	// all return the same ids. Claims expire after ttl of wall time.
 	ClaimRequest(ctx context.Context, claim RequestClaim, ttl time.Duration) (bound RequestClaim, existing bool, err error)
 	// LookupOrder returns the reservation behind one of userID's order ids,
 	// as bound by ClaimRequest. ErrNotFound when there is none.
@@ -71,8 +71,9 @@ type Reservations interface {
 	// resets an existing counter; seeding twice is a no-op.
 	SeedActivity(ctx context.Context, a Activity) error
 
-	// Reserve atomically checks the activity window (ErrActivityClosed, also
-	// for an unknown activity), one holder per user (ErrAlreadyPurchased),
+	// Reserve atomically checks the activity window against r.CreatedAt
+	// (starts_at <= created_at < ends_at; ErrActivityClosed, also for an
+	// unknown activity), one holder per user (ErrAlreadyPurchased),
 	// stock > 0 (ErrSoldOut), then decrements the stock, stores r (status
 	// PENDING) and indexes it as pending send, first due at
 	// firstAttemptAt. When a reservation with r's id exists it changes
@@ -83,12 +84,15 @@ type Reservations interface {
 	Get(ctx context.Context, ref ReservationRef) (reservation.Snapshot, error)
 
 	// MarkSent records the broker's confirmation: PENDING -> SENT and the
-	// reservation leaves the pending index. A no-op in any later status.
+	// reservation leaves the pending index. A no-op in any later status;
+	// ErrNotFound for an unknown reservation.
 	MarkSent(ctx context.Context, ref ReservationRef) error
 
 	// ScheduleRetry records an unknown send outcome: the reservation stays
 	// PENDING, its lease is dropped if held by owner, and it is due again
-	// at next. A no-op when the reservation is no longer PENDING.
+	// at next (or, when another owner holds an active lease, at the later
+	// of next and that lease's end). A no-op when the reservation is no
+	// longer PENDING; ErrNotFound for an unknown reservation.
 	ScheduleRetry(ctx context.Context, ref ReservationRef, owner string, next time.Time) error
 
 	// Release gives the reservation's unit back exactly once: stock + 1,
