@@ -1,0 +1,90 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// BacklogGate is PlaceOrder's admission control (spec 21-22): it closes
+// admission, before any stock is touched, when the age of the oldest
+// unresolved reservation (reserved, but with neither an order nor a
+// release yet: unsent, queued in the broker, or being consumed) exceeds a
+// share of the reservation validity. Measurements come from a background
+// loop; when they are missing or stale the gate fails closed.
+type BacklogGate struct {
+	backlog  ports.Backlog
+	clock    ports.Clock
+	metrics  ports.Metrics
+	log      *slog.Logger
+	ratio    float64
+	interval time.Duration
+
+	oldestMS   atomic.Int64 // unix ms of the oldest unresolved reservation; 0 = none
+	measuredMS atomic.Int64 // unix ms of the last successful measurement; 0 = never
+}
+
+// NewBacklogGate returns a gate closing at ratio × reservation TTL,
+// measuring every interval.
+func NewBacklogGate(backlog ports.Backlog, clock ports.Clock, metrics ports.Metrics, log *slog.Logger, ratio float64, interval time.Duration) *BacklogGate {
+	return &BacklogGate{backlog: backlog, clock: clock, metrics: metrics, log: log, ratio: ratio, interval: interval}
+}
+
+// Measure takes one measurement.
+func (g *BacklogGate) Measure(ctx context.Context) error {
+	st, err := g.backlog.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("measure backlog: %w", err)
+	}
+	now := g.clock.Now()
+	var oldest int64
+	var age time.Duration
+	if !st.OldestUnresolvedAt.IsZero() {
+		oldest = st.OldestUnresolvedAt.UnixMilli()
+		age = max(now.Sub(st.OldestUnresolvedAt), 0)
+	}
+	g.oldestMS.Store(oldest)
+	g.measuredMS.Store(now.UnixMilli())
+	g.metrics.Unresolved(st.Unresolved, age)
+	return nil
+}
+
+// Run measures every interval until ctx is canceled.
+func (g *BacklogGate) Run(ctx context.Context) error {
+	t := time.NewTicker(g.interval)
+	defer t.Stop()
+	for {
+		if err := g.Measure(ctx); err != nil && ctx.Err() == nil {
+			g.log.WarnContext(ctx, "backlog measurement failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Admit returns ports.ErrBacklog when new reservations with validity ttl
+// must be refused at now: the backlog is older than ratio × ttl, or no
+// fresh measurement exists (fail closed).
+func (g *BacklogGate) Admit(now time.Time, ttl time.Duration) error {
+	measured := g.measuredMS.Load()
+	if measured == 0 || now.UnixMilli()-measured > (5*g.interval).Milliseconds()+1000 {
+		return fmt.Errorf("%w: backlog not measured recently", ports.ErrBacklog)
+	}
+	oldest := g.oldestMS.Load()
+	if oldest == 0 {
+		return nil
+	}
+	age := time.Duration(now.UnixMilli()-oldest) * time.Millisecond
+	if float64(age) > g.ratio*float64(ttl) {
+		return fmt.Errorf("%w: oldest unresolved reservation is %s old (limit %.0f%% of %s)",
+			ports.ErrBacklog, age.Round(time.Millisecond), g.ratio*100, ttl)
+	}
+	return nil
+}

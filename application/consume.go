@@ -1,0 +1,64 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Backoff bounds for redelivery of failed messages: the first retries are
+// quick (transient hiccups), later ones back off exponentially (spec 17.3).
+const (
+	retryBase = time.Second
+	retryMax  = 60 * time.Second
+)
+
+// retryDelay returns the delay before delivery attempt+1.
+func retryDelay(attempt int32) time.Duration {
+	d := retryBase
+	for i := int32(1); i < attempt && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
+}
+
+// retry returns a non-acknowledging decision with exponential backoff.
+func retry(d ports.Delivery, outcome string, _ error) ports.Decision {
+	return ports.RetryLater(outcome, retryDelay(d.DeliveryAttempt))
+}
+
+// classify names an error for logs and metrics.
+func classify(err error) string {
+	switch {
+	case errors.Is(err, ports.ErrTransient):
+		return "transient"
+	case errors.Is(err, ports.ErrConcurrencyConflict):
+		return "conflict"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "unknown"
+}
+
+// quarantine stores a message that can never be processed and
+// acknowledges it; if storing fails the message is retried instead (it must
+// never be lost).
+func quarantine(ctx context.Context, uow ports.UnitOfWork, log *slog.Logger, group string, d ports.Delivery, messageID, class string, cause error) ports.Decision {
+	q := ports.QuarantinedMessage{
+		ConsumerGroup: group, Topic: d.Topic, MessageID: messageID, BrokerMessageID: d.BrokerMessageID,
+		ErrorClass: class, Reason: cause.Error(), Body: d.Body, Properties: d.Properties,
+		DeliveryAttempt: d.DeliveryAttempt,
+	}
+	err := uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error { return tx.Quarantine(ctx, q) })
+	if err != nil {
+		log.ErrorContext(ctx, "quarantine failed, message will be retried", "message_id", messageID,
+			"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "error_class", class, "error", err)
+		return retry(d, "transient", err)
+	}
+	log.WarnContext(ctx, "message quarantined", "message_id", messageID, "broker_message_id", d.BrokerMessageID,
+		"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "error_class", class, "reason", cause.Error())
+	return ports.Decision{Ack: true, Outcome: "quarantined", Reason: class}
+}

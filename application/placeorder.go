@@ -1,0 +1,183 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// PlaceOrderConfig tunes the hot path.
+type PlaceOrderConfig struct {
+	// RequestClaimTTL is how long a request_id stays bound to its ids.
+	RequestClaimTTL time.Duration
+	// ScanGrace delays the scanner's first look at a new reservation so it
+	// does not race the inline send (a few send timeouts).
+	ScanGrace time.Duration
+}
+
+// PlaceOrder is the hot path: admission, Redis reservation, bounded
+// synchronous send, answer QUEUING.
+//
+// All ids are generated before anything is stored and bound to the
+// client's request_id, so a retried request reuses them. The send outcome
+// decides what happens to the reservation: CONFIRMED marks it SENT;
+// UNKNOWN leaves it pending for the scanner, which resends with the same
+// message id (never compensate on a timeout: the broker may have stored
+// the message); DEFINITE_FAILURE releases it at once (the message was
+// certainly not stored) and the client is told to retry.
+type PlaceOrder struct {
+	admission    ports.Admission
+	reservations ports.Reservations
+	publisher    ports.Publisher
+	activities   *Activities
+	gate         *BacklogGate
+	queries      *Queries
+	ids          ports.IDGenerator
+	clock        ports.Clock
+	metrics      ports.Metrics
+	fp           ports.Failpoints
+	log          *slog.Logger
+	cfg          PlaceOrderConfig
+}
+
+// NewPlaceOrder wires the use case. fp may be nil.
+func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, publisher ports.Publisher,
+	activities *Activities, gate *BacklogGate, queries *Queries, ids ports.IDGenerator, clock ports.Clock,
+	metrics ports.Metrics, fp ports.Failpoints, log *slog.Logger, cfg PlaceOrderConfig) *PlaceOrder {
+	return &PlaceOrder{admission: admission, reservations: reservations, publisher: publisher,
+		activities: activities, gate: gate, queries: queries, ids: ids, clock: clock,
+		metrics: metrics, fp: fp, log: log, cfg: cfg}
+}
+
+// Place reserves one unit for cmd.UserID and queues the order's creation.
+func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
+	if err := validatePlace(cmd); err != nil {
+		return ports.PlaceOrderResult{}, err
+	}
+	act, err := p.activities.Get(ctx, cmd.ActivityID, cmd.SKUID)
+	if errors.Is(err, ports.ErrNotFound) {
+		return ports.PlaceOrderResult{}, fmt.Errorf("activity %d/%d: %w", cmd.ActivityID, cmd.SKUID, ports.ErrActivityClosed)
+	}
+	if err != nil {
+		return ports.PlaceOrderResult{}, err
+	}
+	now := p.clock.Now()
+	if err := p.gate.Admit(now, act.ReservationTTL); err != nil {
+		p.metrics.AdmissionRejected("BACKLOG")
+		return ports.PlaceOrderResult{}, err
+	}
+
+	claim, existing, err := p.admission.ClaimRequest(ctx, ports.RequestClaim{
+		UserID: cmd.UserID, RequestID: cmd.RequestID, ActivityID: cmd.ActivityID, SKUID: cmd.SKUID,
+		ReservationID: p.ids.NewID(ports.IDReservation),
+		OrderID:       p.ids.NewID(ports.IDOrder),
+		MessageID:     p.ids.NewID(ports.IDMessage),
+	}, p.cfg.RequestClaimTTL)
+	if errors.Is(err, ports.ErrRateLimited) {
+		p.metrics.AdmissionRejected("RATE_LIMITED")
+	}
+	if err != nil {
+		return ports.PlaceOrderResult{}, fmt.Errorf("claim request: %w", err)
+	}
+
+	r, err := reservation.New(reservation.NewReservation{
+		ReservationID: claim.ReservationID, OrderID: claim.OrderID, MessageID: claim.MessageID,
+		RequestID: cmd.RequestID, ActivityID: cmd.ActivityID, SKUID: cmd.SKUID, UserID: cmd.UserID,
+		TTL: act.ReservationTTL,
+	}, now)
+	if err != nil {
+		return ports.PlaceOrderResult{}, fmt.Errorf("new reservation: %w", err)
+	}
+	stored, err := p.reservations.Reserve(ctx, r.Snapshot(), now.Add(p.cfg.ScanGrace))
+	if err != nil {
+		return ports.PlaceOrderResult{}, fmt.Errorf("reserve: %w", err)
+	}
+	res := ports.PlaceOrderResult{OrderID: stored.OrderID, ReservationID: stored.ReservationID, Status: ports.OrderQueuing}
+	log := p.log.With("request_id", cmd.RequestID, "reservation_id", stored.ReservationID,
+		"order_id", stored.OrderID, "message_id", stored.MessageID, "activity_id", cmd.ActivityID,
+		"sku_id", cmd.SKUID, "user_id", cmd.UserID, "trace_id", TraceFrom(ctx).TraceID)
+	if existing || stored.Version > 1 || stored.Status != reservation.StatusPending {
+		// A repeated request: the first one (or the scanner) owns the send.
+		return p.repeated(ctx, cmd.UserID, stored, res)
+	}
+	if err := ports.Inject(ctx, p.fp, ports.FailAfterReserve); err != nil {
+		return ports.PlaceOrderResult{}, err
+	}
+	if err := p.send(ctx, log, stored); err != nil {
+		return ports.PlaceOrderResult{}, err
+	}
+	return res, nil
+}
+
+// send publishes the order-create message and records the outcome. Only a
+// definite failure surfaces to the client, as a transient error after the
+// stock went back; an unknown outcome is left to the scanner and the client
+// is answered QUEUING.
+func (p *PlaceOrder) send(ctx context.Context, log *slog.Logger, r reservation.Snapshot) error {
+	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID}
+	msg, err := orderCreateMessage(r, 0, p.clock.Now(), TraceFrom(ctx))
+	if err != nil {
+		log.ErrorContext(ctx, "build order-create message", "error", err)
+		return nil // the reservation stays pending; the scanner retries and reports it
+	}
+	start := p.clock.Now()
+	receipt, err := p.publisher.Publish(ctx, msg)
+	latency := p.clock.Now().Sub(start)
+	switch {
+	case err == nil:
+		if ferr := ports.Inject(ctx, p.fp, ports.FailAfterSend); ferr != nil {
+			return ferr
+		}
+		if merr := p.reservations.MarkSent(context.WithoutCancel(ctx), ref); merr != nil {
+			// The scanner resends; the consumer's inbox absorbs the duplicate.
+			log.WarnContext(ctx, "mark sent failed", "error", merr)
+		}
+		log.DebugContext(ctx, "order-create sent", "send_outcome", "CONFIRMED",
+			"broker_message_id", receipt.BrokerMessageID, "send_latency_ms", latency.Milliseconds())
+	case errors.Is(err, ports.ErrSendRejected):
+		released, rerr := p.reservations.Release(context.WithoutCancel(ctx), ref, reservation.ReasonSendFailed)
+		log.ErrorContext(ctx, "order-create send definitely failed, reservation released",
+			"send_outcome", "DEFINITE_FAILURE", "error_class", "SEND_REJECTED", "error", err,
+			"released", released, "release_error", rerr, "send_latency_ms", latency.Milliseconds())
+		return fmt.Errorf("order queue rejected the message: %w", ports.ErrTransient)
+	default:
+		log.WarnContext(ctx, "order-create send outcome unknown, scanner will resend",
+			"send_outcome", "UNKNOWN", "error_class", "SEND_UNKNOWN", "error", err,
+			"send_latency_ms", latency.Milliseconds())
+	}
+	return nil
+}
+
+// repeated answers a retried request_id from the stored reservation.
+func (p *PlaceOrder) repeated(ctx context.Context, userID int64, r reservation.Snapshot, res ports.PlaceOrderResult) (ports.PlaceOrderResult, error) {
+	switch r.Status {
+	case reservation.StatusPending, reservation.StatusSent:
+		return res, nil
+	}
+	v, err := p.queries.GetOrder(ctx, userID, r.OrderID)
+	if err != nil {
+		return ports.PlaceOrderResult{}, err
+	}
+	res.Status = v.Status
+	return res, nil
+}
+
+func validatePlace(cmd ports.PlaceOrderCommand) error {
+	switch {
+	case cmd.UserID <= 0:
+		return ports.InvalidField("user_id", "must be > 0")
+	case cmd.ActivityID <= 0:
+		return ports.InvalidField("activity_id", "must be > 0")
+	case cmd.SKUID <= 0:
+		return ports.InvalidField("sku_id", "must be > 0")
+	case cmd.RequestID == "" || utf8.RuneCountInString(cmd.RequestID) > reservation.MaxRequestIDLen:
+		return ports.InvalidField("request_id", "must be 1..%d characters", reservation.MaxRequestIDLen)
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// RelayConfig tunes the outbox relay.
+type RelayConfig struct {
+	Interval    time.Duration // pause when the outbox is drained
+	Batch       int           // rows claimed per transaction
+	Workers     int           // parallel publishers per batch
+	Retention   time.Duration // published rows are pruned after this
+	BackoffBase time.Duration // first delay after a failed publish
+	BackoffMax  time.Duration
+}
+
+// RelayOutbox publishes committed outbox rows. Each batch is claimed in a
+// transaction (SKIP LOCKED, so several relays share the work; only rows of
+// transactions no longer in flight, so none is overtaken by a later one),
+// published, and marked published in the same transaction. A crash
+// between publishing and marking republishes the rows with the same
+// message ids, which the consumers' inboxes absorb. Rows of one message
+// group (or key) are published in order by one worker. A failed publish is
+// deferred with exponential backoff; nothing is dropped.
+type RelayOutbox struct {
+	uow       ports.UnitOfWork
+	publisher ports.Publisher
+	clock     ports.Clock
+	fp        ports.Failpoints
+	log       *slog.Logger
+	cfg       RelayConfig
+}
+
+// NewRelayOutbox wires the relay. fp may be nil.
+func NewRelayOutbox(uow ports.UnitOfWork, publisher ports.Publisher, clock ports.Clock, fp ports.Failpoints,
+	log *slog.Logger, cfg RelayConfig) *RelayOutbox {
+	return &RelayOutbox{uow: uow, publisher: publisher, clock: clock, fp: fp, log: log.With("component", "relay"), cfg: cfg}
+}
+
+// Run relays until ctx is canceled, pruning old rows about once a minute.
+func (r *RelayOutbox) Run(ctx context.Context) error {
+	lastPrune := time.Time{}
+	for {
+		n, err := r.RelayOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "relay batch failed", "error", err)
+		}
+		if now := r.clock.Now(); now.Sub(lastPrune) > time.Minute {
+			lastPrune = now
+			if _, err := r.Prune(ctx); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "prune failed", "error", err)
+			}
+		}
+		wait := r.cfg.Interval
+		if n >= r.cfg.Batch {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// RelayOnce publishes one batch and returns how many rows it claimed.
+func (r *RelayOutbox) RelayOnce(ctx context.Context) (int, error) {
+	claimed := 0
+	err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		recs, err := tx.ClaimOutbox(ctx, r.cfg.Batch)
+		if err != nil {
+			return fmt.Errorf("claim outbox: %w", err)
+		}
+		claimed = len(recs)
+		if claimed == 0 {
+			return nil
+		}
+		ok, failed := r.publish(ctx, recs)
+		if err := ports.Inject(ctx, r.fp, ports.FailRelayAfterPublish); err != nil {
+			return err
+		}
+		if len(ok) > 0 {
+			if err := tx.MarkPublished(ctx, ok); err != nil {
+				return fmt.Errorf("mark published: %w", err)
+			}
+		}
+		for attempts, ids := range failed {
+			next := r.clock.Now().Add(Backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts+1))
+			if err := tx.DeferOutbox(ctx, ids.ids, next, ids.lastErr); err != nil {
+				return fmt.Errorf("defer outbox: %w", err)
+			}
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+// failedRows groups failed rows by their attempt count.
+type failedRows struct {
+	ids     []int64
+	lastErr string
+}
+
+// publish sends recs with up to cfg.Workers goroutines; rows that share a
+// message group (or first key) go to the same worker, in order.
+func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([]int64, map[int]failedRows) {
+	workers := max(1, min(r.cfg.Workers, len(recs)))
+	lanes := make([][]ports.OutboxRecord, workers)
+	for _, rec := range recs {
+		lanes[lane(rec.Message, workers)] = append(lanes[lane(rec.Message, workers)], rec)
+	}
+	var (
+		mu     sync.Mutex
+		ok     []int64
+		failed = make(map[int]failedRows)
+		wg     sync.WaitGroup
+	)
+	for _, l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			blocked := map[string]bool{} // a failed group stops its later rows
+			for _, rec := range l {
+				key := groupKey(rec.Message)
+				var err error
+				if blocked[key] {
+					err = errors.New("an earlier message of the group failed")
+				} else {
+					_, err = r.publisher.Publish(ctx, rec.Message)
+				}
+				mu.Lock()
+				if err == nil {
+					ok = append(ok, rec.ID)
+				} else {
+					blocked[key] = true
+					f := failed[rec.Attempts]
+					f.ids, f.lastErr = append(f.ids, rec.ID), err.Error()
+					failed[rec.Attempts] = f
+					r.log.WarnContext(ctx, "outbox publish failed", "outbox_id", rec.ID, "message_id", rec.Message.MessageID,
+						"topic", rec.Message.Topic, "tag", rec.Message.Tag, "attempts", rec.Attempts, "error", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ok, failed
+}
+
+func groupKey(m ports.OutboundMessage) string {
+	if m.MessageGroup != "" {
+		return m.MessageGroup
+	}
+	if len(m.Keys) > 0 {
+		return m.Keys[0]
+	}
+	return m.MessageID
+}
+
+func lane(m ports.OutboundMessage, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(groupKey(m)))
+	return int(h.Sum32() % uint32(n))
+}
+
+// Prune deletes rows published longer ago than the retention.
+func (r *RelayOutbox) Prune(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		n, err = tx.PruneOutbox(ctx, r.clock.Now().Add(-r.cfg.Retention), 10_000)
+		return err
+	})
+	return n, err
+}
