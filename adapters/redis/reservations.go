@@ -1,0 +1,268 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// SeedActivity creates the activity SKU's stock counter and rules hash if
+// absent (one script; an existing counter is never reset and existing rules
+// are kept even when a differs) and then adds the slot to <ns>:slots. It
+// fails with a *ports.FieldError for invalid settings.
+func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
+	switch {
+	case a.ActivityID <= 0:
+		return ports.InvalidField("activity_id", "must be > 0")
+	case a.SKUID <= 0:
+		return ports.InvalidField("sku_id", "must be > 0")
+	case a.Stock < 0:
+		return ports.InvalidField("stock", "must be >= 0")
+	case !a.EndsAt.After(a.StartsAt):
+		return ports.InvalidField("ends_at", "must be after starts_at")
+	}
+	sk := s.keys.slot(a.ActivityID, a.SKUID)
+	created, err := s.run(ctx, scriptSeed, []string{sk.rules, sk.stock},
+		a.Stock, ms(a.StartsAt), ms(a.EndsAt), a.ReservationTTL.Milliseconds(), a.PaymentTimeout.Milliseconds(),
+	).Int64()
+	if err != nil {
+		return wrapErr("seed activity", err)
+	}
+	// The slots set lives in another hash slot, so it is written by a
+	// separate command after the seed; a failure here is repaired by
+	// seeding again.
+	slotID := s.keys.slotID(a.ActivityID, a.SKUID)
+	if err := s.client.SAdd(ctx, s.keys.slots(), slotID).Err(); err != nil {
+		return wrapErr("register slot", err)
+	}
+	s.addCachedSlot(slotID)
+	s.logger.InfoContext(ctx, "activity seeded", "activity_id", a.ActivityID, "sku_id", a.SKUID,
+		"created", created == 1, "stock", a.Stock)
+	return nil
+}
+
+// Reserve runs the reserve script: when r's reservation exists it returns
+// the stored one unchanged; otherwise it checks the activity window against
+// r.CreatedAt (ports.ErrActivityClosed, also for an unknown activity), one
+// holder per user (ports.ErrAlreadyPurchased) and stock > 0
+// (ports.ErrSoldOut), then decrements the stock, records the user as holder,
+// stores r (status PENDING, send_attempt, next_retry_at = firstAttemptAt, no
+// lease) and adds it to the pending (score firstAttemptAt), unresolved and
+// pending_created (score CreatedAt) indexes. r must be a new PENDING
+// reservation (reservation.New(...).Snapshot()); otherwise the error wraps
+// reservation.ErrInvalid.
+func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error) {
+	if err := validateNew(r); err != nil {
+		return reservation.Snapshot{}, err
+	}
+	if r.Version == 0 {
+		r.Version = 1
+	}
+	sk := s.keys.slot(r.ActivityID, r.SKUID)
+	keys := []string{sk.rsv(r.ReservationID), sk.rules, sk.holders, sk.stock, sk.pending, sk.unresolved, sk.pendingCreated}
+	args := make([]any, 0, 4+32)
+	args = append(args, itoa(r.UserID), itoa(ms(r.CreatedAt)), itoa(ms(firstAttemptAt)), r.ReservationID)
+	args = append(args, reservationFields(r, firstAttemptAt)...)
+	reply, err := s.run(ctx, scriptReserve, keys, args...).Slice()
+	if err != nil {
+		return reservation.Snapshot{}, wrapErr("reserve", err)
+	}
+	if len(reply) == 0 {
+		return reservation.Snapshot{}, unexpected("reserve", reply)
+	}
+	code, _ := reply[0].(string)
+	switch code {
+	case "CREATED":
+		r.CreatedAt = fromMS(ms(r.CreatedAt))
+		r.ValidUntil = fromMS(ms(r.ValidUntil))
+		return r, nil
+	case "EXISTS":
+		if len(reply) != 2 {
+			return reservation.Snapshot{}, unexpected("reserve", reply)
+		}
+		stored, err := decodeReservationReply(reply[1])
+		if err != nil {
+			return reservation.Snapshot{}, fmt.Errorf("redis reserve: %w", err)
+		}
+		return stored.Snapshot, nil
+	case "CLOSED":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityClosed)
+	case "HOLDER":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", r.ActivityID, r.SKUID, r.UserID, ports.ErrAlreadyPurchased)
+	case "SOLD_OUT":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrSoldOut)
+	}
+	return reservation.Snapshot{}, unexpected("reserve", reply)
+}
+
+func validateNew(r reservation.Snapshot) error {
+	switch {
+	case r.ReservationID == "" || r.OrderID == "" || r.MessageID == "" || r.RequestID == "":
+		return fmt.Errorf("redis reserve: %w: reservation, order, message and request ids are required", reservation.ErrInvalid)
+	case r.ActivityID <= 0 || r.SKUID <= 0 || r.UserID <= 0:
+		return fmt.Errorf("redis reserve: %w: activity, sku and user ids must be > 0", reservation.ErrInvalid)
+	case r.Status != reservation.StatusPending:
+		return fmt.Errorf("redis reserve: %w: a new reservation is PENDING, not %s", reservation.ErrInvalid, r.Status)
+	case r.CreatedAt.IsZero() || r.ValidUntil.IsZero():
+		return fmt.Errorf("redis reserve: %w: created_at and valid_until are required", reservation.ErrInvalid)
+	}
+	return nil
+}
+
+// Get returns a stored reservation or ports.ErrNotFound.
+func (s *Store) Get(ctx context.Context, ref ports.ReservationRef) (reservation.Snapshot, error) {
+	st, err := s.get(ctx, ref)
+	if err != nil {
+		return reservation.Snapshot{}, err
+	}
+	return st.Snapshot, nil
+}
+
+func (s *Store) get(ctx context.Context, ref ports.ReservationRef) (storedReservation, error) {
+	m, err := s.client.HGetAll(ctx, s.keys.slot(ref.ActivityID, ref.SKUID).rsv(ref.ReservationID)).Result()
+	if err != nil {
+		return storedReservation{}, wrapErr("get reservation", err)
+	}
+	if len(m) == 0 {
+		return storedReservation{}, fmt.Errorf("reservation %s: %w", ref.ReservationID, ports.ErrNotFound)
+	}
+	st, err := decodeReservation(m)
+	if err != nil {
+		return storedReservation{}, fmt.Errorf("redis get reservation %s: %w", ref.ReservationID, err)
+	}
+	return st, nil
+}
+
+// MarkSent moves a PENDING reservation to SENT and out of the pending
+// indexes; a no-op in any later status; ports.ErrNotFound when unknown.
+func (s *Store) MarkSent(ctx context.Context, ref ports.ReservationRef) error {
+	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
+	n, err := s.run(ctx, scriptMarkSent, []string{sk.rsv(ref.ReservationID), sk.pending, sk.pendingCreated},
+		ref.ReservationID).Int64()
+	if err != nil {
+		return wrapErr("mark sent", err)
+	}
+	if n < 0 {
+		return fmt.Errorf("mark sent %s: %w", ref.ReservationID, ports.ErrNotFound)
+	}
+	return nil
+}
+
+// ScheduleRetry keeps a PENDING reservation PENDING, drops its lease when
+// held by owner (or by nobody) and makes it due at next (or when another
+// owner's lease ends, whichever is later). A no-op when not PENDING;
+// ports.ErrNotFound when unknown.
+func (s *Store) ScheduleRetry(ctx context.Context, ref ports.ReservationRef, owner string, next time.Time) error {
+	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
+	n, err := s.run(ctx, scriptScheduleRetry, []string{sk.rsv(ref.ReservationID), sk.pending},
+		ref.ReservationID, owner, itoa(ms(next))).Int64()
+	if err != nil {
+		return wrapErr("schedule retry", err)
+	}
+	if n < 0 {
+		return fmt.Errorf("schedule retry %s: %w", ref.ReservationID, ports.ErrNotFound)
+	}
+	return nil
+}
+
+// Release gives the reservation's unit back exactly once (stock + 1, the
+// user's holder entry removed only if it still names this reservation,
+// status RELEASED with reason, out of every index) and reports whether this
+// call did it. ports.ErrNotFound when unknown; an unknown reason wraps
+// reservation.ErrInvalid.
+func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason reservation.ReleaseReason) (bool, error) {
+	if !reservation.ValidReleaseReason(reason) {
+		return false, fmt.Errorf("redis release: %w: unknown release reason %q", reservation.ErrInvalid, reason)
+	}
+	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
+	n, err := s.run(ctx, scriptRelease,
+		[]string{sk.rsv(ref.ReservationID), sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated},
+		ref.ReservationID, string(reason)).Int64()
+	if err != nil {
+		return false, wrapErr("release", err)
+	}
+	switch n {
+	case -1:
+		return false, fmt.Errorf("release %s: %w", ref.ReservationID, ports.ErrNotFound)
+	case 1:
+		s.logger.InfoContext(ctx, "reservation released", "reservation_id", ref.ReservationID,
+			"activity_id", ref.ActivityID, "sku_id", ref.SKUID, "reason", string(reason))
+		return true, nil
+	}
+	return false, nil
+}
+
+// MarkOrdered moves each PENDING or SENT reservation of refs to ORDERED and
+// out of the pending and unresolved indexes, with one script call per
+// activity SKU; unknown, ORDERED and RELEASED ones are skipped.
+func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) error {
+	type group struct {
+		sk  slotKeys
+		ids []string
+	}
+	var (
+		order  []string
+		groups = map[string]*group{}
+	)
+	for _, ref := range refs {
+		id := s.keys.slotID(ref.ActivityID, ref.SKUID)
+		g, ok := groups[id]
+		if !ok {
+			g = &group{sk: s.keys.slotByID(id)}
+			groups[id] = g
+			order = append(order, id)
+		}
+		g.ids = append(g.ids, ref.ReservationID)
+	}
+	var errs []error
+	for _, id := range order {
+		g := groups[id]
+		keys := make([]string, 0, 3+len(g.ids))
+		keys = append(keys, g.sk.pending, g.sk.unresolved, g.sk.pendingCreated)
+		args := make([]any, 0, len(g.ids))
+		for _, rid := range g.ids {
+			keys = append(keys, g.sk.rsv(rid))
+			args = append(args, rid)
+		}
+		if err := s.run(ctx, scriptMarkOrdered, keys, args...).Err(); err != nil {
+			errs = append(errs, wrapErr("mark ordered "+id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Inventory returns the stock counter and the held reservations of one
+// activity SKU, read atomically; ports.ErrNotFound when it is not seeded.
+func (s *Store) Inventory(ctx context.Context, activityID, skuID int64) (ports.RedisInventory, error) {
+	sk := s.keys.slot(activityID, skuID)
+	reply, err := s.run(ctx, scriptInventory, []string{sk.rules, sk.stock, sk.holders}).Slice()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return ports.RedisInventory{}, wrapErr("inventory", err)
+	}
+	if len(reply) == 0 {
+		return ports.RedisInventory{}, fmt.Errorf("inventory activity %d sku %d: %w", activityID, skuID, ports.ErrNotFound)
+	}
+	if len(reply) != 2 {
+		return ports.RedisInventory{}, unexpected("inventory", reply)
+	}
+	stockStr, _ := reply[0].(string)
+	stock, err := strconv.ParseInt(stockStr, 10, 64)
+	if err != nil {
+		return ports.RedisInventory{}, fmt.Errorf("redis inventory: stock %q: %w", stockStr, err)
+	}
+	held, _ := reply[1].([]any)
+	inv := ports.RedisInventory{Available: stock, Held: make([]string, 0, len(held))}
+	for _, h := range held {
+		if id, ok := h.(string); ok {
+			inv.Held = append(inv.Held, id)
+		}
+	}
+	return inv, nil
+}

@@ -1,0 +1,75 @@
+package redis
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// Script names, also the values of the script label of
+// redis_script_duration_seconds.
+const (
+	scriptSeed          = "seed"
+	scriptReserve       = "reserve"
+	scriptMarkSent      = "mark_sent"
+	scriptScheduleRetry = "schedule_retry"
+	scriptRelease       = "release"
+	scriptMarkOrdered   = "mark_ordered"
+	scriptClaimDue      = "claim_due"
+	scriptClaimRequest  = "claim_request"
+	scriptViewApply     = "view_apply"
+	scriptInventory     = "inventory"
+)
+
+// scriptNames lists every script; each is lua/<name>.lua.
+func scriptNames() []string {
+	return []string{
+		scriptSeed, scriptReserve, scriptMarkSent, scriptScheduleRetry, scriptRelease,
+		scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptViewApply, scriptInventory,
+	}
+}
+
+// scripts holds the loaded Lua scripts of one Store.
+type scripts struct {
+	byName map[string]*goredis.Script
+}
+
+func loadScripts() (scripts, error) {
+	names := scriptNames()
+	s := scripts{byName: make(map[string]*goredis.Script, len(names))}
+	for _, name := range names {
+		src, err := luaFS.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return scripts{}, fmt.Errorf("read script %s: %w", name, err)
+		}
+		s.byName[name] = goredis.NewScript(string(src))
+	}
+	return s, nil
+}
+
+// run executes a script by SHA (EVALSHA) and falls back to EVAL when Redis
+// answers NOSCRIPT (goredis.Script.Run), recording its duration.
+func (s *Store) run(ctx context.Context, name string, keys []string, args ...any) *goredis.Cmd {
+	start := time.Now()
+	cmd := s.scripts.byName[name].Run(ctx, s.client, keys, args...)
+	s.metrics.observeScript(name, time.Since(start))
+	return cmd
+}
+
+// Preload loads every script into the script cache of the server(s) the
+// client reaches, so that the first calls need no EVAL fallback. Optional:
+// scripts are loaded on first use anyway.
+func (s *Store) Preload(ctx context.Context) error {
+	for _, name := range scriptNames() {
+		if err := s.scripts.byName[name].Load(ctx, s.client).Err(); err != nil {
+			return wrapErr("load script "+name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Defaults of Config.
+const (
+	// DefaultNamespace is the key prefix when Config.Namespace is empty.
+	DefaultNamespace = "sk"
+	// DefaultRateCapacity is the token bucket size when
+	// Config.RateLimit.Capacity is 0.
+	DefaultRateCapacity = 5
+	// DefaultRefillPerSecond is the token refill rate when
+	// Config.RateLimit.RefillPerSecond is 0.
+	DefaultRefillPerSecond = 1.0
+	// DefaultRequestClaimTTL is the request claim lifetime when
+	// Config.RequestClaimTTL is 0.
+	DefaultRequestClaimTTL = 24 * time.Hour
+	// DefaultSlotsCacheTTL is the slots cache lifetime when
+	// Config.SlotsCacheTTL is 0.
+	DefaultSlotsCacheTTL = time.Second
+	// DefaultScrapeTimeout bounds a metrics scrape when
+	// Config.ScrapeTimeout is 0.
+	DefaultScrapeTimeout = 2 * time.Second
+)
+
+// RateLimit configures the per-user token bucket of ClaimRequest.
+type RateLimit struct {
+	// Capacity is the bucket size (the burst a user may send). 0 means
+	// DefaultRateCapacity; a negative value disables rate limiting.
+	Capacity int
+	// RefillPerSecond is the number of tokens added per second. 0 means
+	// DefaultRefillPerSecond.
+	RefillPerSecond float64
+}
+
+// Config configures a Store. The zero value is usable: every zero field
+// takes its default.
+type Config struct {
+	// Namespace prefixes every key ("<ns>:..."). Default "sk". It may not
+	// contain braces or spaces.
+	Namespace string
+	// RateLimit is the per-user token bucket of ClaimRequest.
+	RateLimit RateLimit
+	// RequestClaimTTL is the lifetime of a request claim and of its order
+	// lookup key when ClaimRequest is called with ttl <= 0. Default 24h.
+	RequestClaimTTL time.Duration
+	// OrderViewTTL, when > 0, expires an order view that long after its
+	// last applied update. Default: views never expire.
+	OrderViewTTL time.Duration
+	// SlotsCacheTTL is how long ClaimDue and Stats reuse the set of seeded
+	// activity SKUs before reading it again. Default 1s.
+	SlotsCacheTTL time.Duration
+	// ScrapeTimeout bounds the Redis reads behind one metrics scrape.
+	// Default 2s.
+	ScrapeTimeout time.Duration
+	// Clock, when set, is the token bucket's clock (passed to the script in
+	// milliseconds) and the clock of the metrics' ages. When nil the
+	// bucket uses Redis' TIME and the metrics time.Now.
+	Clock func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if strings.ContainsAny(c.Namespace, "{} \t\r\n") {
+		return c, fmt.Errorf("redis: namespace %q may not contain braces or spaces", c.Namespace)
+	}
+	if c.RateLimit.Capacity == 0 {
+		c.RateLimit.Capacity = DefaultRateCapacity
+	}
+	if c.RateLimit.RefillPerSecond == 0 {
+		c.RateLimit.RefillPerSecond = DefaultRefillPerSecond
+	}
+	if c.RateLimit.RefillPerSecond < 0 {
+		return c, errors.New("redis: RateLimit.RefillPerSecond must be >= 0")
+	}
+	if c.RequestClaimTTL <= 0 {
+		c.RequestClaimTTL = DefaultRequestClaimTTL
+	}
+	if c.SlotsCacheTTL <= 0 {
+		c.SlotsCacheTTL = DefaultSlotsCacheTTL
+	}
+	if c.ScrapeTimeout <= 0 {
+		c.ScrapeTimeout = DefaultScrapeTimeout
+	}
+	return c, nil
+}
+
+// Store is the Redis adapter. It implements ports.Admission,
+// ports.Reservations and ports.Backlog, and hands out the ports.OrderViews
+// implementation (Store.OrderViews). It is safe for concurrent use. It starts no goroutine; Close is not needed (the caller
+// owns and closes the client).
+type Store struct {
+	client  goredis.UniversalClient
+	cfg     Config
+	keys    keys
+	scripts scripts
+	metrics *metrics
+	logger  *slog.Logger
+
+	slotsMu    sync.Mutex
+	slotsCache []string
+	slotsAt    time.Time
+	rotation   atomic.Uint64
+}
+
+// Interface checks.
+var (
+	_ ports.Admission    = (*Store)(nil)
+	_ ports.Reservations = (*Store)(nil)
+	_ ports.Backlog      = (*Store)(nil)
+)
+
+// New returns a Store on client. It registers the adapter's metrics with
+// reg (reservation_mq_pending, reservation_mq_pending_oldest_age_seconds,
+// both computed from Stats when scraped, and the histogram
+// redis_script_duration_seconds{script}); reg may be nil to register
+// nothing. logger nil means slog.Default().
+func New(client goredis.UniversalClient, cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redis: nil client")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	sc, err := loadScripts()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		client:  client,
+		cfg:     cfg,
+		keys:    keys{ns: cfg.Namespace},
+		scripts: sc,
+		logger:  logger.With("component", "redis"),
+	}
+	s.metrics = newMetrics(s)
+	if reg != nil {
+		if err := s.metrics.register(reg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Namespace returns the key namespace in use.
+func (s *Store) Namespace() string { return s.cfg.Namespace }
+
+func (s *Store) now() time.Time {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock()
+	}
+	return time.Now()
+}
