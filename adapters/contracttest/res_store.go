@@ -1,0 +1,211 @@
+package contracttest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+func testSeed(t *testing.T, rs ports.Reservations) {
+	ctx := t.Context()
+	a := testActivity(2)
+	_, err := rs.Inventory(ctx, a.ActivityID, a.SKUID)
+	wantErr(t, "Inventory of an unseeded activity SKU", err, ports.ErrNotFound)
+	noErr(t, "SeedActivity", rs.SeedActivity(ctx, a))
+	if inv := available(t, rs, a); inv.Available != 2 || len(inv.Held) != 0 {
+		t.Fatalf("Inventory after seeding stock 2 = %+v, want 2 available, none held", inv)
+	}
+	reserve(t, rs, a, 1, baseTime.Add(time.Minute), baseTime.Add(time.Minute))
+	again := a
+	again.Stock = 9
+	noErr(t, "SeedActivity again", rs.SeedActivity(ctx, again))
+	if inv := available(t, rs, a); inv.Available != 1 {
+		t.Fatalf("Inventory after reserving one unit and seeding again = %+v, want 1 available (never reset)", inv)
+	}
+}
+
+func testReserveGuards(t *testing.T, rs ports.Reservations) {
+	ctx := t.Context()
+	a := seeded(t, rs, 2)
+	in := baseTime.Add(time.Minute)
+
+	unknown := a
+	unknown.ActivityID = a.ActivityID + 1
+	_, err := rs.Reserve(ctx, newReservation(t, unknown, 1, in), in)
+	wantErr(t, "Reserve in an unseeded activity", err, ports.ErrActivityClosed)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, a.StartsAt.Add(-time.Minute)), in)
+	wantErr(t, "Reserve created before the window", err, ports.ErrActivityClosed)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, a.EndsAt.Add(time.Minute)), in)
+	wantErr(t, "Reserve created after the window", err, ports.ErrActivityClosed)
+
+	r1 := newReservation(t, a, 1, in)
+	got, err := rs.Reserve(ctx, r1, in)
+	noErr(t, "Reserve", err)
+	checkReservation(t, got, r1, reservation.StatusPending)
+	checkReservation(t, status(t, rs, r1), r1, reservation.StatusPending)
+	if inv := available(t, rs, a); inv.Available != 1 || !slices.Equal(inv.Held, []string{r1.ReservationID}) {
+		t.Fatalf("Inventory after one reserve = %+v, want 1 available, held [%s]", inv, r1.ReservationID)
+	}
+
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, in), in)
+	wantErr(t, "second reservation of one user", err, ports.ErrAlreadyPurchased)
+	reserve(t, rs, a, 2, in, in)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 3, in), in)
+	wantErr(t, "Reserve without stock", err, ports.ErrSoldOut)
+
+	got, err = rs.Reserve(ctx, r1, in)
+	noErr(t, "Reserve repeated with the same reservation id (sold out by now)", err)
+	checkReservation(t, got, r1, reservation.StatusPending)
+	if inv := available(t, rs, a); inv.Available != 0 || len(inv.Held) != 2 {
+		t.Fatalf("Inventory after a repeated Reserve = %+v, want 0 available, 2 held", inv)
+	}
+	_, err = rs.Get(ctx, ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: "rsv_" + uniq()})
+	wantErr(t, "Get of an unknown reservation", err, ports.ErrNotFound)
+}
+
+// checkReservation compares a stored reservation with the one reserved.
+func checkReservation(t *testing.T, got, want reservation.Snapshot, st reservation.Status) {
+	t.Helper()
+	if got.ReservationID != want.ReservationID || got.OrderID != want.OrderID || got.MessageID != want.MessageID ||
+		got.RequestID != want.RequestID || got.ActivityID != want.ActivityID || got.SKUID != want.SKUID ||
+		got.UserID != want.UserID || got.Status != st || !got.CreatedAt.Equal(want.CreatedAt) ||
+		!got.ValidUntil.Equal(want.ValidUntil) {
+		t.Fatalf("stored reservation %+v, want %s %+v", got, st, want)
+	}
+}
+
+func testReserveConcurrent(t *testing.T, rs ports.Reservations) {
+	a := seeded(t, rs, 5)
+	in := baseTime.Add(time.Minute)
+	const users = 20
+	errs := make([]error, users)
+	parallel(users, func(i int) {
+		_, errs[i] = rs.Reserve(t.Context(), newReservation(t, a, int64(i+1), in), in)
+	})
+	ok, soldOut := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ports.ErrSoldOut):
+			soldOut++
+		default:
+			t.Fatalf("concurrent Reserve: %v", err)
+		}
+	}
+	if ok != 5 || soldOut != users-5 {
+		t.Fatalf("%d users reserving stock 5: %d reserved, %d sold out; want 5 and %d", users, ok, soldOut, users-5)
+	}
+	if inv := available(t, rs, a); inv.Available != 0 || len(inv.Held) != 5 {
+		t.Fatalf("Inventory after the rush = %+v, want 0 available, 5 held", inv)
+	}
+
+	b := seeded(t, rs, 10)
+	const tries = 6
+	parallel(tries, func(i int) {
+		_, errs[i] = rs.Reserve(t.Context(), newReservation(t, b, 42, in), in)
+	})
+	ok = 0
+	for _, err := range errs[:tries] {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ports.ErrAlreadyPurchased):
+		default:
+			t.Fatalf("concurrent Reserve of one user: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("one user reserving %d times concurrently: %d reserved, want 1", tries, ok)
+	}
+	if inv := available(t, rs, b); inv.Available != 9 {
+		t.Fatalf("Inventory after one user's concurrent reserves = %+v, want 9 available", inv)
+	}
+}
+
+func testLifecycle(t *testing.T, rs ports.Reservations) {
+	ctx := t.Context()
+	a := seeded(t, rs, 3)
+	in := baseTime.Add(time.Minute)
+	r1 := reserve(t, rs, a, 1, in, in)
+	noErr(t, "MarkSent", rs.MarkSent(ctx, refOf(r1)))
+	wantStatus(t, rs, r1, reservation.StatusSent)
+	noErr(t, "MarkSent again", rs.MarkSent(ctx, refOf(r1)))
+	wantStatus(t, rs, r1, reservation.StatusSent)
+
+	unknown := ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: "rsv_" + uniq()}
+	noErr(t, "MarkOrdered with an unknown reservation", rs.MarkOrdered(ctx, []ports.ReservationRef{refOf(r1), unknown}))
+	wantStatus(t, rs, r1, reservation.StatusOrdered)
+	noErr(t, "MarkSent after ORDERED", rs.MarkSent(ctx, refOf(r1)))
+	wantStatus(t, rs, r1, reservation.StatusOrdered)
+
+	r2 := reserve(t, rs, a, 2, in, in)
+	noErr(t, "MarkOrdered of a PENDING reservation", rs.MarkOrdered(ctx, []ports.ReservationRef{refOf(r2)}))
+	wantStatus(t, rs, r2, reservation.StatusOrdered)
+
+	before := available(t, rs, a).Available
+	released, err := rs.Release(ctx, refOf(r1), reservation.ReasonOrderCanceled)
+	noErr(t, "Release", err)
+	got := status(t, rs, r1)
+	if !released || got.Status != reservation.StatusReleased || got.ReleaseReason != reservation.ReasonOrderCanceled {
+		t.Fatalf("Release = %v, stored %+v; want true, RELEASED with reason ORDER_CANCELED", released, got)
+	}
+	inv := available(t, rs, a)
+	if inv.Available != before+1 || slices.Contains(inv.Held, r1.ReservationID) {
+		t.Fatalf("Inventory after Release = %+v, want %d available and %s not held", inv, before+1, r1.ReservationID)
+	}
+	released, err = rs.Release(ctx, refOf(r1), reservation.ReasonExpired)
+	noErr(t, "Release again", err)
+	if released || available(t, rs, a).Available != before+1 {
+		t.Fatalf("second Release = %v, available %d; want false, %d", released, available(t, rs, a).Available, before+1)
+	}
+	noErr(t, "MarkOrdered of a released reservation", rs.MarkOrdered(ctx, []ports.ReservationRef{refOf(r1)}))
+	noErr(t, "MarkSent of a released reservation", rs.MarkSent(ctx, refOf(r1)))
+	if got := status(t, rs, r1); got.Status != reservation.StatusReleased || got.ReleaseReason != reservation.ReasonOrderCanceled {
+		t.Fatalf("released reservation became %+v", got)
+	}
+
+	// The user's slot is free again, and a stale release of the old
+	// reservation does not free the new one's slot.
+	r3 := reserve(t, rs, a, 1, in, in)
+	released, err = rs.Release(ctx, refOf(r1), reservation.ReasonOrderCanceled)
+	noErr(t, "stale Release", err)
+	if released {
+		t.Fatal("stale Release of a released reservation returned true")
+	}
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, in), in)
+	wantErr(t, "Reserve while the user holds a newer reservation", err, ports.ErrAlreadyPurchased)
+	wantStatus(t, rs, r3, reservation.StatusPending)
+
+	_, err = rs.Release(ctx, unknown, reservation.ReasonExpired)
+	wantErr(t, "Release of an unknown reservation", err, ports.ErrNotFound)
+}
+
+func testReleaseConcurrent(t *testing.T, rs ports.Reservations) {
+	a := seeded(t, rs, 4)
+	in := baseTime.Add(time.Minute)
+	r := reserve(t, rs, a, 1, in, in)
+	const n = 8
+	released := make([]bool, n)
+	errs := make([]error, n)
+	parallel(n, func(i int) {
+		released[i], errs[i] = rs.Release(t.Context(), refOf(r), reservation.ReasonSendFailed)
+	})
+	count := 0
+	for i := range n {
+		noErr(t, "concurrent Release", errs[i])
+		if released[i] {
+			count++
+		}
+	}
+	if count != 1 {
+		t.Fatalf("%d concurrent releases: %d returned true, want 1", n, count)
+	}
+	if inv := available(t, rs, a); inv.Available != 4 || len(inv.Held) != 0 {
+		t.Fatalf("Inventory after concurrent releases = %+v, want 4 available, none held", inv)
+	}
+}

@@ -1,0 +1,25 @@
+// Package memory holds in-memory implementations of the driven ports, for
+// fast application tests. They are faithful to the documented port
+// contracts (idempotency, guards, sentinel errors) and safe for concurrent
+// use, but they are never a substitute for the adapter tests of the real
+// PostgreSQL, Redis and RocketMQ adapters: the shared suites of package
+// adapters/contracttest run against both.
+//
+//   - Store implements ports.UnitOfWork (its Tx also implements
+//     ports.ReservationOutcomeStore) and ports.OrderQueries, with the
+//     uniqueness rules of the SQL schema.
+//   - Redis implements ports.Admission, ports.Reservations and
+//     ports.Backlog; Redis.OrderViews returns the ports.OrderViews
+//     implementation.
+//   - Broker implements ports.Publisher and delivers stored messages to a
+//     ports.BatchHandler on demand (Deliver, Drain).
+//   - Clock, IDs, Failpoints and Metrics implement ports.Clock,
+//     ports.IDGenerator, ports.Failpoints and ports.Metrics.
+//
+// Time comes from an injected ports.Clock (usually *Clock, a settable fake
+// clock), never from the wall clock, so tests are deterministic. Nothing in
+// this package starts a goroutine.
+//
+// Test facilities (fault injection, inspection) are exported methods whose
+// doc comments say so; production code never calls them.
+package memory

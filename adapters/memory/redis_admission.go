@@ -1,0 +1,102 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// ClaimRequest binds (claim.UserID, claim.RequestID) to claim for ttl
+// (RedisConfig.RequestClaimTTL when ttl <= 0) and returns it, or returns
+// the unexpired claim bound earlier with existing = true and without
+// taking a token. A request_id bound to another activity or SKU fails with
+// ports.ErrRequestIDReused. A fresh claim first takes a token from the
+// user's bucket (ports.ErrRateLimited when empty; refilled continuously at
+// RefillPerSecond on the injected clock, in whole milliseconds like the
+// real adapter) and also binds the order id for LookupOrder. Missing ids
+// or ids <= 0 fail with an error matching reservation.ErrInvalid.
+func (r *Redis) ClaimRequest(ctx context.Context, claim ports.RequestClaim, ttl time.Duration) (ports.RequestClaim, bool, error) {
+	switch {
+	case claim.UserID <= 0 || claim.ActivityID <= 0 || claim.SKUID <= 0:
+		return ports.RequestClaim{}, false, fmt.Errorf("memory redis ClaimRequest: %w: user, activity and sku ids must be > 0", reservation.ErrInvalid)
+	case claim.RequestID == "" || claim.ReservationID == "" || claim.OrderID == "" || claim.MessageID == "":
+		return ports.RequestClaim{}, false, fmt.Errorf("memory redis ClaimRequest: %w: request, reservation, order and message ids are required", reservation.ErrInvalid)
+	}
+	after, err := r.enter(ctx, "ClaimRequest")
+	if err != nil {
+		return ports.RequestClaim{}, false, err
+	}
+	defer r.mu.Unlock()
+	if ttl <= 0 {
+		ttl = r.cfg.RequestClaimTTL
+	}
+	now := r.cfg.Clock.Now()
+	key := requestKey{claim.UserID, claim.RequestID}
+	if cur, ok := r.claims[key]; ok && cur.expiresAt.After(now) {
+		if cur.claim.ActivityID != claim.ActivityID || cur.claim.SKUID != claim.SKUID {
+			return ports.RequestClaim{}, false, fmt.Errorf("claim request %q of user %d: %w", claim.RequestID, claim.UserID, ports.ErrRequestIDReused)
+		}
+		if after != nil {
+			return ports.RequestClaim{}, false, after
+		}
+		return cur.claim, true, nil
+	}
+	if !r.takeToken(claim.UserID, now.UnixMilli()) {
+		return ports.RequestClaim{}, false, fmt.Errorf("claim request of user %d: %w", claim.UserID, ports.ErrRateLimited)
+	}
+	exp := now.Add(ttl)
+	r.claims[key] = claimEntry{claim: claim, expiresAt: exp}
+	r.lookups[lookupKey{claim.UserID, claim.OrderID}] = lookupEntry{
+		ref:       ports.ReservationRef{ActivityID: claim.ActivityID, SKUID: claim.SKUID, ReservationID: claim.ReservationID},
+		expiresAt: exp,
+	}
+	if after != nil {
+		return ports.RequestClaim{}, false, after
+	}
+	return claim, false, nil
+}
+
+// takeToken refills the user's bucket up to nowMS and takes one token; it
+// reports false when fewer than one token is left. The caller holds r.mu.
+func (r *Redis) takeToken(userID, nowMS int64) bool {
+	capacity := float64(r.cfg.RateLimit.Capacity)
+	if capacity <= 0 {
+		return true
+	}
+	b, ok := r.buckets[userID]
+	if !ok {
+		b = bucket{tokens: capacity, ms: nowMS}
+	}
+	if nowMS > b.ms {
+		b.tokens = min(capacity, b.tokens+float64(nowMS-b.ms)*r.cfg.RateLimit.RefillPerSecond/1000)
+		b.ms = nowMS
+	}
+	ok = b.tokens >= 1
+	if ok {
+		b.tokens--
+	}
+	r.buckets[userID] = b
+	return ok
+}
+
+// LookupOrder returns the reservation bound by ClaimRequest to userID's
+// order id, or ports.ErrNotFound (never bound, expired, or another user's
+// order).
+func (r *Redis) LookupOrder(ctx context.Context, userID int64, orderID string) (ports.ReservationRef, error) {
+	after, err := r.enter(ctx, "LookupOrder")
+	if err != nil {
+		return ports.ReservationRef{}, err
+	}
+	defer r.mu.Unlock()
+	if after != nil {
+		return ports.ReservationRef{}, after
+	}
+	e, ok := r.lookups[lookupKey{userID, orderID}]
+	if !ok || !e.expiresAt.After(r.cfg.Clock.Now()) {
+		return ports.ReservationRef{}, fmt.Errorf("order %s of user %d: %w", orderID, userID, ports.ErrNotFound)
+	}
+	return e.ref, nil
+}

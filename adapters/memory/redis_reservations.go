@@ -1,0 +1,359 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// SeedActivity creates the activity SKU's stock counter and rules if
+// absent; seeding again changes nothing, whatever a holds. Invalid
+// settings fail with a *ports.FieldError.
+func (r *Redis) SeedActivity(ctx context.Context, a ports.Activity) error {
+	switch {
+	case a.ActivityID <= 0:
+		return ports.InvalidField("activity_id", "must be > 0")
+	case a.SKUID <= 0:
+		return ports.InvalidField("sku_id", "must be > 0")
+	case a.Stock < 0:
+		return ports.InvalidField("stock", "must be >= 0")
+	case !a.EndsAt.After(a.StartsAt):
+		return ports.InvalidField("ends_at", "must be after starts_at")
+	}
+	after, err := r.enter(ctx, "SeedActivity")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	k := SKU{a.ActivityID, a.SKUID}
+	if _, ok := r.slots[k]; !ok {
+		a.StartsAt, a.EndsAt = msTime(a.StartsAt), msTime(a.EndsAt)
+		r.slots[k] = &rslot{
+			activity: a, stock: a.Stock,
+			holders:    map[int64]string{},
+			rsv:        map[string]*rsvEntry{},
+			pending:    map[string]struct{}{},
+			unresolved: map[string]struct{}{},
+		}
+	}
+	return after
+}
+
+// Reserve returns the stored reservation unchanged when one with r's id
+// exists in the activity SKU. Otherwise it checks the activity window
+// against snap.CreatedAt (starts_at <= created_at < ends_at; an unseeded
+// activity is closed too: ports.ErrActivityClosed), one holder per user
+// (ports.ErrAlreadyPurchased) and stock > 0 (ports.ErrSoldOut), then takes
+// one unit, records the user as holder and stores snap as PENDING, due for
+// its first send at firstAttemptAt, with times at millisecond precision.
+// snap must be a new PENDING reservation with all ids and times set;
+// otherwise the error matches reservation.ErrInvalid.
+func (r *Redis) Reserve(ctx context.Context, snap reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error) {
+	if err := validateNewReservation(snap); err != nil {
+		return reservation.Snapshot{}, err
+	}
+	after, err := r.enter(ctx, "Reserve")
+	if err != nil {
+		return reservation.Snapshot{}, err
+	}
+	defer r.mu.Unlock()
+	s := r.slots[SKU{snap.ActivityID, snap.SKUID}]
+	if s != nil {
+		if e, ok := s.rsv[snap.ReservationID]; ok {
+			if after != nil {
+				return reservation.Snapshot{}, after
+			}
+			return e.snap, nil
+		}
+	}
+	created := msTime(snap.CreatedAt)
+	switch {
+	case s == nil || created.Before(s.activity.StartsAt) || !created.Before(s.activity.EndsAt):
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrActivityClosed)
+	case s.holders[snap.UserID] != "":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", snap.ActivityID, snap.SKUID, snap.UserID, ports.ErrAlreadyPurchased)
+	case s.stock <= 0:
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrSoldOut)
+	}
+	if snap.Version == 0 {
+		snap.Version = 1
+	}
+	snap.CreatedAt, snap.ValidUntil = created, msTime(snap.ValidUntil)
+	s.stock--
+	s.holders[snap.UserID] = snap.ReservationID
+	s.rsv[snap.ReservationID] = &rsvEntry{snap: snap, nextAt: msTime(firstAttemptAt)}
+	s.pending[snap.ReservationID] = struct{}{}
+	s.unresolved[snap.ReservationID] = struct{}{}
+	if after != nil {
+		return reservation.Snapshot{}, after
+	}
+	return snap, nil
+}
+
+func validateNewReservation(r reservation.Snapshot) error {
+	switch {
+	case r.ReservationID == "" || r.OrderID == "" || r.MessageID == "" || r.RequestID == "":
+		return fmt.Errorf("memory redis Reserve: %w: reservation, order, message and request ids are required", reservation.ErrInvalid)
+	case r.ActivityID <= 0 || r.SKUID <= 0 || r.UserID <= 0:
+		return fmt.Errorf("memory redis Reserve: %w: activity, sku and user ids must be > 0", reservation.ErrInvalid)
+	case r.Status != reservation.StatusPending:
+		return fmt.Errorf("memory redis Reserve: %w: a new reservation is PENDING, not %s", reservation.ErrInvalid, r.Status)
+	case r.CreatedAt.IsZero() || r.ValidUntil.IsZero():
+		return fmt.Errorf("memory redis Reserve: %w: created_at and valid_until are required", reservation.ErrInvalid)
+	}
+	return nil
+}
+
+// entry returns the stored reservation of ref or ports.ErrNotFound. The
+// caller holds r.mu.
+func (r *Redis) entry(ref ports.ReservationRef) (*rslot, *rsvEntry, error) {
+	if s := r.slots[SKU{ref.ActivityID, ref.SKUID}]; s != nil {
+		if e, ok := s.rsv[ref.ReservationID]; ok {
+			return s, e, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("reservation %s: %w", ref.ReservationID, ports.ErrNotFound)
+}
+
+// Get returns a stored reservation or ports.ErrNotFound.
+func (r *Redis) Get(ctx context.Context, ref ports.ReservationRef) (reservation.Snapshot, error) {
+	after, err := r.enter(ctx, "Get")
+	if err != nil {
+		return reservation.Snapshot{}, err
+	}
+	defer r.mu.Unlock()
+	if after != nil {
+		return reservation.Snapshot{}, after
+	}
+	_, e, err := r.entry(ref)
+	if err != nil {
+		return reservation.Snapshot{}, err
+	}
+	return e.snap, nil
+}
+
+// transition moves e to status to when reservation.CanTransition allows
+// it, bumping the version and dropping any lease; it reports whether it
+// did. The caller holds r.mu.
+func transition(e *rsvEntry, to reservation.Status) bool {
+	if !reservation.CanTransition(e.snap.Status, to) {
+		return false
+	}
+	e.snap.Status = to
+	e.snap.Version++
+	e.leaseOwner, e.leaseUntil = "", time.Time{}
+	return true
+}
+
+// MarkSent moves a PENDING reservation to SENT and out of the pending
+// index; a no-op in any later status. ports.ErrNotFound when unknown.
+func (r *Redis) MarkSent(ctx context.Context, ref ports.ReservationRef) error {
+	after, err := r.enter(ctx, "MarkSent")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	s, e, err := r.entry(ref)
+	if err != nil {
+		return err
+	}
+	if transition(e, reservation.StatusSent) {
+		delete(s.pending, ref.ReservationID)
+	}
+	return after
+}
+
+// ScheduleRetry keeps a PENDING reservation PENDING and makes it due at
+// next; its lease is dropped when held by owner (or nobody), while another
+// owner's lease keeps it not due before that lease ends. The send attempt
+// count is not changed (ClaimDue counts attempts). A no-op when not
+// PENDING; ports.ErrNotFound when unknown.
+func (r *Redis) ScheduleRetry(ctx context.Context, ref ports.ReservationRef, owner string, next time.Time) error {
+	after, err := r.enter(ctx, "ScheduleRetry")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	_, e, err := r.entry(ref)
+	if err != nil {
+		return err
+	}
+	if !reservation.CanTransition(e.snap.Status, reservation.StatusPending) {
+		return after
+	}
+	next = msTime(next)
+	if e.leaseOwner == "" || e.leaseOwner == owner {
+		e.leaseOwner, e.leaseUntil = "", time.Time{}
+	} else if e.leaseUntil.After(next) {
+		next = e.leaseUntil
+	}
+	e.nextAt = next
+	e.snap.Version++
+	return after
+}
+
+// Release gives the reservation's unit back exactly once: stock + 1, the
+// user's holder entry removed when it still names this reservation, status
+// RELEASED with reason, out of every index; it reports whether this call
+// released it (false when RELEASED already). ports.ErrNotFound when
+// unknown; an unknown reason matches reservation.ErrInvalid.
+func (r *Redis) Release(ctx context.Context, ref ports.ReservationRef, reason reservation.ReleaseReason) (bool, error) {
+	if !reservation.ValidReleaseReason(reason) {
+		return false, fmt.Errorf("memory redis Release: %w: unknown release reason %q", reservation.ErrInvalid, reason)
+	}
+	after, err := r.enter(ctx, "Release")
+	if err != nil {
+		return false, err
+	}
+	defer r.mu.Unlock()
+	s, e, err := r.entry(ref)
+	if err != nil {
+		return false, err
+	}
+	if !transition(e, reservation.StatusReleased) {
+		if after != nil {
+			return false, after
+		}
+		return false, nil
+	}
+	e.snap.ReleaseReason = reason
+	s.stock++
+	if s.holders[e.snap.UserID] == ref.ReservationID {
+		delete(s.holders, e.snap.UserID)
+	}
+	delete(s.pending, ref.ReservationID)
+	delete(s.unresolved, ref.ReservationID)
+	if after != nil {
+		return false, after
+	}
+	return true, nil
+}
+
+// MarkOrdered moves each PENDING or SENT reservation of refs to ORDERED
+// and out of the pending and unresolved indexes; unknown, ORDERED and
+// RELEASED ones are skipped.
+func (r *Redis) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) error {
+	after, err := r.enter(ctx, "MarkOrdered")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	for _, ref := range refs {
+		s, e, err := r.entry(ref)
+		if err != nil {
+			continue
+		}
+		if transition(e, reservation.StatusOrdered) {
+			delete(s.pending, ref.ReservationID)
+			delete(s.unresolved, ref.ReservationID)
+		}
+	}
+	return after
+}
+
+// ClaimDue leases up to limit PENDING reservations, across all seeded
+// activity SKUs, whose next attempt is due at now and whose lease (if any)
+// ended by now, the earliest due first: lease_owner = owner, lease_until =
+// now + lease, send_attempt + 1, and the next attempt moves to
+// lease_until. Times are compared at millisecond precision. limit <= 0
+// claims nothing; an empty owner or lease <= 0 matches
+// reservation.ErrInvalid.
+func (r *Redis) ClaimDue(ctx context.Context, now time.Time, limit int, owner string, lease time.Duration) ([]reservation.Snapshot, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	if owner == "" || lease <= 0 {
+		return nil, fmt.Errorf("memory redis ClaimDue: %w: owner and lease > 0 are required", reservation.ErrInvalid)
+	}
+	after, err := r.enter(ctx, "ClaimDue")
+	if err != nil {
+		return nil, err
+	}
+	defer r.mu.Unlock()
+	now = msTime(now)
+	var due []*rsvEntry
+	for _, s := range r.slots {
+		for id := range s.pending {
+			e := s.rsv[id]
+			if e.snap.Status == reservation.StatusPending && !e.nextAt.After(now) && !e.leaseUntil.After(now) {
+				due = append(due, e)
+			}
+		}
+	}
+	slices.SortFunc(due, func(a, b *rsvEntry) int {
+		return cmp.Or(a.nextAt.Compare(b.nextAt), a.snap.CreatedAt.Compare(b.snap.CreatedAt),
+			cmp.Compare(a.snap.ReservationID, b.snap.ReservationID))
+	})
+	due = due[:min(limit, len(due))]
+	out := make([]reservation.Snapshot, 0, len(due))
+	until := msTime(now.Add(lease))
+	for _, e := range due {
+		e.leaseOwner, e.leaseUntil, e.nextAt = owner, until, until
+		e.snap.SendAttempt++
+		out = append(out, e.snap)
+	}
+	if after != nil {
+		return nil, after
+	}
+	return out, nil
+}
+
+// Inventory returns the stock counter and the reservations holding a unit
+// (sorted) of one activity SKU; ports.ErrNotFound when not seeded.
+func (r *Redis) Inventory(ctx context.Context, activityID, skuID int64) (ports.RedisInventory, error) {
+	after, err := r.enter(ctx, "Inventory")
+	if err != nil {
+		return ports.RedisInventory{}, err
+	}
+	defer r.mu.Unlock()
+	if after != nil {
+		return ports.RedisInventory{}, after
+	}
+	s := r.slots[SKU{activityID, skuID}]
+	if s == nil {
+		return ports.RedisInventory{}, fmt.Errorf("inventory activity %d sku %d: %w", activityID, skuID, ports.ErrNotFound)
+	}
+	held := make([]string, 0, len(s.holders))
+	for _, id := range s.holders {
+		held = append(held, id)
+	}
+	slices.Sort(held)
+	return ports.RedisInventory{Available: s.stock, Held: held}, nil
+}
+
+// Stats counts, across all seeded activity SKUs, the unresolved (PENDING
+// or SENT) and the pending-send (PENDING) reservations with the creation
+// time of the oldest of each.
+func (r *Redis) Stats(ctx context.Context) (ports.BacklogStats, error) {
+	after, err := r.enter(ctx, "Stats")
+	if err != nil {
+		return ports.BacklogStats{}, err
+	}
+	defer r.mu.Unlock()
+	if after != nil {
+		return ports.BacklogStats{}, after
+	}
+	var st ports.BacklogStats
+	oldest := func(cur, t time.Time) time.Time {
+		if cur.IsZero() || t.Before(cur) {
+			return t
+		}
+		return cur
+	}
+	for _, s := range r.slots {
+		for id := range s.unresolved {
+			st.Unresolved++
+			st.OldestUnresolvedAt = oldest(st.OldestUnresolvedAt, s.rsv[id].snap.CreatedAt)
+		}
+		for id := range s.pending {
+			st.PendingSend++
+			st.OldestPendingSendAt = oldest(st.OldestPendingSendAt, s.rsv[id].snap.CreatedAt)
+		}
+	}
+	return st, nil
+}
