@@ -1,0 +1,112 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// ErrorDomain is the ErrorInfo domain of every business error.
+const ErrorDomain = "seckill.v1"
+
+// The ErrorInfo reasons clients can rely on.
+const (
+	ReasonSoldOut            = "SOLD_OUT"
+	ReasonAlreadyPurchased   = "ALREADY_PURCHASED"
+	ReasonActivityClosed     = "ACTIVITY_CLOSED"
+	ReasonBacklog            = "BACKLOG"
+	ReasonRateLimited        = "RATE_LIMITED"
+	ReasonRequestIDReused    = "REQUEST_ID_REUSED"
+	ReasonOrderNotPayable    = "ORDER_NOT_PAYABLE"
+	ReasonOrderNotCancelable = "ORDER_NOT_CANCELABLE"
+	ReasonReplayRefused      = "REPLAY_REFUSED"
+)
+
+// businessError maps a business sentinel to its code, ErrorInfo reason and
+// the message clients see.
+func businessError(err error) (code connect.Code, reason, msg string, ok bool) {
+	switch {
+	case errors.Is(err, ports.ErrSoldOut):
+		return connect.CodeFailedPrecondition, ReasonSoldOut, "sold out", true
+	case errors.Is(err, ports.ErrAlreadyPurchased):
+		return connect.CodeAlreadyExists, ReasonAlreadyPurchased, "you already hold an order for this item", true
+	case errors.Is(err, ports.ErrActivityClosed):
+		return connect.CodeFailedPrecondition, ReasonActivityClosed, "the activity is not open", true
+	case errors.Is(err, ports.ErrBacklog):
+		return connect.CodeResourceExhausted, ReasonBacklog, "the queue is too long, try again later", true
+	case errors.Is(err, ports.ErrRateLimited):
+		return connect.CodeResourceExhausted, ReasonRateLimited, "too many requests, slow down", true
+	case errors.Is(err, ports.ErrRequestIDReused):
+		return connect.CodeInvalidArgument, ReasonRequestIDReused, "request_id was already used for another item", true
+	case errors.Is(err, ports.ErrOrderNotPayable):
+		return connect.CodeFailedPrecondition, ReasonOrderNotPayable, "the order cannot be paid", true
+	case errors.Is(err, ports.ErrOrderNotCancelable):
+		return connect.CodeFailedPrecondition, ReasonOrderNotCancelable, "the order cannot be canceled", true
+	case errors.Is(err, ports.ErrReplayRefused):
+		return connect.CodeFailedPrecondition, ReasonReplayRefused, replayRefusedMessage(err), true
+	}
+	return 0, "", "", false
+}
+
+// toConnectError is the single place where errors become Connect errors.
+// Business and validation errors keep their message and carry details
+// (ErrorInfo reason, BadRequest field); everything else is logged and
+// answered without internals.
+func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *ports.FieldError
+	if errors.As(err, &fe) {
+		ce := connect.NewError(connect.CodeInvalidArgument, errors.New(fe.Error()))
+		addDetail(ce, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: fe.Field, Description: fe.Description},
+		}})
+		return ce
+	}
+	if code, reason, msg, ok := businessError(err); ok {
+		ce := connect.NewError(code, errors.New(msg))
+		addDetail(ce, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
+		if reason == ReasonRequestIDReused {
+			addDetail(ce, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+				{Field: "request_id", Description: msg},
+			}})
+		}
+		return ce
+	}
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
+	case errors.Is(err, ports.ErrPermissionDenied):
+		return connect.NewError(connect.CodePermissionDenied, errors.New("permission denied"))
+	case errors.Is(err, ports.ErrAlreadyExists):
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("already exists with different settings"))
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, errors.New("canceled"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	case errors.Is(err, ports.ErrTransient), errors.Is(err, ports.ErrSendUnknown):
+		log.WarnContext(ctx, "transient failure", "procedure", procedure, "error", err)
+		return connect.NewError(connect.CodeUnavailable, errors.New("temporarily unavailable, retry with the same request_id"))
+	}
+	log.ErrorContext(ctx, "internal error", "procedure", procedure, "error", err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+func addDetail(ce *connect.Error, m proto.Message) {
+	if d, err := connect.NewErrorDetail(m); err == nil {
+		ce.AddDetail(d)
+	}
+}
+
+// replayRefusedMessage keeps the pre-check's explanation (it is written for
+// operators and holds no internals) after the sentinel's text.
+func replayRefusedMessage(err error) string {
+	return "replay refused: " + err.Error()
+}

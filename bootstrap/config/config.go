@@ -1,0 +1,304 @@
+// Package config loads the service's configuration from environment
+// variables into one typed struct, with defaults that fit the local stack
+// started by deploy/local/stack.sh, and validates it at start. Secrets are
+// masked whenever the configuration is logged.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DevAuthSecret is the default token secret for the local stack only. A
+// service started with it logs a warning.
+const DevAuthSecret = "seckill-local-development-secret"
+
+// Secret is a string that never prints.
+type Secret string
+
+// String masks the secret.
+func (Secret) String() string { return "****" }
+
+// LogValue masks the secret in slog output.
+func (Secret) LogValue() slog.Value { return slog.StringValue("****") }
+
+// Config is the whole configuration.
+type Config struct {
+	// HTTPAddr is where the Connect API, health, reflection and /metrics
+	// listen (SECKILL_HTTP_ADDR).
+	HTTPAddr string
+	// AuthSecret signs and verifies HS256 tokens (SECKILL_AUTH_SECRET).
+	AuthSecret Secret
+	// LogLevel is debug, info, warn or error (SECKILL_LOG_LEVEL).
+	LogLevel slog.Level
+	// InstanceID names this process in leases and logs
+	// (SECKILL_INSTANCE_ID, default host-pid).
+	InstanceID string
+
+	Postgres Postgres
+	Redis    Redis
+	RocketMQ RocketMQ
+	Orders   Orders
+	Workers  Workers
+	// Failpoints enables named failure points (SECKILL_FAILPOINTS, for
+	// tests: "name=action;name=action").
+	Failpoints string
+}
+
+// Postgres configures the database.
+type Postgres struct {
+	// DSN (SECKILL_PG_DSN).
+	DSN Secret
+	// MaxConns is the pool size (SECKILL_PG_MAX_CONNS).
+	MaxConns int32
+	// ConsumerBudget is the share of the pool the order-create consumer may
+	// use (SECKILL_PG_CONSUMER_BUDGET, 0..1, spec 22: keep ~30% for
+	// payment, queries, compensation and operations).
+	ConsumerBudget float64
+}
+
+// Redis configures the reservation store.
+type Redis struct {
+	Addr      string // SECKILL_REDIS_ADDR
+	Password  Secret // SECKILL_REDIS_PASSWORD
+	Namespace string // SECKILL_REDIS_NAMESPACE
+	// RateBurst and RatePerSecond shape the per-user token bucket
+	// (SECKILL_RATE_BURST, SECKILL_RATE_PER_SECOND).
+	RateBurst     int
+	RatePerSecond float64
+}
+
+// RocketMQ configures the broker clients.
+type RocketMQ struct {
+	Endpoint    string // SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC)
+	TopicPrefix string // SECKILL_TOPIC_PREFIX
+	AccessKey   string // SECKILL_ROCKETMQ_ACCESS_KEY
+	SecretKey   Secret // SECKILL_ROCKETMQ_SECRET_KEY
+	// SendTimeout bounds the synchronous send (SECKILL_SEND_TIMEOUT).
+	SendTimeout time.Duration
+	// ClientLogDir receives the Go client's own log files
+	// (SECKILL_ROCKETMQ_LOG_DIR).
+	ClientLogDir string
+}
+
+// Orders configures the order flow.
+type Orders struct {
+	// BacklogCloseRatio closes admission when the oldest unresolved
+	// reservation is older than this share of its reservation TTL
+	// (SECKILL_BACKLOG_CLOSE_RATIO).
+	BacklogCloseRatio float64
+	// ConsumerBatch is how many messages one order-create transaction
+	// takes (SECKILL_CONSUMER_BATCH, 1 disables micro-batching).
+	ConsumerBatch int
+	// CompensationMaxAttempts and CompensationWindow bound a compensation
+	// task (SECKILL_COMPENSATION_MAX_ATTEMPTS, SECKILL_COMPENSATION_WINDOW).
+	CompensationMaxAttempts int
+	CompensationWindow      time.Duration
+}
+
+// Workers configures the background loops.
+type Workers struct {
+	ScannerInterval time.Duration // SECKILL_SCANNER_INTERVAL
+	ScannerBatch    int           // SECKILL_SCANNER_BATCH
+	ScannerWorkers  int           // SECKILL_SCANNER_WORKERS
+	ScannerLease    time.Duration // SECKILL_SCANNER_LEASE
+	RelayInterval   time.Duration // SECKILL_RELAY_INTERVAL
+	RelayBatch      int           // SECKILL_RELAY_BATCH
+	OutboxRetention time.Duration // SECKILL_OUTBOX_RETENTION
+	// InvisibleDuration is how long a received message stays hidden from
+	// other consumers (SECKILL_INVISIBLE_DURATION).
+	InvisibleDuration time.Duration
+	// ReconcileInterval runs the reconciler periodically
+	// (SECKILL_RECONCILE_INTERVAL, 0 disables).
+	ReconcileInterval time.Duration
+}
+
+// Load reads the configuration through lookup (os.LookupEnv in
+// production) and validates it.
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	r := reader{lookup: lookup}
+	c := Config{
+		HTTPAddr:   r.str("SECKILL_HTTP_ADDR", "127.0.0.1:7080"),
+		AuthSecret: Secret(r.str("SECKILL_AUTH_SECRET", DevAuthSecret)),
+		LogLevel:   r.level("SECKILL_LOG_LEVEL", slog.LevelInfo),
+		InstanceID: r.str("SECKILL_INSTANCE_ID", ""),
+		Postgres: Postgres{
+			DSN:            Secret(r.str("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable")),
+			MaxConns:       int32(r.integer("SECKILL_PG_MAX_CONNS", 32)),
+			ConsumerBudget: r.float("SECKILL_PG_CONSUMER_BUDGET", 0.7),
+		},
+		Redis: Redis{
+			Addr:          r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379"),
+			Password:      Secret(r.str("SECKILL_REDIS_PASSWORD", "")),
+			Namespace:     r.str("SECKILL_REDIS_NAMESPACE", "sk"),
+			RateBurst:     r.integer("SECKILL_RATE_BURST", 5),
+			RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2),
+		},
+		RocketMQ: RocketMQ{
+			Endpoint:     r.str("SECKILL_ROCKETMQ_ENDPOINT", "127.0.0.1:8081"),
+			TopicPrefix:  r.str("SECKILL_TOPIC_PREFIX", ""),
+			AccessKey:    r.str("SECKILL_ROCKETMQ_ACCESS_KEY", "seckill"),
+			SecretKey:    Secret(r.str("SECKILL_ROCKETMQ_SECRET_KEY", "seckill")),
+			SendTimeout:  r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond),
+			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", ""),
+		},
+		Orders: Orders{
+			BacklogCloseRatio:       r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5),
+			ConsumerBatch:           r.integer("SECKILL_CONSUMER_BATCH", 32),
+			CompensationMaxAttempts: r.integer("SECKILL_COMPENSATION_MAX_ATTEMPTS", 8),
+			CompensationWindow:      r.duration("SECKILL_COMPENSATION_WINDOW", time.Hour),
+		},
+		Workers: Workers{
+			ScannerInterval:   r.duration("SECKILL_SCANNER_INTERVAL", 200*time.Millisecond),
+			ScannerBatch:      r.integer("SECKILL_SCANNER_BATCH", 100),
+			ScannerWorkers:    r.integer("SECKILL_SCANNER_WORKERS", 4),
+			ScannerLease:      r.duration("SECKILL_SCANNER_LEASE", 5*time.Second),
+			RelayInterval:     r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond),
+			RelayBatch:        r.integer("SECKILL_RELAY_BATCH", 200),
+			OutboxRetention:   r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour),
+			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 20*time.Second),
+			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute),
+		},
+		Failpoints: r.str("SECKILL_FAILPOINTS", ""),
+	}
+	if err := errors.Join(append(r.errs, c.validate()...)...); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, nil
+}
+
+// ConsumerConcurrency is the order-create consumer's ceiling of concurrent
+// transactions: the pool's consumer budget, at least 1.
+func (c Config) ConsumerConcurrency() int {
+	n := int(float64(c.Postgres.MaxConns) * c.Postgres.ConsumerBudget)
+	return max(n, 1)
+}
+
+func (c Config) validate() []error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.HTTPAddr != "", "SECKILL_HTTP_ADDR is empty")
+	check(len(c.AuthSecret) >= 16, "SECKILL_AUTH_SECRET must be at least 16 bytes")
+	if u, err := url.Parse(string(c.Postgres.DSN)); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		errs = append(errs, errors.New("SECKILL_PG_DSN must be a postgres:// URL"))
+	}
+	check(c.Postgres.MaxConns >= 2 && c.Postgres.MaxConns <= 1000, "SECKILL_PG_MAX_CONNS must be 2..1000")
+	check(c.Postgres.ConsumerBudget > 0 && c.Postgres.ConsumerBudget <= 1, "SECKILL_PG_CONSUMER_BUDGET must be in (0, 1]")
+	check(c.Redis.Addr != "", "SECKILL_REDIS_ADDR is empty")
+	check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
+	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
+	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
+	check(c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
+	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
+	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
+	check(c.Orders.ConsumerBatch >= 1 && c.Orders.ConsumerBatch <= 32, "SECKILL_CONSUMER_BATCH must be 1..32 (the broker's receive cap)")
+	check(c.Orders.CompensationMaxAttempts >= 1, "SECKILL_COMPENSATION_MAX_ATTEMPTS must be >= 1")
+	check(c.Orders.CompensationWindow > 0, "SECKILL_COMPENSATION_WINDOW must be > 0")
+	check(c.Workers.ScannerInterval > 0 && c.Workers.RelayInterval > 0, "worker intervals must be > 0")
+	check(c.Workers.ScannerBatch >= 1 && c.Workers.ScannerWorkers >= 1 && c.Workers.RelayBatch >= 1, "worker batches and pools must be >= 1")
+	check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
+	check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
+	check(c.Workers.InvisibleDuration >= 10*time.Second, "SECKILL_INVISIBLE_DURATION must be >= 10s (the proxy's minimum)")
+	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
+	return errs
+}
+
+// LogValue renders the configuration for logs with secrets masked (the
+// DSN keeps its host and database but not its password).
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("http_addr", c.HTTPAddr),
+		slog.Bool("auth_secret_is_dev_default", string(c.AuthSecret) == DevAuthSecret),
+		slog.String("pg_dsn", maskDSN(string(c.Postgres.DSN))),
+		slog.Int("pg_max_conns", int(c.Postgres.MaxConns)),
+		slog.Int("consumer_concurrency", c.ConsumerConcurrency()),
+		slog.String("redis_addr", c.Redis.Addr),
+		slog.String("redis_namespace", c.Redis.Namespace),
+		slog.String("rocketmq_endpoint", c.RocketMQ.Endpoint),
+		slog.String("topic_prefix", c.RocketMQ.TopicPrefix),
+		slog.Duration("send_timeout", c.RocketMQ.SendTimeout),
+		slog.Int("consumer_batch", c.Orders.ConsumerBatch),
+		slog.String("failpoints", c.Failpoints),
+	)
+}
+
+func maskDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "****"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.Redacted()
+}
+
+// reader parses variables and collects errors.
+type reader struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (r *reader) str(key, def string) string {
+	if v, ok := r.lookup(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) integer(key string, def int) int {
+	v, ok := r.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not an integer", key, v))
+	}
+	return n
+}
+
+func (r *reader) float(key string, def float64) float64 {
+	v, ok := r.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a number", key, v))
+	}
+	return f
+}
+
+func (r *reader) duration(key string, def time.Duration) time.Duration {
+	v, ok := r.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a duration (e.g. 50ms, 2s)", key, v))
+	}
+	return d
+}
+
+func (r *reader) level(key string, def slog.Level) slog.Level {
+	v, ok := r.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a level (debug, info, warn, error)", key, v))
+	}
+	return l
+}

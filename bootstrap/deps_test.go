@@ -1,0 +1,122 @@
+package bootstrap_test
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/seckill-dev/seckill"
+
+// TestDependencyRule enforces the layering of docs/architecture.md on the
+// non-test code of every package: domain imports only the standard
+// library; ports only domain; application only domain and ports; an
+// adapter never imports application, bootstrap or another adapter (test
+// kits under adapters/testkit are for tests only).
+func TestDependencyRule(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.ImportDir(path, 0)
+		if err != nil {
+			return nil // no Go files
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		for _, imp := range pkg.Imports {
+			if msg := violation(rel, imp); msg != "" {
+				t.Errorf("%s imports %s: %s", rel, imp, msg)
+			}
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages checked; the walk is broken", checked)
+	}
+}
+
+func violation(pkg, imp string) string {
+	internal := strings.HasPrefix(imp, module+"/")
+	std := !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".")
+	local := strings.TrimPrefix(imp, module+"/")
+	layer := strings.SplitN(pkg, "/", 2)[0]
+	switch layer {
+	case "domain":
+		if !std && !(internal && strings.HasPrefix(local, "domain/")) {
+			return "domain may import only the standard library and domain"
+		}
+	case "ports":
+		if !std && !(internal && strings.HasPrefix(local, "domain/")) {
+			return "ports may import only the standard library and domain"
+		}
+	case "application":
+		if !std && !(internal && (strings.HasPrefix(local, "domain/") || local == "ports")) {
+			return "application may import only the standard library, domain and ports"
+		}
+	case "adapters":
+		if !internal {
+			return ""
+		}
+		self := strings.SplitN(strings.TrimPrefix(pkg, "adapters/"), "/", 2)[0]
+		switch {
+		case strings.HasPrefix(local, "application"), strings.HasPrefix(local, "bootstrap"):
+			return "adapters must not import application or bootstrap"
+		case strings.HasPrefix(local, "adapters/testkit") && self != "testkit":
+			return "adapters/testkit is for tests only"
+		case strings.HasPrefix(local, "adapters/") && !strings.HasPrefix(local, "adapters/"+self) &&
+			!(self == "testkit" || self == "contracttest"):
+			return "an adapter must not import another adapter"
+		}
+	}
+	return ""
+}
+
+func TestViolationRules(t *testing.T) {
+	cases := []struct {
+		pkg, imp string
+		bad      bool
+	}{
+		{"domain/order", "time", false},
+		{"domain/order", module + "/ports", true},
+		{"domain/order", "github.com/jackc/pgx/v5", true},
+		{"ports", module + "/domain/order", false},
+		{"ports", module + "/application", true},
+		{"application", module + "/ports", false},
+		{"application", module + "/adapters/redis", true},
+		{"application", "github.com/redis/go-redis/v9", true},
+		{"adapters/redis", "github.com/redis/go-redis/v9", false},
+		{"adapters/redis", module + "/adapters/postgres", true},
+		{"adapters/redis", module + "/application", true},
+		{"adapters/redis", module + "/adapters/testkit/redistest", true},
+		{"adapters/rocketmq", module + "/adapters/rocketmq/internal", false},
+		{"bootstrap", module + "/adapters/redis", false},
+	}
+	for _, c := range cases {
+		if got := violation(c.pkg, c.imp) != ""; got != c.bad {
+			t.Errorf("violation(%q, %q) = %v, want %v", c.pkg, c.imp, got, c.bad)
+		}
+	}
+	if _, err := os.Stat("../domain"); err != nil {
+		t.Fatal(err)
+	}
+}
