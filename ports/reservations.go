@@ -118,6 +118,11 @@ type Reservations interface {
 	// Inventory returns the stock counter and held reservations of one
 	// activity SKU (ErrNotFound if not seeded).
 	Inventory(ctx context.Context, activityID, skuID int64) (RedisInventory, error)
+
+	// Unresolved returns up to limit reservations, across all seeded
+	// activity SKUs, that are neither ordered nor released and were created
+	// before createdBefore, oldest first (for the reconciler).
+	Unresolved(ctx context.Context, createdBefore time.Time, limit int) ([]reservation.Snapshot, error)
 }
 
 // BacklogStats describes the order-create backlog as seen from Redis.

@@ -209,3 +209,41 @@ func testReleaseConcurrent(t *testing.T, rs ports.Reservations) {
 		t.Fatalf("Inventory after concurrent releases = %+v, want 4 available, none held", inv)
 	}
 }
+
+// testUnresolved checks that Unresolved lists exactly the PENDING and SENT
+// reservations created before the cutoff, oldest first, within the limit.
+func testUnresolved(t *testing.T, rs ports.Reservations) {
+	a := seeded(t, rs, 10)
+	var got []reservation.Snapshot
+	for i := 1; i <= 4; i++ {
+		got = append(got, reserve(t, rs, a, int64(900+i), baseTime.Add(time.Duration(i)*time.Second), baseTime.Add(time.Hour)))
+	}
+	noErr(t, "MarkSent", rs.MarkSent(t.Context(), refOf(got[1])))
+	noErr(t, "MarkOrdered", rs.MarkOrdered(t.Context(), []ports.ReservationRef{refOf(got[2])}))
+	_, err := rs.Release(t.Context(), refOf(got[3]), reservation.ReasonExpired)
+	noErr(t, "Release", err)
+
+	list, err := rs.Unresolved(t.Context(), baseTime.Add(time.Minute), 10)
+	noErr(t, "Unresolved", err)
+	if len(list) != 2 || list[0].ReservationID != got[0].ReservationID || list[1].ReservationID != got[1].ReservationID {
+		t.Fatalf("Unresolved = %v, want the PENDING then the SENT reservation", ids(list))
+	}
+	list, err = rs.Unresolved(t.Context(), baseTime.Add(2*time.Second), 10)
+	noErr(t, "Unresolved", err)
+	if len(list) != 1 || list[0].ReservationID != got[0].ReservationID {
+		t.Fatalf("Unresolved before the second = %v", ids(list))
+	}
+	list, err = rs.Unresolved(t.Context(), baseTime.Add(time.Minute), 1)
+	noErr(t, "Unresolved", err)
+	if len(list) != 1 {
+		t.Fatalf("limit 1 returned %d", len(list))
+	}
+}
+
+func ids(rs []reservation.Snapshot) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ReservationID
+	}
+	return out
+}

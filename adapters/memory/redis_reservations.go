@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill/domain/reservation"
@@ -356,4 +357,36 @@ func (r *Redis) Stats(ctx context.Context) (ports.BacklogStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// Unresolved returns up to limit unresolved (PENDING or SENT) reservations
+// created before createdBefore, across all seeded activity SKUs, oldest
+// first (ties by id).
+func (r *Redis) Unresolved(ctx context.Context, createdBefore time.Time, limit int) ([]reservation.Snapshot, error) {
+	after, err := r.enter(ctx, "Unresolved")
+	if err != nil {
+		return nil, err
+	}
+	defer r.mu.Unlock()
+	if after != nil {
+		return nil, after
+	}
+	var out []reservation.Snapshot
+	for _, s := range r.slots {
+		for id := range s.unresolved {
+			if snap := s.rsv[id].snap; snap.CreatedAt.Before(createdBefore) {
+				out = append(out, snap)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b reservation.Snapshot) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ReservationID, b.ReservationID)
+	})
+	if limit >= 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
