@@ -1,0 +1,280 @@
+package rocketmq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// MessageType is a topic's message type (the broker's topic attribute
+// message.type). A producer may only send messages of the topic's type.
+type MessageType string
+
+// The message types of RocketMQ 5.
+const (
+	MessageTypeNormal      MessageType = "NORMAL"
+	MessageTypeFIFO        MessageType = "FIFO"
+	MessageTypeDelay       MessageType = "DELAY"
+	MessageTypeTransaction MessageType = "TRANSACTION"
+)
+
+// TopicSpec describes a topic to create or update.
+type TopicSpec struct {
+	// Name is the physical topic name (letters, digits, '_', '-', '%', '|';
+	// at most 127 characters).
+	Name string
+	// Type becomes the message.type attribute. Empty means NORMAL.
+	Type MessageType
+	// Queues is the read and write queue count; 0 means 4.
+	Queues int
+	// Perm is the permission bit set (2 write, 4 read, 6 both); 0 means 6.
+	Perm int
+}
+
+// GroupSpec describes a consumer group (SubscriptionGroupConfig) to create
+// or update. Creating replaces the whole configuration of an existing group.
+type GroupSpec struct {
+	// Name is the physical group name.
+	Name string
+	// Orderly sets consumeMessageOrderly: required for FIFO consumption.
+	Orderly bool
+	// RetryMaxTimes bounds redeliveries; a message is moved to %DLQ%<group>
+	// when it would be delivered for the (RetryMaxTimes+2)-th time.
+	// Negative means the broker default 16.
+	RetryMaxTimes int
+}
+
+// TopicInfo is a topic's configuration as the broker stores it.
+type TopicInfo struct {
+	Name        string
+	ReadQueues  int
+	WriteQueues int
+	Perm        int
+	// Type is the message.type attribute (NORMAL when absent).
+	Type MessageType
+	// Attributes holds every topic attribute, keys without the '+' sign.
+	Attributes map[string]string
+}
+
+// GroupInfo is a consumer group's configuration as the broker stores it.
+type GroupInfo struct {
+	Name          string
+	ConsumeEnable bool
+	Orderly       bool
+	RetryMaxTimes int
+	RetryQueues   int
+}
+
+// Admin is a minimal client of RocketMQ's remoting protocol (JSON
+// serialization) for the broker's and name server's admin commands: it
+// creates, reads and deletes topics and consumer groups. It opens one TCP
+// connection per command. Safe for concurrent use.
+type Admin struct {
+	broker  string
+	namesrv string
+	timeout time.Duration
+}
+
+// NewAdmin returns an admin client of the broker's remoting address
+// (SECKILL_ROCKETMQ_BROKER, for example 127.0.0.1:10911). namesrv (optional)
+// is the name server's address, used only to drop a deleted topic's route.
+// timeout bounds each command (0 means 5 s) in addition to the caller's
+// context.
+func NewAdmin(broker, namesrv string, timeout time.Duration) *Admin {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &Admin{broker: broker, namesrv: namesrv, timeout: timeout}
+}
+
+// CreateTopic creates or updates a topic on the broker
+// (UPDATE_AND_CREATE_TOPIC). Idempotent. The topic is usable by producers
+// and consumers as soon as CreateTopic returns, unless a client looked the
+// topic up before it existed: the proxy caches "not found" for
+// topicRouteServiceCacheRefreshSeconds.
+func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	if spec.Name == "" {
+		return errors.New("create topic: empty name")
+	}
+	queues, perm, typ := spec.Queues, spec.Perm, spec.Type
+	if queues <= 0 {
+		queues = 4
+	}
+	if perm <= 0 {
+		perm = 6
+	}
+	if typ == "" {
+		typ = MessageTypeNormal
+	}
+	ext := map[string]string{
+		"topic":           spec.Name,
+		"defaultTopic":    "TBW102",
+		"readQueueNums":   strconv.Itoa(queues),
+		"writeQueueNums":  strconv.Itoa(queues),
+		"perm":            strconv.Itoa(perm),
+		"topicFilterType": "SINGLE_TAG",
+		"topicSysFlag":    "0",
+		"order":           "false",
+		"attributes":      "+message.type=" + string(typ),
+	}
+	if _, err := a.call(ctx, a.broker, codeUpdateAndCreateTopic, ext, nil); err != nil {
+		return fmt.Errorf("create topic %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// subscriptionGroupConfig is the JSON body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+// and of GET_SUBSCRIPTIONGROUP_CONFIG's response (SubscriptionGroupConfig.java).
+type subscriptionGroupConfig struct {
+	GroupName                      string            `json:"groupName"`
+	ConsumeEnable                  bool              `json:"consumeEnable"`
+	ConsumeFromMinEnable           bool              `json:"consumeFromMinEnable"`
+	ConsumeBroadcastEnable         bool              `json:"consumeBroadcastEnable"`
+	ConsumeMessageOrderly          bool              `json:"consumeMessageOrderly"`
+	RetryQueueNums                 int               `json:"retryQueueNums"`
+	RetryMaxTimes                  int               `json:"retryMaxTimes"`
+	BrokerID                       int64             `json:"brokerId"`
+	WhichBrokerWhenConsumeSlowly   int64             `json:"whichBrokerWhenConsumeSlowly"`
+	NotifyConsumerIdsChangedEnable bool              `json:"notifyConsumerIdsChangedEnable"`
+	GroupSysFlag                   int               `json:"groupSysFlag"`
+	ConsumeTimeoutMinute           int               `json:"consumeTimeoutMinute"`
+	Attributes                     map[string]string `json:"attributes"`
+}
+
+// CreateGroup creates or replaces a consumer group on the broker
+// (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP). Idempotent.
+func (a *Admin) CreateGroup(ctx context.Context, spec GroupSpec) error {
+	if spec.Name == "" {
+		return errors.New("create group: empty name")
+	}
+	retries := spec.RetryMaxTimes
+	if retries < 0 {
+		retries = 16
+	}
+	body, err := json.Marshal(subscriptionGroupConfig{
+		GroupName:                      spec.Name,
+		ConsumeEnable:                  true,
+		ConsumeFromMinEnable:           true,
+		ConsumeBroadcastEnable:         true,
+		ConsumeMessageOrderly:          spec.Orderly,
+		RetryQueueNums:                 1,
+		RetryMaxTimes:                  retries,
+		WhichBrokerWhenConsumeSlowly:   1,
+		NotifyConsumerIdsChangedEnable: true,
+		ConsumeTimeoutMinute:           15,
+		Attributes:                     map[string]string{},
+	})
+	if err != nil {
+		return fmt.Errorf("create group %s: %w", spec.Name, err)
+	}
+	if _, err := a.call(ctx, a.broker, codeUpdateAndCreateSubscriptionGroup, nil, body); err != nil {
+		return fmt.Errorf("create group %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// topicConfigJSON is the body of GET_TOPIC_CONFIG's response
+// (TopicConfigAndQueueMapping.java).
+type topicConfigJSON struct {
+	TopicName      string            `json:"topicName"`
+	ReadQueueNums  int               `json:"readQueueNums"`
+	WriteQueueNums int               `json:"writeQueueNums"`
+	Perm           int               `json:"perm"`
+	Attributes     map[string]string `json:"attributes"`
+}
+
+// Topic reads a topic's configuration from the broker (GET_TOPIC_CONFIG).
+// A missing topic gives an error matching ports.ErrNotFound.
+func (a *Admin) Topic(ctx context.Context, name string) (TopicInfo, error) {
+	resp, err := a.call(ctx, a.broker, codeGetTopicConfig, map[string]string{"topic": name}, nil)
+	if err != nil {
+		return TopicInfo{}, fmt.Errorf("read topic %s: %w", name, err)
+	}
+	var tc topicConfigJSON
+	if err := json.Unmarshal(resp.body, &tc); err != nil {
+		return TopicInfo{}, fmt.Errorf("read topic %s: decode %q: %w", name, resp.body, err)
+	}
+	info := TopicInfo{
+		Name: tc.TopicName, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm,
+		Type: MessageTypeNormal, Attributes: map[string]string{},
+	}
+	for k, v := range tc.Attributes {
+		info.Attributes[strings.TrimPrefix(k, "+")] = v
+	}
+	if t, ok := info.Attributes["message.type"]; ok {
+		info.Type = MessageType(t)
+	}
+	return info, nil
+}
+
+// Group reads a consumer group's configuration from the broker
+// (GET_SUBSCRIPTIONGROUP_CONFIG). A missing group gives an error matching
+// ports.ErrNotFound.
+func (a *Admin) Group(ctx context.Context, name string) (GroupInfo, error) {
+	resp, err := a.call(ctx, a.broker, codeGetSubscriptionGroupConfig, map[string]string{"group": name}, nil)
+	if err != nil {
+		return GroupInfo{}, fmt.Errorf("read group %s: %w", name, err)
+	}
+	if len(resp.body) == 0 {
+		return GroupInfo{}, fmt.Errorf("read group %s: %w", name, ports.ErrNotFound)
+	}
+	var gc subscriptionGroupConfig
+	if err := json.Unmarshal(resp.body, &gc); err != nil {
+		return GroupInfo{}, fmt.Errorf("read group %s: decode %q: %w", name, resp.body, err)
+	}
+	return GroupInfo{
+		Name: gc.GroupName, ConsumeEnable: gc.ConsumeEnable, Orderly: gc.ConsumeMessageOrderly,
+		RetryMaxTimes: gc.RetryMaxTimes, RetryQueues: gc.RetryQueueNums,
+	}, nil
+}
+
+// DeleteTopic deletes a topic from the broker (DELETE_TOPIC_IN_BROKER; the
+// broker also drops the pop retry topics of the groups that consumed it) and,
+// when a name server address was given, its route from the name server.
+// Deleting a missing topic succeeds.
+func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
+	if _, err := a.call(ctx, a.broker, codeDeleteTopicInBroker, map[string]string{"topic": name}, nil); err != nil {
+		return fmt.Errorf("delete topic %s: %w", name, err)
+	}
+	if a.namesrv != "" {
+		if _, err := a.call(ctx, a.namesrv, codeDeleteTopicInNamesrv, map[string]string{"topic": name}, nil); err != nil && !errors.Is(err, ports.ErrNotFound) {
+			return fmt.Errorf("delete topic %s from name server: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// DeleteGroup deletes a consumer group and its consume offsets
+// (DELETE_SUBSCRIPTIONGROUP with cleanOffset). Deleting a missing group
+// succeeds.
+func (a *Admin) DeleteGroup(ctx context.Context, name string) error {
+	ext := map[string]string{"groupName": name, "cleanOffset": "true"}
+	if _, err := a.call(ctx, a.broker, codeDeleteSubscriptionGroup, ext, nil); err != nil && !errors.Is(err, ports.ErrNotFound) {
+		return fmt.Errorf("delete group %s: %w", name, err)
+	}
+	return nil
+}
+
+// call performs one command and turns a non-success response into a
+// *RemotingError (wrapping ports.ErrNotFound for TOPIC_NOT_EXIST and
+// SUBSCRIPTION_GROUP_NOT_EXIST).
+func (a *Admin) call(ctx context.Context, addr string, code int, ext map[string]string, body []byte) (remotingCommand, error) {
+	resp, err := invoke(ctx, addr, a.timeout, code, ext, body)
+	if err != nil {
+		return remotingCommand{}, err
+	}
+	if resp.header.Code != respSuccess {
+		rerr := &RemotingError{Code: resp.header.Code, Remark: resp.header.Remark}
+		if rerr.Code == respTopicNotExist || rerr.Code == respSubscriptionGroupNotExist {
+			return remotingCommand{}, fmt.Errorf("%w: %w", ports.ErrNotFound, rerr)
+		}
+		return remotingCommand{}, rerr
+	}
+	return resp, nil
+}

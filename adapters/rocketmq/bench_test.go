@@ -1,0 +1,57 @@
+package rocketmq_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+func orderCreate(i int) ports.OutboundMessage {
+	return ports.OutboundMessage{
+		Topic: ports.TopicOrderCreate, MessageID: fmt.Sprint("evt_", i), Tag: "CREATE_ORDER",
+		Keys: []string{fmt.Sprint("rsv_", i)}, Body: make([]byte, 512),
+	}
+}
+
+func TestSendLoopCountsOutcomes(t *testing.T) {
+	t.Parallel()
+	env := mqtest.NewEnv(t)
+	pub := startPublisher(t, relaxed(env.Config), nil)
+	res, err := rocketmq.SendLoop(context.Background(), pub, 40, 4, orderCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent() != 40 || res.Confirmed != 40 || len(res.Latencies) != 40 {
+		t.Fatalf("result %v", res)
+	}
+	t.Log(res)
+}
+
+// BenchmarkSendLoop measures the synchronous send ceiling of one publisher
+// with the default send timeout: go test -run - -bench SendLoop ./adapters/rocketmq/
+func BenchmarkSendLoop(b *testing.B) {
+	env := mqtest.NewEnv(b)
+	pub, err := rocketmq.NewPublisher(env.Config, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pub.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = pub.Close() })
+	for _, workers := range []int{1, 8, 32} {
+		b.Run(fmt.Sprint("workers=", workers), func(b *testing.B) {
+			res, err := rocketmq.SendLoop(context.Background(), pub, b.N, workers, orderCreate)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.Rate(), "confirmed/s")
+			b.ReportMetric(float64(res.Percentile(0.99).Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(res.Unknown)/float64(max(1, res.Sent())), "unknown-ratio")
+		})
+	}
+}

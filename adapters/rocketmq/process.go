@@ -1,0 +1,200 @@
+package rocketmq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Values of the ack_result log field.
+const (
+	ackResultAcked          = "acked"
+	ackResultAckFailed      = "ack_failed"
+	ackResultRetryScheduled = "retry_scheduled"
+	ackResultRetryFailed    = "retry_failed"
+	ackResultNotAcked       = "not_acked"
+	ackResultHeldForOrder   = "held_for_order"
+)
+
+// process runs the handler on one batch, renewing the messages' invisible
+// duration while it runs, then applies the decisions.
+func (r *Runner) process(ctx context.Context, consumer rmq.SimpleConsumer, views []*rmq.MessageView) {
+	deliveries := make([]ports.Delivery, len(views))
+	for i, mv := range views {
+		deliveries[i] = toDelivery(mv)
+	}
+	result := make(chan []ports.Decision, 1)
+	start := time.Now()
+	go func() { result <- r.callHandler(ctx, deliveries) }()
+
+	renew := time.NewTicker(r.rc.InvisibleDuration / 2)
+	defer renew.Stop()
+	var decisions []ports.Decision
+wait:
+	for {
+		select {
+		case decisions = <-result:
+			break wait
+		case <-renew.C:
+			r.renew(consumer, views, deliveries, result)
+		}
+	}
+	r.metrics.process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
+	r.apply(consumer, views, deliveries, decisions)
+}
+
+// callHandler calls the handler, turning a panic or a decision list of the
+// wrong length into "no acknowledgement" for the whole batch.
+func (r *Runner) callHandler(ctx context.Context, deliveries []ports.Delivery) (decisions []ports.Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("handler panicked; no message of the batch is acknowledged",
+				slog.String("error", fmt.Sprint(p)), slog.Int("batch", len(deliveries)))
+			decisions = make([]ports.Decision, len(deliveries))
+		}
+	}()
+	decisions = r.handler.HandleBatch(ctx, deliveries)
+	if len(decisions) != len(deliveries) {
+		r.log.Error("handler returned a wrong number of decisions; no message of the batch is acknowledged",
+			slog.Int("batch", len(deliveries)), slog.Int("decisions", len(decisions)))
+		decisions = make([]ports.Decision, len(deliveries))
+	}
+	return decisions
+}
+
+// renew extends the invisible duration of the batch's messages; it stops
+// early when the handler's result is ready (result is buffered).
+func (r *Runner) renew(consumer rmq.SimpleConsumer, views []*rmq.MessageView, deliveries []ports.Delivery, result chan []ports.Decision) {
+	for i, mv := range views {
+		if len(result) > 0 {
+			return
+		}
+		if err := consumer.ChangeInvisibleDuration(mv, r.rc.InvisibleDuration); err != nil {
+			r.log.LogAttrs(context.Background(), slog.LevelWarn,
+				"renewing invisible duration failed; the message may be redelivered while its handler runs",
+				deliveryAttrs(deliveries[i], slog.String("error", err.Error()))...)
+		}
+	}
+}
+
+// apply acknowledges, reschedules or leaves each message as its decision
+// says (see Runner for the orderly rule).
+func (r *Runner) apply(consumer rmq.SimpleConsumer, views []*rmq.MessageView, deliveries []ports.Delivery, decisions []ports.Decision) {
+	held := map[string]time.Duration{} // orderly: message group -> RetryAfter of its first unacknowledged message
+	for i, mv := range views {
+		d, dec := deliveries[i], decisions[i]
+		r.count(d, dec)
+
+		var result string
+		var err error
+		after, isHeld := held[d.MessageGroup]
+		switch {
+		case r.rc.Orderly && isHeld:
+			result = ackResultHeldForOrder
+			if after > 0 {
+				err = consumer.ChangeInvisibleDuration(mv, after)
+			}
+		case dec.Ack:
+			result, err = ackResultAcked, r.ack(consumer, mv)
+			if err != nil {
+				result = ackResultAckFailed
+				r.metrics.ackFailure.WithLabelValues(r.rc.Group).Inc()
+			}
+		case dec.RetryAfter > 0:
+			result, err = ackResultRetryScheduled, consumer.ChangeInvisibleDuration(mv, dec.RetryAfter)
+			if err != nil {
+				result = ackResultRetryFailed
+			}
+		default:
+			result = ackResultNotAcked
+		}
+		if r.rc.Orderly && result != ackResultAcked && !isHeld {
+			held[d.MessageGroup] = dec.RetryAfter
+		}
+		r.logDecision(d, dec, result, err)
+	}
+}
+
+// ack acknowledges one message with its own timeout. The v5.1.2 client
+// returns nil when the proxy answers with a non-OK status (for example an
+// expired receipt handle), so only transport failures are seen here.
+func (r *Runner) ack(consumer rmq.SimpleConsumer, mv *rmq.MessageView) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.rc.AckTimeout)
+	defer cancel()
+	if err := consumer.Ack(ctx, mv); err != nil {
+		return fmt.Errorf("ack %s: %w", mv.GetMessageId(), err)
+	}
+	return nil
+}
+
+// count records the consume metrics of one decision.
+func (r *Runner) count(d ports.Delivery, dec ports.Decision) {
+	outcome := dec.Outcome
+	if outcome == "" {
+		outcome = "ack"
+		if !dec.Ack {
+			outcome = "retry"
+		}
+	}
+	r.metrics.total.WithLabelValues(d.Topic, outcome).Inc()
+	switch outcome {
+	case "duplicate":
+		r.metrics.duplicate.WithLabelValues(r.rc.Group).Inc()
+	case "rejected":
+		reason := dec.Reason
+		if reason == "" {
+			reason = "unspecified"
+		}
+		r.metrics.reject.WithLabelValues(reason).Inc()
+	}
+}
+
+// logDecision writes the spec 28.1 consumer log line of one delivery:
+// debug when acknowledged, info when left for redelivery, warn when the
+// acknowledgement or rescheduling failed.
+func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string, err error) {
+	level := slog.LevelInfo
+	switch {
+	case err != nil:
+		level = slog.LevelWarn
+	case result == ackResultAcked:
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !r.log.Enabled(ctx, level) {
+		return
+	}
+	extra := []slog.Attr{slog.String("decision", dec.Outcome), slog.String("ack_result", result)}
+	if dec.Reason != "" {
+		extra = append(extra, slog.String("reason", dec.Reason))
+	}
+	if dec.RetryAfter > 0 {
+		extra = append(extra, slog.Duration("retry_after", dec.RetryAfter))
+	}
+	if err != nil {
+		extra = append(extra, slog.String("error", err.Error()))
+	}
+	r.log.LogAttrs(ctx, level, "mq consume", deliveryAttrs(d, extra...)...)
+}
+
+// deliveryAttrs returns the identifying log fields of a delivery.
+func deliveryAttrs(d ports.Delivery, extra ...slog.Attr) []slog.Attr {
+	attrs := []slog.Attr{
+		slog.String("message_id", d.Properties[message.PropMessageID]),
+		slog.String("topic", d.Topic),
+		slog.Int("delivery_attempt", int(d.DeliveryAttempt)),
+		slog.String("broker_message_id", d.BrokerMessageID),
+	}
+	for _, k := range []string{message.PropReservationID, message.PropOrderID} {
+		if v := d.Properties[k]; v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	return append(attrs, extra...)
+}

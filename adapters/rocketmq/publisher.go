@@ -1,0 +1,297 @@
+package rocketmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// startRouteWait bounds how long Start retries a producer start that fails
+// with TOPIC_NOT_FOUND for a topic it cannot identify in the error text.
+const startRouteWait = 3 * time.Second
+
+// Publisher implements ports.Publisher with one RocketMQ producer: bounded
+// synchronous sends (deadline = min(ctx, Config.SendTimeout), exactly one
+// attempt) classified into CONFIRMED, UNKNOWN (ports.ErrSendUnknown) and
+// DEFINITE_FAILURE (ports.ErrSendRejected). Safe for concurrent use after
+// Start.
+type Publisher struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *publisherMetrics
+	topics  map[ports.Topic]string
+
+	// mu guards producer; Publish holds it shared for the whole send so
+	// that Close waits for in-flight sends before stopping the producer
+	// (the library's stop races with a concurrent send otherwise).
+	mu       sync.RWMutex
+	producer rmq.Producer
+}
+
+var _ ports.Publisher = (*Publisher)(nil)
+
+// NewPublisher validates cfg, installs the client runtime (see
+// InstallRuntime) and registers the producer metrics with reg. Call Start
+// before Publish.
+func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := installRuntime(cfg, log); err != nil {
+		return nil, err
+	}
+	m, err := newPublisherMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	topics := make(map[ports.Topic]string, len(ports.Topics))
+	for _, t := range ports.Topics {
+		name, err := cfg.Topic(t)
+		if err != nil {
+			return nil, err
+		}
+		topics[t] = name
+	}
+	return &Publisher{cfg: cfg, log: log, metrics: m, topics: topics}, nil
+}
+
+// Start starts the producer and preloads the routes of the five topics.
+// A topic the proxy reports missing (TOPIC_NOT_FOUND) is left out of the
+// preload rather than failing the start, so that Publish to it fails with
+// ErrSendRejected while the other topics work; its route is then looked up
+// by each send (inside the send's deadline) until the topic exists. Other
+// start failures are returned. Start must be called once.
+func (p *Publisher) Start(ctx context.Context) error {
+	names := make([]string, 0, len(p.topics))
+	for _, t := range ports.Topics {
+		names = append(names, p.topics[t])
+	}
+	deadline := time.Now().Add(startRouteWait)
+	for {
+		prod, err := p.startProducer(names)
+		if err == nil {
+			p.setProducer(prod)
+			return nil
+		}
+		// The start error wraps the route error with %v (client.go startUp):
+		// only its text tells the cause and the topic.
+		msg := err.Error()
+		if !strings.Contains(msg, "TOPIC_NOT_FOUND") {
+			return fmt.Errorf("start producer: %w", err)
+		}
+		if missing := missingTopic(msg); missing != "" && slices.Contains(names, missing) {
+			p.log.Warn("topic not found; its route will be looked up by each send", slog.String("topic", missing))
+			names = slices.DeleteFunc(names, func(n string) bool { return n == missing })
+			continue
+		}
+		if time.Now().After(deadline) {
+			p.log.Warn("a topic is missing; starting the producer without preloaded routes", slog.String("error", msg))
+			names = nil
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("start producer: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// missingTopic extracts the topic name from the proxy's TOPIC_NOT_FOUND
+// message ("... for the topic: <name>"), or "".
+func missingTopic(msg string) string {
+	const marker = "for the topic: "
+	i := strings.LastIndex(msg, marker)
+	if i < 0 {
+		return ""
+	}
+	rest := msg[i+len(marker):]
+	if j := strings.IndexFunc(rest, unicode.IsSpace); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// startProducer starts a producer that preloads the routes of topics. Start
+// errors wrap the route error with %v (client.go startUp), so callers can
+// only match its text.
+func (p *Publisher) startProducer(topics []string) (rmq.Producer, error) {
+	prod, err := rmq.NewProducer(clientConfig(p.cfg, ""),
+		rmq.WithTopics(topics...),
+		rmq.WithMaxAttempts(1),
+		rmq.WithClientFunc(clientFunc(p.cfg)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("new producer: %w", err)
+	}
+	if err := prod.Start(); err != nil {
+		return nil, err
+	}
+	return prod, nil
+}
+
+func (p *Publisher) setProducer(prod rmq.Producer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.producer = prod
+}
+
+// Close waits for in-flight sends (each bounded by its deadline) and stops
+// the producer (GracefulStop). Publish afterwards fails with
+// ErrSendUnknown. The library keeps a few goroutines and, for up to 30
+// minutes of idleness, the gRPC connection of every client it started
+// (README.md).
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	prod := p.producer
+	p.producer = nil
+	p.mu.Unlock()
+	if prod == nil {
+		return nil
+	}
+	if err := prod.GracefulStop(); err != nil {
+		return fmt.Errorf("stop producer: %w", err)
+	}
+	return nil
+}
+
+// Publish sends msg synchronously with a deadline of min(ctx, SendTimeout)
+// and exactly one attempt. nil means CONFIRMED; errors match
+// ports.ErrSendRejected (DEFINITE_FAILURE) or ports.ErrSendUnknown (UNKNOWN)
+// as classifySend decides. It sets the tag, the keys, the message group (FIFO
+// topic) or the delivery time (DELAY topic), msg.Properties and the
+// message_id property.
+func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
+	topic, ok := p.topics[msg.Topic]
+	if !ok {
+		return ports.SendReceipt{}, p.reject(msg, string(msg.Topic), fmt.Errorf("unknown logical topic %q", msg.Topic))
+	}
+	m, err := buildMessage(topic, msg)
+	if err != nil {
+		return ports.SendReceipt{}, p.reject(msg, topic, err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	prod := p.producer
+	if prod == nil {
+		err := errors.New("publisher not started or closed")
+		p.observe(msg, topic, OutcomeUnknown, "NOT_RUNNING", "", 0, err)
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
+	}
+
+	sendCtx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+	defer cancel()
+	start := time.Now()
+	receipts, err := prod.Send(sendCtx, m)
+	elapsed := time.Since(start)
+	if err == nil && len(receipts) == 0 {
+		err = errors.New("send returned no receipt")
+	}
+	if err != nil && sendCtx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w: %w", sendCtx.Err(), err)
+	}
+	outcome, class := classifySend(err)
+	brokerID := ""
+	if err == nil {
+		brokerID = receipts[0].MessageID
+	}
+	p.observe(msg, topic, outcome, class, brokerID, elapsed, err)
+	switch outcome {
+	case OutcomeConfirmed:
+		return ports.SendReceipt{BrokerMessageID: brokerID}, nil
+	case OutcomeDefiniteFailure:
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
+	default:
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
+	}
+}
+
+// reject records and returns a DEFINITE_FAILURE detected before sending.
+func (p *Publisher) reject(msg ports.OutboundMessage, topic string, err error) error {
+	p.observe(msg, topic, OutcomeDefiniteFailure, "INVALID_MESSAGE", "", 0, err)
+	return fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
+}
+
+// buildMessage maps an outbound message to the library's message.
+func buildMessage(topic string, msg ports.OutboundMessage) (*rmq.Message, error) {
+	if msg.MessageID == "" {
+		return nil, errors.New("empty message id")
+	}
+	if msg.MessageGroup != "" && !msg.DeliverAt.IsZero() {
+		return nil, errors.New("a message cannot have both a message group and a delivery time")
+	}
+	m := &rmq.Message{Topic: topic, Body: msg.Body}
+	if msg.Tag != "" {
+		m.SetTag(msg.Tag)
+	}
+	if len(msg.Keys) > 0 {
+		m.SetKeys(msg.Keys...)
+	}
+	if msg.MessageGroup != "" {
+		m.SetMessageGroup(msg.MessageGroup)
+	}
+	if !msg.DeliverAt.IsZero() {
+		m.SetDelayTimestamp(msg.DeliverAt)
+	}
+	for k, v := range msg.Properties {
+		m.AddProperty(k, v)
+	}
+	m.AddProperty(message.PropMessageID, msg.MessageID)
+	return m, nil
+}
+
+// observe records the metrics and the spec 28.1 producer log line of one
+// publish.
+func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, brokerID string, elapsed time.Duration, err error) {
+	p.metrics.total.WithLabelValues(topic, outcome).Inc()
+	if elapsed > 0 {
+		p.metrics.latency.WithLabelValues(topic).Observe(elapsed.Seconds())
+	}
+	if outcome == OutcomeUnknown {
+		p.metrics.unknown.WithLabelValues(topic).Inc()
+	}
+	level := slog.LevelDebug
+	switch outcome {
+	case OutcomeUnknown:
+		level = slog.LevelWarn
+	case OutcomeDefiniteFailure:
+		level = slog.LevelError
+	}
+	ctx := context.Background()
+	if !p.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("message_id", msg.MessageID),
+		slog.String("topic", topic),
+		slog.String("tag", msg.Tag),
+		slog.String("send_outcome", outcome),
+		slog.String("broker_message_id", brokerID),
+		slog.Float64("send_latency_ms", float64(elapsed.Microseconds())/1000),
+	}
+	for _, k := range []string{message.PropReservationID, message.PropRequestID, message.PropOrderID} {
+		if v := msg.Properties[k]; v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error_class", class), slog.String("error", err.Error()))
+	}
+	p.log.LogAttrs(ctx, level, "mq publish", attrs...)
+}

@@ -1,0 +1,367 @@
+package rocketmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Defaults of RunnerConfig.
+const (
+	DefaultBatchSize         = 16
+	DefaultInvisibleDuration = 30 * time.Second
+	DefaultAwaitDuration     = 5 * time.Second
+	DefaultAckTimeout        = 3 * time.Second
+	DefaultDrainTimeout      = 10 * time.Second
+	DefaultStartTimeout      = 10 * time.Second
+	// MaxBatchSize is the proxy's cap on messages per receive
+	// (ProxyUtils.MAX_MSG_NUMS_FOR_POP_REQUEST).
+	MaxBatchSize = 32
+)
+
+// RunnerConfig configures one consumer Runner.
+type RunnerConfig struct {
+	// Group is the physical consumer group name (Config.Group).
+	Group string
+	// Subscriptions maps physical topic names to a tag filter expression
+	// ("tagA||tagB"; "" or "*" for every tag). At least one.
+	Subscriptions map[string]string
+	// Orderly marks a FIFO subscription (the group must have been created
+	// with consumeMessageOrderly). Decisions are then applied so that a
+	// message group's order survives a failure (see Runner).
+	Orderly bool
+	// BatchSize is the maximum number of messages per receive and per
+	// handler call, 1..32. Zero means DefaultBatchSize.
+	BatchSize int
+	// Concurrency is the maximum number of concurrent handler calls; the
+	// caller derives it from the PostgreSQL pool budget. Required (> 0).
+	Concurrency int
+	// InvisibleDuration is how long a received message stays invisible to
+	// other receives; the runner renews it every half period while the
+	// handler runs. It must be at least the proxy's
+	// minInvisibleTimeMillsForRecv (10 s by default, 1 s on the local
+	// stack). Zero means DefaultInvisibleDuration.
+	InvisibleDuration time.Duration
+	// AwaitDuration is the long-polling time of an empty receive (the proxy
+	// waits about AwaitDuration + 1.5 s, clamped to its limits). Zero means
+	// DefaultAwaitDuration.
+	AwaitDuration time.Duration
+	// AckTimeout bounds one acknowledgement; acknowledgements never use the
+	// (possibly canceled) run context. Zero means DefaultAckTimeout.
+	AckTimeout time.Duration
+	// DrainTimeout bounds graceful stop: after Run's context is canceled,
+	// in-flight handlers get this long before their context is canceled.
+	// Zero means DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// StartTimeout bounds the retries of the consumer's start (topic route
+	// lookup) and the period during which "settings not ready" receive
+	// errors are expected. Zero means DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+func (rc RunnerConfig) withDefaults() RunnerConfig {
+	if rc.BatchSize <= 0 {
+		rc.BatchSize = DefaultBatchSize
+	}
+	if rc.InvisibleDuration <= 0 {
+		rc.InvisibleDuration = DefaultInvisibleDuration
+	}
+	if rc.AwaitDuration <= 0 {
+		rc.AwaitDuration = DefaultAwaitDuration
+	}
+	if rc.AckTimeout <= 0 {
+		rc.AckTimeout = DefaultAckTimeout
+	}
+	if rc.DrainTimeout <= 0 {
+		rc.DrainTimeout = DefaultDrainTimeout
+	}
+	if rc.StartTimeout <= 0 {
+		rc.StartTimeout = DefaultStartTimeout
+	}
+	return rc
+}
+
+func (rc RunnerConfig) validate() error {
+	switch {
+	case rc.Group == "":
+		return errors.New("runner config: empty Group")
+	case len(rc.Subscriptions) == 0:
+		return errors.New("runner config: no Subscriptions")
+	case rc.Concurrency <= 0:
+		return errors.New("runner config: Concurrency must be > 0")
+	case rc.BatchSize > MaxBatchSize:
+		return fmt.Errorf("runner config: BatchSize %d exceeds %d", rc.BatchSize, MaxBatchSize)
+	case rc.InvisibleDuration < time.Second:
+		return fmt.Errorf("runner config: InvisibleDuration %v below 1 s", rc.InvisibleDuration)
+	}
+	return nil
+}
+
+// Runner drives one SimpleConsumer and a ports.BatchHandler.
+//
+// It long-polls Receive for up to BatchSize messages, but only when one of
+// its Concurrency handler slots is free, so at most Concurrency handler
+// calls run at once and no message waits unprocessed while its invisible
+// duration runs. While a handler runs, the invisible duration of its
+// messages is renewed every InvisibleDuration/2. Then each decision is
+// applied: Ack acknowledges (with its own AckTimeout); RetryAfter > 0
+// changes the invisible duration to RetryAfter; anything else leaves the
+// message to reappear when its invisible duration ends. Every redelivery
+// increments Delivery.DeliveryAttempt; when it would exceed the group's
+// retryMaxTimes+1 the broker moves the message to %DLQ%<group>.
+//
+// Orderly (FIFO) subscriptions: the proxy hands out consecutive messages of
+// a queue and locks the queue until they are all acknowledged or their
+// invisible duration ends, so no two in-flight batches share a message
+// group and batches may run concurrently. Within a batch, the deliveries are
+// given to the handler in queue order; once a message of a message group is
+// not acknowledged, the later messages of the same group in the batch are
+// not acknowledged either (they get the same RetryAfter), so the group is
+// redelivered from the failed message on, in order. (The broker redelivers
+// the whole queue from its first unacknowledged offset, acknowledged
+// messages of other groups included: FIFO handlers must be idempotent.)
+type Runner struct {
+	cfg     Config
+	rc      RunnerConfig
+	handler ports.BatchHandler
+	log     *slog.Logger
+	metrics *consumerMetrics
+}
+
+// NewRunner validates the configuration, installs the client runtime and
+// registers the consumer metrics with reg.
+func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slog.Logger, reg prometheus.Registerer) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rc = rc.withDefaults()
+	if err := rc.validate(); err != nil {
+		return nil, err
+	}
+	if handler == nil {
+		return nil, errors.New("runner: nil handler")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := installRuntime(cfg, log); err != nil {
+		return nil, err
+	}
+	m, err := newConsumerMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}, nil
+}
+
+// Run starts the consumer and processes messages until ctx is canceled.
+// Then it stops receiving, lets the in-flight handlers finish (their context
+// is canceled DrainTimeout later), applies their decisions (a message is
+// acknowledged only when its handler returned an acknowledging decision),
+// stops the consumer and returns nil. It returns an error if the consumer
+// cannot start within StartTimeout. Run must be called once.
+func (r *Runner) Run(ctx context.Context) error {
+	consumer, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := consumer.GracefulStop(); err != nil {
+			r.log.Warn("stop consumer", slog.String("error", err.Error()))
+		}
+	}()
+
+	// handlerCtx outlives ctx by DrainTimeout so handlers can finish.
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+
+	slots := make(chan struct{}, r.rc.Concurrency)
+	var workers sync.WaitGroup
+	r.receiveLoop(ctx, handlerCtx, consumer, slots, &workers)
+
+	drained := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(drained)
+	}()
+	drain := time.NewTimer(r.rc.DrainTimeout)
+	defer drain.Stop()
+	select {
+	case <-drained:
+	case <-drain.C:
+		r.log.Warn("drain timeout: canceling in-flight handlers", slog.Duration("drain_timeout", r.rc.DrainTimeout))
+		cancelHandlers()
+		<-drained
+	}
+	r.metrics.lag.WithLabelValues(r.rc.Group).Set(0)
+	return nil
+}
+
+// start creates and starts the consumer, retrying for StartTimeout.
+func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
+	subs := make(map[string]*rmq.FilterExpression, len(r.rc.Subscriptions))
+	for topic, expr := range r.rc.Subscriptions {
+		if expr == "" {
+			expr = "*"
+		}
+		subs[topic] = rmq.NewFilterExpression(expr)
+	}
+	deadline := time.Now().Add(r.rc.StartTimeout)
+	for {
+		consumer, err := rmq.NewSimpleConsumer(clientConfig(r.cfg, r.rc.Group),
+			rmq.WithAwaitDuration(r.rc.AwaitDuration),
+			rmq.WithSubscriptionExpressions(subs),
+			rmq.WithClientFuncForSimpleConsumer(clientFunc(r.cfg)),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("new consumer %s: %w", r.rc.Group, err)
+		}
+		err = consumer.Start()
+		if err == nil {
+			return consumer, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("start consumer %s: %w", r.rc.Group, err)
+		}
+		r.log.Warn("consumer start failed; retrying", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("start consumer %s: %w", r.rc.Group, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// receiveLoop receives batches while ctx is alive and a slot is free, and
+// hands each batch to a worker goroutine that holds the slot.
+func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.SimpleConsumer, slots chan struct{}, workers *sync.WaitGroup) {
+	settingsGrace := time.Now().Add(r.rc.StartTimeout)
+	backoff := newBackoff(100*time.Millisecond, 5*time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		views, err := consumer.Receive(ctx, int32(r.rc.BatchSize), r.rc.InvisibleDuration)
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return
+			}
+			wait := r.receiveError(err, settingsGrace, backoff)
+			if wait > 0 && !sleepCtx(ctx, wait) {
+				return
+			}
+			continue
+		}
+		backoff.reset()
+		if len(views) == 0 {
+			<-slots
+			r.metrics.lag.WithLabelValues(r.rc.Group).Set(0)
+			continue
+		}
+		r.observeLag(views)
+		r.metrics.inflight.WithLabelValues(r.rc.Group).Add(float64(len(views)))
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			defer func() { <-slots }()
+			defer r.metrics.inflight.WithLabelValues(r.rc.Group).Sub(float64(len(views)))
+			r.process(handlerCtx, consumer, views)
+		}()
+	}
+}
+
+// receiveError logs a receive error and returns how long to wait before the
+// next receive.
+func (r *Runner) receiveError(err error, settingsGrace time.Time, b *backoff) time.Duration {
+	var rs *rmq.ErrRpcStatus
+	if errors.As(err, &rs) {
+		switch {
+		case rs.Code == int32(v2.Code_MESSAGE_NOT_FOUND):
+			// An empty long poll ("no new message"): not an error.
+			r.metrics.lag.WithLabelValues(r.rc.Group).Set(0)
+			b.reset()
+			return 0
+		case rs.Code == int32(v2.Code_INTERNAL_SERVER_ERROR) && strings.Contains(rs.Message, "settings") &&
+			time.Now().Before(settingsGrace):
+			// The proxy has not processed the client's settings yet
+			// (telemetry is asynchronous); a missing group gives the same
+			// error forever, so it is quiet only during the grace period.
+			r.log.Debug("consumer settings not ready; retrying receive", slog.String("error", rs.Message))
+			return 200 * time.Millisecond
+		}
+	}
+	wait := b.next()
+	r.log.Warn("receive failed", slog.String("error", err.Error()), slog.String("error_class", receiveErrorClass(err)),
+		slog.Duration("retry_in", wait))
+	return wait
+}
+
+func receiveErrorClass(err error) string {
+	var rs *rmq.ErrRpcStatus
+	if errors.As(err, &rs) {
+		return v2.Code(rs.Code).String()
+	}
+	return "CLIENT_ERROR"
+}
+
+// observeLag sets the lag gauge to now minus the born time of the newest
+// message of the batch.
+func (r *Runner) observeLag(views []*rmq.MessageView) {
+	var newest time.Time
+	for _, mv := range views {
+		if b := mv.GetBornTimestamp(); b != nil && b.After(newest) {
+			newest = *b
+		}
+	}
+	if !newest.IsZero() {
+		lag := time.Since(newest)
+		if lag < 0 {
+			lag = 0
+		}
+		r.metrics.lag.WithLabelValues(r.rc.Group).Set(lag.Seconds())
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is alive.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// backoff is a capped exponential backoff (no jitter: one loop per runner).
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(lo, hi time.Duration) *backoff { return &backoff{min: lo, max: hi} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }

@@ -1,0 +1,250 @@
+// Package mqtest gives tests their own RocketMQ topics and consumer groups on
+// the local stack, so that tests and packages can run in parallel against
+// one broker and a reused broker with old messages does not matter.
+//
+// NewEnv reads SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC) and
+// SECKILL_ROCKETMQ_BROKER (broker remoting), picks a unique prefix
+// ("T<hex>_"), creates the five DESIGN.md topics with their message types,
+// their dead-letter topics, the five consumer groups and the dead-letter
+// reader group under that prefix through the remoting admin client, and
+// deletes them all when the test ends.
+package mqtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Environment variables read by NewEnv.
+const (
+	EnvEndpoint = "SECKILL_ROCKETMQ_ENDPOINT"
+	EnvBroker   = "SECKILL_ROCKETMQ_BROKER"
+	EnvNamesrv  = "SECKILL_ROCKETMQ_NAMESRV"
+)
+
+// DefaultRetryMaxTimes is the retryMaxTimes of the test groups: a message
+// reaches the group at most three times, then goes to %DLQ%<group>.
+const DefaultRetryMaxTimes = 2
+
+// DLQReaderRetryMaxTimes is the dead-letter reader group's retryMaxTimes.
+// A dead-letter copy arrives with delivery attempt retryMaxTimes+3 of its
+// source group, and the reader's own pops forward it again to
+// %DLQ%<reader> once the attempt exceeds the reader's retryMaxTimes+1, so
+// the reader needs retryMaxTimes >= source retryMaxTimes + 2.
+const DLQReaderRetryMaxTimes = 16
+
+// Env is one test's broker namespace.
+type Env struct {
+	// Config is an adapter configuration for the namespace: Endpoint,
+	// TopicPrefix and a client log directory shared by the test process.
+	Config rocketmq.Config
+	// Admin is the remoting admin client of the broker.
+	Admin *rocketmq.Admin
+	// Prefix is the namespace's topic and group prefix ("T<hex>_").
+	Prefix string
+	// Broker is the broker's remoting address.
+	Broker string
+
+	tb     testing.TB
+	mu     sync.Mutex
+	topics []string
+	groups []string
+}
+
+// Option changes NewEnv's defaults.
+type Option func(*options)
+
+type options struct {
+	retryMaxTimes int
+	queues        int
+}
+
+// WithRetryMaxTimes sets the retryMaxTimes of the five business groups
+// (default DefaultRetryMaxTimes).
+func WithRetryMaxTimes(n int) Option { return func(o *options) { o.retryMaxTimes = n } }
+
+// WithQueues sets the queue count of the business topics (default 4).
+func WithQueues(n int) Option { return func(o *options) { o.queues = n } }
+
+// NewEnv creates a fresh namespace (see the package doc). It fails the test
+// when the environment variables are unset or the broker does not answer.
+func NewEnv(tb testing.TB, opts ...Option) *Env {
+	tb.Helper()
+	o := options{retryMaxTimes: DefaultRetryMaxTimes, queues: 4}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	endpoint, broker := mustEnv(tb, EnvEndpoint), mustEnv(tb, EnvBroker)
+	e := &Env{
+		Config: rocketmq.Config{
+			Endpoint:     endpoint,
+			TopicPrefix:  newPrefix(),
+			ClientLogDir: filepath.Join(os.TempDir(), "seckill-rocketmq-client-test"),
+		},
+		Admin:  rocketmq.NewAdmin(broker, os.Getenv(EnvNamesrv), 5*time.Second),
+		Broker: broker,
+		tb:     tb,
+	}
+	e.Prefix = e.Config.TopicPrefix
+	if err := rocketmq.InstallRuntime(e.Config, nil); err != nil {
+		tb.Fatalf("install rocketmq client runtime: %v", err)
+	}
+	tb.Cleanup(e.cleanup)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var specs []rocketmq.TopicSpec
+	for _, t := range ports.Topics {
+		base, typ, err := rocketmq.TopicBaseName(t)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		specs = append(specs, rocketmq.TopicSpec{Name: e.Prefix + base, Type: typ, Queues: o.queues})
+	}
+	groups := []rocketmq.GroupSpec{{Name: e.Config.Group(rocketmq.GroupDLQReader), RetryMaxTimes: DLQReaderRetryMaxTimes}}
+	for _, g := range rocketmq.Groups() {
+		name := e.Config.Group(g)
+		groups = append(groups, rocketmq.GroupSpec{Name: name, Orderly: g.Orderly(), RetryMaxTimes: o.retryMaxTimes})
+		// Pre-create the dead-letter topic so that a dead-letter reader can
+		// subscribe before anything was dead-lettered.
+		specs = append(specs, rocketmq.TopicSpec{Name: rocketmq.DLQTopic(name), Queues: 1})
+	}
+	e.createAll(ctx, specs, groups)
+	return e
+}
+
+// createAll creates topics and groups concurrently (the broker serialises
+// topic creation, groups are independent).
+func (e *Env) createAll(ctx context.Context, topics []rocketmq.TopicSpec, groups []rocketmq.GroupSpec) {
+	e.tb.Helper()
+	errs := make(chan error, len(topics)+len(groups))
+	var wg sync.WaitGroup
+	for _, s := range topics {
+		e.track(&e.topics, s.Name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- e.Admin.CreateTopic(ctx, s)
+		}()
+	}
+	for _, s := range groups {
+		e.track(&e.groups, s.Name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- e.Admin.CreateGroup(ctx, s)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			e.tb.Fatalf("create broker resources: %v (is the stack up? run `make test` or eval \"$(deploy/local/stack.sh env)\")", err)
+		}
+	}
+}
+
+func (e *Env) track(list *[]string, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	*list = append(*list, name)
+}
+
+// Topic returns the physical name of a logical topic in this namespace.
+func (e *Env) Topic(t ports.Topic) string {
+	name, err := e.Config.Topic(t)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	return name
+}
+
+// Group returns the physical name of a consumer group in this namespace.
+func (e *Env) Group(g rocketmq.Group) string { return e.Config.Group(g) }
+
+// CreateTopic creates an extra topic named Prefix+suffix (deleted when the
+// test ends) and returns its name. queues 0 means 4.
+func (e *Env) CreateTopic(suffix string, typ rocketmq.MessageType, queues int) string {
+	e.tb.Helper()
+	spec := rocketmq.TopicSpec{Name: e.Prefix + suffix, Type: typ, Queues: queues}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.createAll(ctx, []rocketmq.TopicSpec{spec}, nil)
+	return spec.Name
+}
+
+// CreateGroup creates an extra consumer group named Prefix+suffix (deleted,
+// with its dead-letter topic, when the test ends) and returns its name.
+func (e *Env) CreateGroup(suffix string, orderly bool, retryMaxTimes int) string {
+	e.tb.Helper()
+	spec := rocketmq.GroupSpec{Name: e.Prefix + suffix, Orderly: orderly, RetryMaxTimes: retryMaxTimes}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.createAll(ctx, []rocketmq.TopicSpec{{Name: rocketmq.DLQTopic(spec.Name), Queues: 1}}, []rocketmq.GroupSpec{spec})
+	return spec.Name
+}
+
+// RedirectThrough routes the gRPC connections that RocketMQ clients created
+// from now until the end of the test open to the proxy endpoint, through
+// addr (for example a faultproxy.Proxy's address). Process-wide (see
+// rocketmq.RedirectDials): call it only from tests that do not run in
+// parallel with other tests of their package.
+func (e *Env) RedirectThrough(addr string) {
+	e.tb.Helper()
+	restore, err := rocketmq.RedirectDials(e.Config.Endpoint, addr)
+	if err != nil {
+		e.tb.Fatalf("redirect rocketmq dials: %v", err)
+	}
+	e.tb.Cleanup(restore)
+}
+
+// cleanup deletes the namespace's topics (the broker drops their pop retry
+// topics), the groups' %RETRY%<group> topics (created by the broker when it
+// moves a message to the dead-letter topic) and the groups; failures are
+// logged, not fatal.
+func (e *Env) cleanup() {
+	e.mu.Lock()
+	topics, groups := slices.Clone(e.topics), slices.Clone(e.groups)
+	e.mu.Unlock()
+	for _, g := range groups {
+		topics = append(topics, "%RETRY%"+g)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, t := range topics {
+		if err := e.Admin.DeleteTopic(ctx, t); err != nil {
+			e.tb.Logf("mqtest cleanup: %v", err)
+		}
+	}
+	for _, g := range groups {
+		if err := e.Admin.DeleteGroup(ctx, g); err != nil {
+			e.tb.Logf("mqtest cleanup: %v", err)
+		}
+	}
+}
+
+func mustEnv(tb testing.TB, name string) string {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		tb.Fatalf("%s is not set: run `make test` or eval \"$(deploy/local/stack.sh env)\"", name)
+	}
+	return v
+}
+
+// newPrefix returns "T" + 10 random hex digits + "_".
+func newPrefix() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "T" + hex.EncodeToString(b) + "_"
+}
