@@ -41,6 +41,15 @@ type UnitOfWorkFactory func(t *testing.T) (ports.UnitOfWork, ports.OrderQueries)
 //   - Rejections (the first kept, visible as REJECTED views), Quarantine
 //     (storing twice succeeds), Activities (create once, get);
 //   - Reservation outcomes: claim-once semantics, concurrent claims;
+//   - Dead letters: first arrival, later arrival (error, attempts and
+//     last-seen updated, payload kept, reopened), a repeated broker message
+//     changing nothing, replay and resolve marks, pages newest first by
+//     group, stats of the open ones, ErrNotFound for unknown ids, audit
+//     entries, concurrent first arrivals (one row, one creator);
+//   - Audit queries: AuditStock (I6 terms, held reservations classified),
+//     ReservationStates (every id, input order, PROCESSING undecided),
+//     ExpiredUnpaidOrders, OrderStreams and Rejections pages in id order,
+//     ListActivities;
 //   - Rollback: nothing of a transaction whose callback fails or panics
 //     persists.
 func UnitOfWork(t *testing.T, factory UnitOfWorkFactory) {
@@ -56,7 +65,15 @@ func UnitOfWork(t *testing.T, factory UnitOfWorkFactory) {
 	t.Run("Rejections", func(t *testing.T) { testRejections(t, factory) })
 	t.Run("Quarantine", func(t *testing.T) { testQuarantine(t, factory) })
 	t.Run("Activities", func(t *testing.T) { testActivities(t, factory) })
+	t.Run("ListActivities", func(t *testing.T) { testListActivities(t, factory) })
 	t.Run("ReservationOutcomes", func(t *testing.T) { testOutcomes(t, factory) })
+	t.Run("DeadLetters", func(t *testing.T) { testDeadLetters(t, factory) })
+	t.Run("DeadLettersConcurrent", func(t *testing.T) { testDeadLettersConcurrent(t, factory) })
+	t.Run("AuditStock", func(t *testing.T) { testAuditStock(t, factory) })
+	t.Run("ReservationStates", func(t *testing.T) { testReservationStates(t, factory) })
+	t.Run("ExpiredUnpaidOrders", func(t *testing.T) { testExpiredUnpaidOrders(t, factory) })
+	t.Run("OrderStreams", func(t *testing.T) { testOrderStreams(t, factory) })
+	t.Run("RejectionPages", func(t *testing.T) { testRejectionPages(t, factory) })
 	t.Run("RollbackOnError", func(t *testing.T) { testRollback(t, factory, false) })
 	t.Run("RollbackOnPanic", func(t *testing.T) { testRollback(t, factory, true) })
 }

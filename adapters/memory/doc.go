@@ -5,9 +5,9 @@
 // PostgreSQL, Redis and RocketMQ adapters: the shared suites of package
 // adapters/contracttest run against both.
 //
-//   - Store implements ports.UnitOfWork (its Tx also implements
-//     ports.ReservationOutcomeStore) and ports.OrderQueries, with the
-//     uniqueness rules of the SQL schema.
+//   - Store implements ports.UnitOfWork (its Tx implements every store of
+//     ports.Tx) and ports.OrderQueries, with the uniqueness rules of the
+//     SQL schema.
 //   - Redis implements ports.Admission, ports.Reservations and
 //     ports.Backlog; Redis.OrderViews returns the ports.OrderViews
 //     implementation.

@@ -19,8 +19,9 @@ type SKU struct {
 }
 
 // Store is the in-memory PostgreSQL: it implements ports.UnitOfWork and
-// ports.OrderQueries, and the ports.Tx it hands to InTx callbacks also
-// implements ports.ReservationOutcomeStore.
+// ports.OrderQueries, and the ports.Tx it hands to InTx callbacks
+// implements every store of ports.Tx (ports.ReservationOutcomeStore,
+// ports.DeadLetterStore and ports.AuditStore included).
 //
 // Transactions are serialized: InTx waits (respecting its context) until no
 // other transaction runs, so what PostgreSQL does by waiting on row locks
@@ -33,16 +34,19 @@ type SKU struct {
 // running transaction.
 //
 // The store enforces the uniqueness rules of the SQL schema (see each Tx
-// method). Sequences (outbox ids) are not rolled back, as in PostgreSQL.
+// method). Sequences (outbox, dead-letter and audit ids) are not rolled
+// back, as in PostgreSQL.
 // Safe for concurrent use.
 type Store struct {
 	clock  ports.Clock
 	sem    chan struct{} // held by the running transaction
 	faults *faults
 
-	txSeq     atomic.Uint64
-	outboxSeq atomic.Int64
-	rowSeq    atomic.Int64
+	txSeq         atomic.Uint64
+	outboxSeq     atomic.Int64
+	rowSeq        atomic.Int64
+	deadLetterSeq atomic.Int64
+	auditSeq      atomic.Int64
 
 	mu sync.RWMutex // guards the committed tables against readers
 	t  tables
@@ -64,6 +68,9 @@ type tables struct {
 	activities  map[SKU]ports.Activity
 	stock       map[SKU]int64
 	outcomes    map[string]OutcomeRow
+	deadLetters map[int64]DeadLetterRow
+	dlByMessage map[deadLetterKey]int64
+	dlAudit     map[int64]AuditRow
 }
 
 type (
@@ -71,6 +78,7 @@ type (
 	userSKU       struct{ activityID, skuID, userID int64 }
 	ledgerKey     struct{ reservationID, reason string }
 	quarantineKey struct{ group, brokerMessageID string }
+	deadLetterKey struct{ group, messageID string }
 	// txMarker marks contexts passed to InTx callbacks of one Store.
 	txMarker struct{ s *Store }
 )
@@ -92,6 +100,9 @@ var storeMethods = []string{
 	"AppendOutbox", "ClaimOutbox", "MarkPublished", "DeferOutbox", "PruneOutbox",
 	"RecordRejections", "Quarantine", "CreateActivity", "GetActivity",
 	"ClaimReservations", "FinishReservations",
+	"RecordDeadLetter", "ListDeadLetters", "GetDeadLetter", "MarkReplayed", "MarkResolved",
+	"AppendAudit", "DeadLetterStats",
+	"AuditStock", "ReservationStates", "ExpiredUnpaidOrders", "OrderStreams", "Rejections", "ListActivities",
 }
 
 // NewStore returns an empty store whose transactions read the time from
@@ -119,6 +130,9 @@ func NewStore(clock ports.Clock) *Store {
 			activities:  map[SKU]ports.Activity{},
 			stock:       map[SKU]int64{},
 			outcomes:    map[string]OutcomeRow{},
+			deadLetters: map[int64]DeadLetterRow{},
+			dlByMessage: map[deadLetterKey]int64{},
+			dlAudit:     map[int64]AuditRow{},
 		},
 	}
 }

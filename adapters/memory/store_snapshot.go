@@ -78,6 +78,9 @@ type StoreSnapshot struct {
 	Outcomes   []OutcomeRow
 	Activities []ports.Activity
 	Stock      map[SKU]int64
+	// DeadLetters are by id, DeadLetterAudit by id.
+	DeadLetters     []DeadLetterRow
+	DeadLetterAudit []AuditRow
 }
 
 // Snapshot returns a copy of the committed state (test facility). It never
@@ -114,6 +117,11 @@ func (s *Store) Snapshot() StoreSnapshot {
 	snap.Activities = sortedBy(c.activities, func(a, b ports.Activity) int {
 		return cmp.Or(cmp.Compare(a.ActivityID, b.ActivityID), cmp.Compare(a.SKUID, b.SKUID))
 	})
+	for _, d := range sortedBy(c.deadLetters, func(a, b DeadLetterRow) int { return cmp.Compare(a.DeadLetter.ID, b.DeadLetter.ID) }) {
+		d.Record = cloneDeadLetterRecord(d.Record)
+		snap.DeadLetters = append(snap.DeadLetters, d)
+	}
+	snap.DeadLetterAudit = sortedBy(c.dlAudit, func(a, b AuditRow) int { return cmp.Compare(a.ID, b.ID) })
 	return snap
 }
 

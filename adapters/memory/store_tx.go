@@ -35,6 +35,9 @@ type tx struct {
 	activities  *layer[SKU, ports.Activity]
 	stock       *layer[SKU, int64]
 	outcomes    *layer[string, OutcomeRow]
+	deadLetters *layer[int64, DeadLetterRow]
+	dlByMessage *layer[deadLetterKey, int64]
+	dlAudit     *layer[int64, AuditRow]
 }
 
 var (
@@ -65,6 +68,9 @@ func (s *Store) begin() *tx {
 		activities:  newLayer(c.activities),
 		stock:       newLayer(c.stock),
 		outcomes:    newLayer(c.outcomes),
+		deadLetters: newLayer(c.deadLetters),
+		dlByMessage: newLayer(c.dlByMessage),
+		dlAudit:     newLayer(c.dlAudit),
 	}
 }
 
@@ -92,6 +98,9 @@ func (t *tx) commit() {
 	t.activities.commit()
 	t.stock.commit()
 	t.outcomes.commit()
+	t.deadLetters.commit()
+	t.dlByMessage.commit()
+	t.dlAudit.commit()
 }
 
 // enter starts a call of method: it locks the transaction, checks that it

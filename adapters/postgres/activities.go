@@ -50,22 +50,16 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 
 // GetActivity implements ports.ActivityStore.
 func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Activity, error) {
-	var (
-		a                  ports.Activity
-		payTimeout, rsvTTL pgtype.Interval
-	)
-	err := t.queryRow(ctx, "get activity", `
+	a, err := scanActivity(t.queryRow(ctx, "get activity", `
 		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl
 		FROM activities WHERE activity_id = $1 AND sku_id = $2`,
-		activityID, skuID).Scan(&a.ActivityID, &a.SKUID, &a.Stock, &a.StartsAt, &a.EndsAt, &payTimeout, &rsvTTL)
+		activityID, skuID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ports.Activity{}, fmt.Errorf("postgres: activity %d sku %d: %w", activityID, skuID, ports.ErrNotFound)
 	}
 	if err != nil {
 		return ports.Activity{}, err
 	}
-	a.StartsAt, a.EndsAt = a.StartsAt.UTC(), a.EndsAt.UTC()
-	a.PaymentTimeout, a.ReservationTTL = duration(payTimeout), duration(rsvTTL)
 	return a, nil
 }
 

@@ -16,6 +16,7 @@ import (
 // SQLSTATE codes the adapter looks at.
 const (
 	codeUniqueViolation      = "23505"
+	codeForeignKeyViolation  = "23503"
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeLockNotAvailable     = "55P03"
