@@ -14,13 +14,34 @@ type Admin struct {
 	uow          ports.UnitOfWork
 	reservations ports.Reservations
 	activities   *Activities
+	reconciler   *Reconciler
+	deadLetters  *DeadLetters
 	clock        ports.Clock
 	log          *slog.Logger
 }
 
 // NewAdmin wires the admin side.
-func NewAdmin(uow ports.UnitOfWork, reservations ports.Reservations, activities *Activities, clock ports.Clock, log *slog.Logger) *Admin {
-	return &Admin{uow: uow, reservations: reservations, activities: activities, clock: clock, log: log}
+func NewAdmin(uow ports.UnitOfWork, reservations ports.Reservations, activities *Activities, reconciler *Reconciler,
+	deadLetters *DeadLetters, clock ports.Clock, log *slog.Logger) *Admin {
+	return &Admin{uow: uow, reservations: reservations, activities: activities, reconciler: reconciler,
+		deadLetters: deadLetters, clock: clock, log: log}
+}
+
+var _ ports.AdminService = (*Admin)(nil)
+
+// GetStockReport implements ports.AdminService.
+func (a *Admin) GetStockReport(ctx context.Context, activityID, skuID int64) (ports.StockReport, error) {
+	return a.reconciler.StockReport(ctx, activityID, skuID)
+}
+
+// ListDeadLetters implements ports.AdminService.
+func (a *Admin) ListDeadLetters(ctx context.Context, group string, pageSize int, pageToken string) (ports.DeadLetterPage, error) {
+	return a.deadLetters.List(ctx, group, pageSize, pageToken)
+}
+
+// ReplayDeadLetter implements ports.AdminService.
+func (a *Admin) ReplayDeadLetter(ctx context.Context, actor string, id int64, reason string) (ports.ReplayResult, error) {
+	return a.deadLetters.Replay(ctx, actor, id, reason)
 }
 
 // CreateActivity stores the activity and its final stock in PostgreSQL,

@@ -54,7 +54,7 @@ func (h *CompensateReservations) handle(ctx context.Context, d ports.Delivery) p
 		err = errors.Join(message.ErrInvalid, errors.New("unknown release reason "+m.Reason))
 	}
 	if err != nil {
-		return quarantine(ctx, h.uow, h.log, h.group, d, m.MessageID, message.Class(err), err)
+		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicInventoryCompensate, d, m.MessageID, message.Class(err), err)
 	}
 	log := h.log.With("message_id", m.MessageID, "reservation_id", m.ReservationID, "order_id", m.OrderID,
 		"activity_id", m.ActivityID, "sku_id", m.SKUID, "user_id", m.UserID, "topic", d.Topic,
@@ -72,7 +72,7 @@ func (h *CompensateReservations) handle(ctx context.Context, d ports.Delivery) p
 		log.InfoContext(ctx, "reservation already released", "decision", "duplicate")
 		return ports.Acked("duplicate")
 	case errors.Is(err, ports.ErrNotFound):
-		return quarantine(ctx, h.uow, h.log, h.group, d, m.MessageID, "RESERVATION_MISSING", err)
+		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicInventoryCompensate, d, m.MessageID, "RESERVATION_MISSING", err)
 	}
 	exhausted := d.DeliveryAttempt >= m.MaxAttempts || !h.clock.Now().Before(m.RetryUntil)
 	log.WarnContext(ctx, "release failed", "error_class", classify(err), "error", err, "budget_exhausted", exhausted)

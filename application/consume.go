@@ -43,16 +43,33 @@ func classify(err error) string {
 	return "unknown"
 }
 
-// quarantine stores a message that can never be processed and
-// acknowledges it; if storing fails the message is retried instead (it must
-// never be lost).
-func quarantine(ctx context.Context, uow ports.UnitOfWork, log *slog.Logger, group string, d ports.Delivery, messageID, class string, cause error) ports.Decision {
+// quarantine isolates a message that can never be processed as is
+// (undecodable, unsupported schema, invalid fields, unknown references)
+// after one attempt instead of the broker's full retry budget: it is stored
+// in the quarantine and, in the same transaction, as an OPEN dead letter of
+// group (so it is alerted on, listed and replayable after a fix), then
+// acknowledged. If storing fails the message is retried instead: it must
+// never be lost.
+func quarantine(ctx context.Context, uow ports.UnitOfWork, log *slog.Logger, group string, topic ports.Topic, d ports.Delivery, messageID, class string, cause error) ports.Decision {
 	q := ports.QuarantinedMessage{
 		ConsumerGroup: group, Topic: d.Topic, MessageID: messageID, BrokerMessageID: d.BrokerMessageID,
 		ErrorClass: class, Reason: cause.Error(), Body: d.Body, Properties: d.Properties,
 		DeliveryAttempt: d.DeliveryAttempt,
 	}
-	err := uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error { return tx.Quarantine(ctx, q) })
+	dlID := messageID
+	if dlID == "" {
+		dlID = "broker:" + d.BrokerMessageID
+	}
+	rec := ports.DeadLetterRecord{ConsumerGroup: group, Topic: topic, MessageID: dlID, BrokerMessageID: d.BrokerMessageID,
+		Tag: d.Tag, Keys: d.Keys, MessageGroup: d.MessageGroup, ErrorClass: class, LastError: cause.Error(),
+		Attempts: d.DeliveryAttempt, Body: d.Body, Properties: d.Properties, SeenAt: d.BornAt}
+	err := uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		if err := tx.Quarantine(ctx, q); err != nil {
+			return err
+		}
+		_, _, err := tx.RecordDeadLetter(ctx, rec)
+		return err
+	})
 	if err != nil {
 		log.ErrorContext(ctx, "quarantine failed, message will be retried", "message_id", messageID,
 			"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "error_class", class, "error", err)

@@ -45,7 +45,6 @@ type CreateOrders struct {
 	fp           ports.Failpoints
 	log          *slog.Logger
 	group        string
-	topic        string
 	policy       CompensationPolicy
 }
 
@@ -114,7 +113,7 @@ func (h *CreateOrders) decode(ctx context.Context, i int, d ports.Delivery) (*cr
 }
 
 func (h *CreateOrders) quarantine(ctx context.Context, d ports.Delivery, messageID, class string, cause error) ports.Decision {
-	return quarantine(ctx, h.uow, h.log, h.group, d, messageID, class, cause)
+	return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderCreate, d, messageID, class, cause)
 }
 
 // process runs the transaction for items and fills in their outcomes. It
@@ -124,7 +123,7 @@ func (h *CreateOrders) process(ctx context.Context, items []*createItem) error {
 		for _, it := range items {
 			it.outcome, it.reason, it.order = "duplicate", "", nil
 		}
-		fresh, err := h.claim(ctx, tx, items)
+		fresh, decided, err := h.claim(ctx, tx, items)
 		if err != nil {
 			return err
 		}
@@ -146,13 +145,19 @@ func (h *CreateOrders) process(ctx context.Context, items []*createItem) error {
 		if err := h.createOrders(ctx, tx, candidates, now); err != nil {
 			return err
 		}
-		return h.record(ctx, tx, fresh, now)
+		if err := h.record(ctx, tx, fresh, decided, now); err != nil {
+			return err
+		}
+		return ports.Inject(ctx, h.fp, ports.FailConsumerInTx)
 	})
 }
 
 // claim inserts the inbox rows and decides which reservations this
-// transaction may act on; everything else stays "duplicate".
-func (h *CreateOrders) claim(ctx context.Context, tx ports.Tx, items []*createItem) ([]*createItem, error) {
+// transaction may act on (fresh); everything else stays "duplicate":
+// messages the group already handled, and new messages whose reservation
+// was already decided under another message id (decided: their inbox rows
+// are finished as DUPLICATE).
+func (h *CreateOrders) claim(ctx context.Context, tx ports.Tx, items []*createItem) (fresh, decided []*createItem, err error) {
 	entries := make([]ports.InboxEntry, len(items))
 	for i, it := range items {
 		entries[i] = ports.InboxEntry{MessageID: it.msg.MessageID, Topic: it.delivery.Topic,
@@ -160,7 +165,7 @@ func (h *CreateOrders) claim(ctx context.Context, tx ports.Tx, items []*createIt
 	}
 	newIDs, err := tx.ClaimInbox(ctx, h.group, entries)
 	if err != nil {
-		return nil, fmt.Errorf("claim inbox: %w", err)
+		return nil, nil, fmt.Errorf("claim inbox: %w", err)
 	}
 	isNew := set(newIDs)
 	var claims []ports.ReservationClaim
@@ -174,22 +179,23 @@ func (h *CreateOrders) claim(ctx context.Context, tx ports.Tx, items []*createIt
 		}
 	}
 	if len(claims) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	claimed, err := outcomes(tx).ClaimReservations(ctx, claims)
 	if err != nil {
-		return nil, fmt.Errorf("claim reservations: %w", err)
+		return nil, nil, fmt.Errorf("claim reservations: %w", err)
 	}
 	isClaimed := set(claimed)
-	var fresh []*createItem
 	for _, it := range byMessage {
 		if isClaimed[it.msg.ReservationID] {
 			isClaimed[it.msg.ReservationID] = false
 			it.outcome = "" // decided below
 			fresh = append(fresh, it)
+			continue
 		}
+		decided = append(decided, it)
 	}
-	return fresh, nil
+	return fresh, decided, nil
 }
 
 // takeStock takes the final stock per activity SKU; candidates beyond it
@@ -257,8 +263,9 @@ func (h *CreateOrders) createOrders(ctx context.Context, tx ports.Tx, candidates
 }
 
 // record writes events, ledger, outbox, rejections, reservation outcomes
-// and inbox results of the decided items.
-func (h *CreateOrders) record(ctx context.Context, tx ports.Tx, fresh []*createItem, now time.Time) error {
+// and inbox results of the items this transaction decided, and finishes
+// the inbox rows of the messages whose reservation was decided before.
+func (h *CreateOrders) record(ctx context.Context, tx ports.Tx, fresh, decidedBefore []*createItem, now time.Time) error {
 	var (
 		events     []order.Event
 		ledger     []ports.LedgerEntry
@@ -267,6 +274,10 @@ func (h *CreateOrders) record(ctx context.Context, tx ports.Tx, fresh []*createI
 		decided    []ports.ReservationOutcome
 		results    []ports.InboxResult
 	)
+	for _, it := range decidedBefore {
+		results = append(results, ports.InboxResult{MessageID: it.msg.MessageID, Status: ports.InboxDuplicate,
+			Detail: "reservation already decided"})
+	}
 	for _, it := range fresh {
 		m := it.msg
 		trace := m.Trace

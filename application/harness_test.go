@@ -20,6 +20,7 @@ const (
 	groupCreate     = "CG_SECKILL_ORDER_CREATE_PG_V1"
 	groupTimeout    = "CG_SECKILL_ORDER_TIMEOUT_V1"
 	groupCompensate = "CG_SECKILL_INVENTORY_COMPENSATE_V1"
+	groupProjection = "CG_SECKILL_ORDER_QUERY_PROJECTION_V1"
 )
 
 var start = time.Date(2026, 6, 25, 17, 0, 0, 0, time.UTC)
@@ -34,18 +35,21 @@ type harness struct {
 	fp      *memory.Failpoints
 	metrics *memory.Metrics
 
-	activities *application.Activities
-	gate       *application.BacklogGate
-	queries    *application.Queries
-	place      *application.PlaceOrder
-	create     *application.CreateOrders
-	life       *application.OrderLifecycle
-	timeouts   *application.CancelExpiredOrders
-	compensate *application.CompensateReservations
-	scanner    *application.ResendPending
-	relay      *application.RelayOutbox
-	admin      *application.Admin
-	orders     *application.OrderService
+	activities  *application.Activities
+	gate        *application.BacklogGate
+	queries     *application.Queries
+	place       *application.PlaceOrder
+	create      *application.CreateOrders
+	life        *application.OrderLifecycle
+	timeouts    *application.CancelExpiredOrders
+	compensate  *application.CompensateReservations
+	scanner     *application.ResendPending
+	relay       *application.RelayOutbox
+	admin       *application.Admin
+	orders      *application.OrderService
+	reconciler  *application.Reconciler
+	deadLetters *application.DeadLetters
+	projection  *application.ProjectOrderStates
 }
 
 func newHarness(t *testing.T) *harness {
@@ -73,7 +77,14 @@ func newHarness(t *testing.T) *harness {
 	h.relay = application.NewRelayOutbox(h.store, h.broker, h.clock, h.fp, log,
 		application.RelayConfig{Interval: time.Second, Batch: 500, Workers: 4, Retention: time.Hour,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
-	h.admin = application.NewAdmin(h.store, h.redis, h.activities, h.clock, log)
+	h.reconciler = application.NewReconciler(h.store, h.redis, h.activities, h.life, h.clock, h.metrics, log, policy,
+		application.ReconcileConfig{Grace: time.Second, Batch: 100})
+	h.deadLetters = application.NewDeadLetters(h.store, h.broker, h.redis, ids, h.metrics, log, application.DeadLetterConfig{
+		ReplayCap: 3, CreateGroup: groupCreate, CompensateGroup: groupCompensate,
+		Topics: map[string]ports.Topic{groupCreate: ports.TopicOrderCreate, groupTimeout: ports.TopicOrderTimeout,
+			groupCompensate: ports.TopicInventoryCompensate, groupProjection: ports.TopicOrderStateFIFO}})
+	h.projection = application.NewProjectOrderStates(h.redis.OrderViews(), h.store, h.redis, h.store, log, groupProjection)
+	h.admin = application.NewAdmin(h.store, h.redis, h.activities, h.reconciler, h.deadLetters, h.clock, log)
 	h.orders = application.NewOrderService(h.place, h.queries, h.life)
 	return h
 }
@@ -128,6 +139,7 @@ func (h *harness) settle() {
 		moved += n
 		moved += h.drain(ports.TopicOrderTimeout, groupTimeout, h.timeouts, 16)
 		moved += h.drain(ports.TopicInventoryCompensate, groupCompensate, h.compensate, 16)
+		moved += h.drain(ports.TopicOrderStateFIFO, groupProjection, h.projection, 16)
 		if moved == 0 {
 			return
 		}

@@ -92,6 +92,7 @@ func orderCreateMessage(r reservation.Snapshot, retryCount int32, now time.Time,
 // message ids.
 func orderMessages(s order.Snapshot, events []order.Event, now time.Time, trace message.TraceContext) ([]ports.OutboundMessage, error) {
 	state := orderState(s)
+	state.PreviousVersion = s.Version - int64(len(events))
 	var out []ports.OutboundMessage
 	for _, e := range events {
 		var typ string

@@ -46,7 +46,7 @@ func (h *CancelExpiredOrders) HandleBatch(ctx context.Context, ds []ports.Delive
 func (h *CancelExpiredOrders) handle(ctx context.Context, d ports.Delivery) ports.Decision {
 	m, err := message.DecodeCancelOrderIfUnpaid(d.Body)
 	if err != nil {
-		return quarantine(ctx, h.uow, h.log, h.group, d, m.MessageID, message.Class(err), err)
+		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, message.Class(err), err)
 	}
 	ctx = WithTrace(ctx, m.Trace)
 	log := h.log.With("message_id", m.MessageID, "order_id", m.OrderID, "reservation_id", m.ReservationID,
@@ -75,7 +75,7 @@ func (h *CancelExpiredOrders) handle(ctx context.Context, d ports.Delivery) port
 	case errors.Is(err, ports.ErrNotFound):
 		// The delay message is written in the order's creation
 		// transaction, so a missing order is a foreign or corrupt message.
-		return quarantine(ctx, h.uow, h.log, h.group, d, m.MessageID, "ORDER_NOT_FOUND", err)
+		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, "ORDER_NOT_FOUND", err)
 	default:
 		log.WarnContext(ctx, "timeout check failed", "error_class", classify(err), "error", err)
 		return retry(d, classify(err), err)

@@ -92,6 +92,8 @@ type ReservationState struct {
 	ReservationID string
 	// Outcome is "" (undecided), ORDERED or REJECTED.
 	Outcome string
+	// Reason is the rejection reason when Outcome is REJECTED.
+	Reason string
 	// OrderStatus is the order's status when Outcome is ORDERED.
 	OrderStatus order.Status
 }
@@ -113,4 +115,6 @@ type AuditStore interface {
 	// Rejections returns up to limit rejections with order ids greater
 	// than afterOrderID, in id order.
 	Rejections(ctx context.Context, afterOrderID string, limit int) ([]Rejection, error)
+	// ListActivities returns every activity, by (activity_id, sku_id).
+	ListActivities(ctx context.Context) ([]Activity, error)
 }

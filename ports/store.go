@@ -38,6 +38,8 @@ type Tx interface {
 	QuarantineStore
 	ActivityStore
 	ReservationOutcomeStore
+	DeadLetterStore
+	AuditStore
 }
 
 // InboxEntry is a received message about to be processed by a consumer

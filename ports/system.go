@@ -48,6 +48,9 @@ const (
 	// FailAfterSend: the broker confirmed the message, MQ_SENT not yet
 	// recorded.
 	FailAfterSend = "placeorder.after_send"
+	// FailConsumerInTx: the order-create transaction did its work and has
+	// not committed yet (a delay here lets a test kill the backend).
+	FailConsumerInTx = "consumer.in_tx"
 	// FailConsumerAfterCommit: the consumer committed, not yet acknowledged.
 	FailConsumerAfterCommit = "consumer.after_commit"
 	// FailRelayAfterPublish: the relay published, rows not yet marked.

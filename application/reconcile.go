@@ -1,0 +1,299 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/domain/order"
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// ReconcileConfig tunes the reconciler.
+type ReconcileConfig struct {
+	// Grace is how old an inconsistency must be before it is repaired, so
+	// that work still in flight is not mistaken for a fault.
+	Grace time.Duration
+	// Batch bounds the reservations and orders examined per run.
+	Batch int
+}
+
+// ReconcileReport counts what one reconciliation found and did.
+type ReconcileReport struct {
+	Examined int
+	// Repaired: the Redis write-back of an order (ORDERED) was missing.
+	RepairedOrdered int
+	// Released: PostgreSQL had released the unit (rejected or canceled)
+	// but Redis still held it; released now (at most once, guarded).
+	Released int
+	// RejectedExpired: reservations whose validity ended without any
+	// PostgreSQL outcome; decided REJECTED (so a late message cannot create
+	// the order) and released.
+	RejectedExpired int
+	// PendingSend: unresolved and still valid, left to the scanner.
+	PendingSend int
+	// SentNotConsumed: confirmed by the broker, still valid, no outcome
+	// yet: reported (the consumer, its retries and the DLQ own them).
+	SentNotConsumed int
+	// CanceledExpired: unpaid orders past their deadline whose timeout
+	// message never took effect; canceled now.
+	CanceledExpired int
+	// Drift is the I6 drift per activity SKU after the repairs; orders
+	// without a Redis counterpart show up here and are left to an operator.
+	Drift map[[2]int64]int64
+}
+
+// Reconciler repairs what asynchronous steps left unfinished (spec 27) and
+// audits the stock books (I6). Every repair goes through the same guards
+// as the normal path: the reservation-outcome claim in PostgreSQL and the
+// release guard in Redis, so a repair can never double an effect. Run it
+// periodically or with `seckill reconcile`.
+type Reconciler struct {
+	uow          ports.UnitOfWork
+	reservations ports.Reservations
+	activities   *Activities
+	life         *OrderLifecycle
+	clock        ports.Clock
+	metrics      ports.Metrics
+	log          *slog.Logger
+	policy       CompensationPolicy
+	cfg          ReconcileConfig
+}
+
+// NewReconciler wires the reconciler.
+func NewReconciler(uow ports.UnitOfWork, reservations ports.Reservations, activities *Activities, life *OrderLifecycle,
+	clock ports.Clock, metrics ports.Metrics, log *slog.Logger, policy CompensationPolicy, cfg ReconcileConfig) *Reconciler {
+	return &Reconciler{uow: uow, reservations: reservations, activities: activities, life: life, clock: clock,
+		metrics: metrics, log: log.With("component", "reconcile"), policy: policy, cfg: cfg}
+}
+
+// Run reconciles every interval until ctx is canceled.
+func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		rep, err := r.Reconcile(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reconcile failed", "error", err)
+			continue
+		}
+		r.log.InfoContext(ctx, "reconciled", "examined", rep.Examined, "repaired_ordered", rep.RepairedOrdered,
+			"released", rep.Released, "rejected_expired", rep.RejectedExpired, "pending_send", rep.PendingSend,
+			"sent_not_consumed", rep.SentNotConsumed, "canceled_expired", rep.CanceledExpired)
+	}
+}
+
+// Reconcile runs one pass.
+func (r *Reconciler) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	rep := ReconcileReport{Drift: map[[2]int64]int64{}}
+	now := r.clock.Now()
+	if err := r.reservationsPass(ctx, now, &rep); err != nil {
+		return rep, err
+	}
+	if err := r.ordersPass(ctx, now, &rep); err != nil {
+		return rep, err
+	}
+	var acts []ports.Activity
+	err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		acts, err = tx.ListActivities(ctx)
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("list activities: %w", err)
+	}
+	for _, a := range acts {
+		sr, err := r.StockReport(ctx, a.ActivityID, a.SKUID)
+		if err != nil {
+			return rep, err
+		}
+		rep.Drift[[2]int64{a.ActivityID, a.SKUID}] = sr.Drift()
+	}
+	return rep, nil
+}
+
+// reservationsPass settles unresolved reservations older than the grace.
+func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *ReconcileReport) error {
+	list, err := r.reservations.Unresolved(ctx, now.Add(-r.cfg.Grace), r.cfg.Batch)
+	if err != nil {
+		return fmt.Errorf("list unresolved: %w", err)
+	}
+	rep.Examined = len(list)
+	if len(list) == 0 {
+		return nil
+	}
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ReservationID
+	}
+	var states []ports.ReservationState
+	if err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		states, err = tx.ReservationStates(ctx, ids)
+		return err
+	}); err != nil {
+		return fmt.Errorf("reservation states: %w", err)
+	}
+	byID := make(map[string]ports.ReservationState, len(states))
+	for _, s := range states {
+		byID[s.ReservationID] = s
+	}
+	for _, s := range list {
+		ref := ports.ReservationRef{ActivityID: s.ActivityID, SKUID: s.SKUID, ReservationID: s.ReservationID}
+		st := byID[s.ReservationID]
+		switch {
+		case st.Outcome == ports.OutcomeOrdered && st.OrderStatus == order.StatusCanceled:
+			if err := r.release(ctx, ref, reservation.ReasonOrderCanceled, rep); err != nil {
+				return err
+			}
+		case st.Outcome == ports.OutcomeOrdered:
+			if err := r.reservations.MarkOrdered(ctx, []ports.ReservationRef{ref}); err != nil {
+				return fmt.Errorf("repair ordered: %w", err)
+			}
+			rep.RepairedOrdered++
+		case st.Outcome == ports.OutcomeRejected:
+			if err := r.release(ctx, ref, reservation.ReleaseReason(st.Reason), rep); err != nil {
+				return err
+			}
+		case !now.Before(s.ValidUntil.Add(r.cfg.Grace)):
+			decided, err := r.rejectExpired(ctx, s)
+			if err != nil {
+				return err
+			}
+			if decided {
+				rep.RejectedExpired++
+				if _, err := r.reservations.Release(ctx, ref, reservation.ReasonReconciledExpired); err != nil {
+					return fmt.Errorf("release expired: %w", err)
+				}
+			}
+		case s.Status == reservation.StatusSent:
+			rep.SentNotConsumed++
+		default:
+			rep.PendingSend++
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) release(ctx context.Context, ref ports.ReservationRef, reason reservation.ReleaseReason, rep *ReconcileReport) error {
+	if !reservation.ValidReleaseReason(reason) {
+		reason = reservation.ReasonReconciledExpired
+	}
+	released, err := r.reservations.Release(ctx, ref, reason)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", ref.ReservationID, err)
+	}
+	if released {
+		rep.Released++
+	}
+	return nil
+}
+
+// rejectExpired decides an expired, undecided reservation as REJECTED in
+// PostgreSQL, with its rejection and compensation task, through the same
+// claim the consumer uses: if the consumer decided it meanwhile, nothing
+// happens.
+func (r *Reconciler) rejectExpired(ctx context.Context, s reservation.Snapshot) (bool, error) {
+	decided := false
+	err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		claimed, err := tx.ClaimReservations(ctx, []ports.ReservationClaim{{
+			ReservationID: s.ReservationID, OrderID: s.OrderID, MessageID: s.MessageID}})
+		if err != nil || len(claimed) == 0 {
+			return err
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		reason := reservation.ReasonReconciledExpired
+		ref := releaseRef{ReservationID: s.ReservationID, OrderID: s.OrderID, ActivityID: s.ActivityID, SKUID: s.SKUID, UserID: s.UserID}
+		release, err := releaseMessage(ref, reason, ClassReconcile, r.policy, now, message.TraceContext{})
+		if err != nil {
+			return err
+		}
+		state, err := stateChanged(message.OrderState{OrderID: s.OrderID, ReservationID: s.ReservationID,
+			ActivityID: s.ActivityID, SKUID: s.SKUID, UserID: s.UserID, Status: string(ports.OrderRejected),
+			Reason: string(reason), AggregateVersion: 1, CreatedAt: s.CreatedAt, UpdatedAt: now}, now, message.TraceContext{})
+		if err != nil {
+			return err
+		}
+		if err := tx.RecordRejections(ctx, []ports.Rejection{{OrderID: s.OrderID, ReservationID: s.ReservationID,
+			MessageID: s.MessageID, ActivityID: s.ActivityID, SKUID: s.SKUID, UserID: s.UserID,
+			Reason: string(reason), RejectedAt: now}}); err != nil {
+			return err
+		}
+		if err := tx.AppendOutbox(ctx, []ports.OutboundMessage{release, state}); err != nil {
+			return err
+		}
+		decided = true
+		return tx.FinishReservations(ctx, []ports.ReservationOutcome{{ReservationID: s.ReservationID,
+			Outcome: ports.OutcomeRejected, Reason: string(reason)}})
+	})
+	if err != nil {
+		return false, fmt.Errorf("reject expired %s: %w", s.ReservationID, err)
+	}
+	return decided, nil
+}
+
+// ordersPass cancels unpaid orders whose deadline passed more than the
+// grace ago (their timeout message never took effect).
+func (r *Reconciler) ordersPass(ctx context.Context, now time.Time, rep *ReconcileReport) error {
+	var ids []string
+	if err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		ids, err = tx.ExpiredUnpaidOrders(ctx, now.Add(-r.cfg.Grace), r.cfg.Batch)
+		return err
+	}); err != nil {
+		return fmt.Errorf("expired unpaid orders: %w", err)
+	}
+	for _, id := range ids {
+		_, changed, err := r.life.execute(ctx, id, 0, nil, func(o *order.Order, now time.Time) error {
+			return o.Cancel(order.ReasonPaymentTimeout, now)
+		})
+		if err != nil {
+			r.log.WarnContext(ctx, "cancel expired order failed", "order_id", id, "error", err)
+			continue
+		}
+		if changed {
+			rep.CanceledExpired++
+		}
+	}
+	return nil
+}
+
+// StockReport measures the I6 terms of one activity SKU and exports the
+// drift.
+func (r *Reconciler) StockReport(ctx context.Context, activityID, skuID int64) (ports.StockReport, error) {
+	act, err := r.activities.Get(ctx, activityID, skuID)
+	if err != nil {
+		return ports.StockReport{}, err
+	}
+	inv, err := r.reservations.Inventory(ctx, activityID, skuID)
+	if err != nil {
+		return ports.StockReport{}, fmt.Errorf("redis inventory: %w", err)
+	}
+	var audit ports.StockAudit
+	if err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		audit, err = tx.AuditStock(ctx, activityID, skuID, inv.Held)
+		return err
+	}); err != nil {
+		return ports.StockReport{}, fmt.Errorf("audit stock: %w", err)
+	}
+	rep := ports.StockReport{
+		ActivityID: activityID, SKUID: skuID, InitialStock: act.Stock, RedisAvailable: inv.Available,
+		PendingReservations: int64(len(inv.Held) - len(audit.OrderedHeld) - len(audit.ReleasedHeld)),
+		NonCanceledOrders:   audit.NonCanceledOrders, ReleasesInFlight: int64(len(audit.ReleasedHeld)),
+		PGFinalStock: audit.PGFinalStock, MeasuredAt: r.clock.Now(),
+	}
+	r.metrics.StockDrift(activityID, skuID, rep.Drift())
+	return rep, nil
+}
