@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
+	"unsafe"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,6 +142,7 @@ func (p *Publisher) startProducer(topics []string) (rmq.Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new producer: %w", err)
 	}
+	initIsolatedEndpoints(prod)
 	if err := prod.Start(); err != nil {
 		return nil, err
 	}
@@ -294,4 +297,26 @@ func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, br
 		attrs = append(attrs, slog.String("error_class", class), slog.String("error", err.Error()))
 	}
 	p.log.LogAttrs(ctx, level, "mq publish", attrs...)
+}
+
+// initIsolatedEndpoints works around a data race in the v5.1.2 client:
+// every Send passes the producer's sync.Map of isolated endpoints BY VALUE
+// (producer.go takeMessageQueues), and the first heartbeat initialises
+// that map lazily (client.go doHeartbeat, LoadAndDelete), so the struct
+// copy races with the initialisation (seen with -race in the end-to-end
+// tests). Initialising the map before Start, while no goroutine of the
+// client exists, leaves nothing to race with: later operations never
+// write the copied header again. The field is reached by reflection; if a
+// future client renames it, nothing happens.
+func initIsolatedEndpoints(prod rmq.Producer) {
+	v := reflect.ValueOf(prod)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return
+	}
+	f := v.Elem().FieldByName("isolated")
+	if !f.IsValid() || f.Type() != reflect.TypeOf(sync.Map{}) || !f.CanAddr() {
+		return
+	}
+	m := (*sync.Map)(unsafe.Pointer(f.UnsafeAddr()))
+	m.Range(func(any, any) bool { return false })
 }
