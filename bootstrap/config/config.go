@@ -116,6 +116,9 @@ type Workers struct {
 	// ReconcileInterval runs the reconciler periodically
 	// (SECKILL_RECONCILE_INTERVAL, 0 disables).
 	ReconcileInterval time.Duration
+	// ReconcileGrace is how old an inconsistency must be before the
+	// reconciler repairs it (SECKILL_RECONCILE_GRACE).
+	ReconcileGrace time.Duration
 }
 
 // Load reads the configuration through lookup (os.LookupEnv in
@@ -163,6 +166,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			OutboxRetention:   r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour),
 			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 20*time.Second),
 			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute),
+			ReconcileGrace:    r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second),
 		},
 		Failpoints: r.str("SECKILL_FAILPOINTS", ""),
 	}
@@ -207,7 +211,8 @@ func (c Config) validate() []error {
 	check(c.Workers.ScannerBatch >= 1 && c.Workers.ScannerWorkers >= 1 && c.Workers.RelayBatch >= 1, "worker batches and pools must be >= 1")
 	check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
 	check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
-	check(c.Workers.InvisibleDuration >= 10*time.Second, "SECKILL_INVISIBLE_DURATION must be >= 10s (the proxy's minimum)")
+	check(c.Workers.InvisibleDuration >= time.Second, "SECKILL_INVISIBLE_DURATION must be >= 1s (and >= the proxy's minInvisibleTimeMillsForRecv, 10s by default)")
+	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
 	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
 	return errs
 }

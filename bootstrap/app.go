@@ -1,0 +1,83 @@
+// Package bootstrap wires the service: configuration, the Wire provider
+// sets and injectors, and the App that runs the API server and every
+// background worker. It is the only package that imports every layer.
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/failpoint"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+)
+
+// Worker is a named background loop that runs until its context ends.
+type Worker struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// App is the assembled service.
+type App struct {
+	Config     config.Config
+	Server     *connect.Server
+	Publisher  *rocketmq.Publisher
+	Admin      *application.Admin
+	Orders     *application.OrderService
+	Reconciler *application.Reconciler
+	Projection *application.ProjectOrderStates
+	// Failpoints is nil unless SECKILL_FAILPOINTS configured one; tests
+	// change points at run time through it.
+	Failpoints *failpoint.Registry
+	Workers    []Worker
+	Log        *slog.Logger
+}
+
+// Run starts the publisher, then the server and every worker, and blocks
+// until ctx is canceled or one of them fails; then it stops all of them
+// (the server drains, consumers finish in-flight work and leave the rest
+// un-ACKed) and returns the first failure. ready, if non-nil, gets the
+// server's address once it listens.
+func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
+	if err := a.Publisher.Start(ctx); err != nil {
+		return fmt.Errorf("start publisher: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	fail := func(name string, err error) {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = fmt.Errorf("%s: %w", name, err)
+		}
+		mu.Unlock()
+		cancel()
+	}
+	for _, w := range a.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail(w.Name, w.Run(ctx))
+			a.Log.Info("worker stopped", "worker", w.Name)
+		}()
+	}
+	fail("server", a.Server.Run(ctx, 10*time.Second, ready))
+	cancel()
+	wg.Wait()
+	return firstErr
+}

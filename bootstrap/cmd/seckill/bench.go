@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// bench runs the benchmarks of docs/benchmarks.md against the local
+// stack. Each run works in its own namespace: topics and consumer groups
+// with a fresh prefix, a fresh Redis namespace and fresh activity ids, all
+// removed afterwards, so a running `make run` service is not disturbed.
+func bench(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: seckill bench place|consume [flags]: %w", flag.ErrHelp)
+	}
+	switch args[0] {
+	case "place":
+		return benchPlace(ctx, args[1:], stdout)
+	case "consume":
+		return benchConsume(ctx, args[1:], stdout)
+	}
+	return fmt.Errorf("unknown benchmark %q: %w", args[0], flag.ErrHelp)
+}
+
+// benchEnv is the isolated broker namespace of one benchmark run.
+type benchEnv struct {
+	prefix string
+	admin  *rocketmq.Admin
+	topics []string
+	groups []string
+	log    *slog.Logger
+}
+
+// newBenchEnv creates the five topics and the consumer groups under a
+// fresh prefix through the broker's admin protocol.
+func newBenchEnv(ctx context.Context, log *slog.Logger) (*benchEnv, error) {
+	broker := os.Getenv("SECKILL_ROCKETMQ_BROKER")
+	if broker == "" {
+		broker = "127.0.0.1:10911"
+	}
+	namesrv := os.Getenv("SECKILL_ROCKETMQ_NAMESRV")
+	if namesrv == "" {
+		namesrv = "127.0.0.1:9876"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	e := &benchEnv{prefix: "BENCH" + strings.ToUpper(hex.EncodeToString(b)) + "_",
+		admin: rocketmq.NewAdmin(broker, namesrv, 10*time.Second), log: log}
+	for _, t := range ports.Topics {
+		base, typ, err := rocketmq.TopicBaseName(t)
+		if err != nil {
+			return nil, err
+		}
+		name := e.prefix + base
+		if err := e.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Type: typ, Queues: 8}); err != nil {
+			return nil, fmt.Errorf("create topic %s: %w", name, err)
+		}
+		e.topics = append(e.topics, name)
+	}
+	for _, g := range append(rocketmq.Groups(), rocketmq.GroupDLQReader) {
+		name := e.prefix + string(g)
+		if err := e.admin.CreateGroup(ctx, rocketmq.GroupSpec{Name: name, Orderly: g.Orderly(), RetryMaxTimes: 5}); err != nil {
+			return nil, fmt.Errorf("create group %s: %w", name, err)
+		}
+		e.groups = append(e.groups, name)
+	}
+	return e, nil
+}
+
+// Close deletes the namespace.
+func (e *benchEnv) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, g := range e.groups {
+		if err := e.admin.DeleteGroup(ctx, g); err != nil {
+			e.log.Warn("delete bench group", "group", g, "error", err)
+		}
+	}
+	for _, t := range e.topics {
+		if err := e.admin.DeleteTopic(ctx, t); err != nil {
+			e.log.Warn("delete bench topic", "topic", t, "error", err)
+		}
+	}
+}
+
+// latencies summarises a set of durations.
+type latencies []time.Duration
+
+func (l latencies) percentile(q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := append(latencies(nil), l...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q*float64(len(s))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
+
+// intList parses "16,64,256".
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// benchActivityID returns an activity id no earlier run used.
+func benchActivityID() int64 { return time.Now().UnixNano() / 1000 }

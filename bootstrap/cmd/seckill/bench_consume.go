@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill-dev/seckill/adapters/postgres"
+	"github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// benchConsume publishes N order-create messages for one hot SKU through
+// the real broker, then lets the order-create consumer drain them into
+// PostgreSQL and reports orders created per second, once with one message
+// per transaction and once micro-batched, and checks the invariants on the
+// result.
+func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench consume", flag.ContinueOnError)
+	n := fs.Int("messages", 20000, "messages (and units of stock) per mode")
+	modes := fs.String("batches", "1,32", "batch sizes to compare (1 = one message per transaction)")
+	concurrency := fs.Int("concurrency", 0, "concurrent transactions (default: the PostgreSQL pool budget)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	batches, err := intList(*modes)
+	if err != nil {
+		return err
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	if *concurrency == 0 {
+		*concurrency = cfg.ConsumerConcurrency()
+	}
+	env, err := newBenchEnv(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	bc := rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: env.prefix, SendTimeout: 2 * time.Second,
+		ClientLogDir: cfg.RocketMQ.ClientLogDir}
+	reg := prometheus.NewRegistry()
+	store, err := postgres.Open(ctx, postgres.Config{DSN: string(cfg.Postgres.DSN), MaxConns: cfg.Postgres.MaxConns}, reg, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rc := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password)})
+	defer func() { _ = rc.Close() }()
+	ns := "bench" + env.prefix[5:13]
+	defer purgeNamespace(context.WithoutCancel(ctx), rc, ns)
+	rs, err := redis.New(rc, redis.Config{Namespace: ns}, reg, log)
+	if err != nil {
+		return err
+	}
+	pub, err := rocketmq.NewPublisher(bc, log, reg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pub.Close() }()
+	if err := pub.Start(ctx); err != nil {
+		return err
+	}
+	acts := application.NewActivities(store)
+	admin := application.NewAdmin(store, rs, acts, nil, nil, nil, log)
+
+	fmt.Fprintf(stdout, "seckill bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d\n\n",
+		runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
+	fmt.Fprintf(stdout, "%-28s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
+	for i, batch := range batches {
+		act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(*n),
+			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
+			PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
+		if _, err := admin.CreateActivity(ctx, act); err != nil {
+			return err
+		}
+		if err := publishOrders(ctx, pub, act, *n); err != nil {
+			return err
+		}
+		group := bc.Group(rocketmq.GroupOrderCreate)
+		if i > 0 {
+			// A fresh group per mode, so each mode drains its own backlog.
+			group = env.prefix + fmt.Sprintf("CG_BENCH_%d", i)
+			if err := env.admin.CreateGroup(ctx, rocketmq.GroupSpec{Name: group, RetryMaxTimes: 5}); err != nil {
+				return err
+			}
+			env.groups = append(env.groups, group)
+		}
+		topic, _ := bc.Topic(ports.TopicOrderCreate)
+		handler := application.NewCreateOrders(store, rs, acts, nil, log, group, application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour})
+		runner, err := rocketmq.NewRunner(bc, rocketmq.RunnerConfig{Group: group, Subscriptions: map[string]string{topic: "*"},
+			BatchSize: batch, Concurrency: *concurrency, InvisibleDuration: 30 * time.Second}, &activityFilter{act.ActivityID, handler}, log, prometheus.NewRegistry())
+		if err != nil {
+			return err
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- runner.Run(runCtx) }()
+		created, err := waitOrders(ctx, store, act, *n, 5*time.Minute)
+		elapsed := time.Since(start)
+		stop()
+		<-done
+		if err != nil {
+			return err
+		}
+		check := checkOrders(ctx, store, act, *n)
+		name := fmt.Sprintf("batch %d per transaction", batch)
+		if batch == 1 {
+			name = "one message per transaction"
+		}
+		fmt.Fprintf(stdout, "%-28s %10d %12.0f %10s %s\n", name, created, float64(created)/elapsed.Seconds(), elapsed.Round(time.Millisecond), check)
+	}
+	return nil
+}
+
+// activityFilter acknowledges messages of other bench modes without effect
+// (each mode's group sees the whole topic).
+type activityFilter struct {
+	activityID int64
+	next       ports.BatchHandler
+}
+
+func (f *activityFilter) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
+	out := make([]ports.Decision, len(ds))
+	var mine []ports.Delivery
+	var idx []int
+	for i, d := range ds {
+		if m, err := message.DecodeOrderCreateRequested(d.Body); err == nil && m.ActivityID != f.activityID {
+			out[i] = ports.Acked("other_mode")
+			continue
+		}
+		mine = append(mine, d)
+		idx = append(idx, i)
+	}
+	if len(mine) > 0 {
+		for k, d := range f.next.HandleBatch(ctx, mine) {
+			out[idx[k]] = d
+		}
+	}
+	return out
+}
+
+// publishOrders sends n valid order-create messages for act (distinct
+// users and reservations).
+func publishOrders(ctx context.Context, pub ports.Publisher, act ports.Activity, n int) error {
+	now := time.Now().UTC()
+	msgs := make([]ports.OutboundMessage, n)
+	for i := range msgs {
+		id := fmt.Sprintf("%d_%d", act.ActivityID, i)
+		m := message.OrderCreateRequested{
+			Envelope: message.Envelope{SchemaVersion: 1, EventType: message.TypeOrderCreateRequested,
+				MessageID: "evt_" + id, MessageKey: "rsv_" + id, CreatedAt: now, Producer: "bench"},
+			RequestID: "req_" + id, ReservationID: "rsv_" + id, OrderID: "ord_" + id,
+			ActivityID: act.ActivityID, SKUID: 1, UserID: int64(i + 1), Quantity: 1,
+			ReservationCreatedAt: now, ReservationValidUntil: now.Add(time.Hour),
+		}
+		body, err := m.Encode()
+		if err != nil {
+			return fmt.Errorf("build message %d: %w", i, err)
+		}
+		msgs[i] = ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: m.MessageID, Tag: message.TagCreateOrder,
+			Keys: []string{m.ReservationID}, Body: body, Properties: m.Properties()}
+	}
+	res, err := rocketmq.SendLoop(ctx, pub, n, 32, func(i int) ports.OutboundMessage { return msgs[i] })
+	if err != nil {
+		return err
+	}
+	if res.Confirmed != n {
+		return fmt.Errorf("published %d of %d messages (%s)", res.Confirmed, n, res)
+	}
+	return nil
+}
+
+// waitOrders polls until n reservations of act are decided.
+func waitOrders(ctx context.Context, store *postgres.Store, act ports.Activity, n int, within time.Duration) (int, error) {
+	deadline := time.Now().Add(within)
+	for {
+		var audit ports.StockAudit
+		err := store.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+			var err error
+			audit, err = tx.AuditStock(ctx, act.ActivityID, act.SKUID, nil)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		if audit.NonCanceledOrders >= int64(n) {
+			return int(audit.NonCanceledOrders), nil
+		}
+		if time.Now().After(deadline) {
+			return int(audit.NonCanceledOrders), fmt.Errorf("only %d of %d orders after %s", audit.NonCanceledOrders, n, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkOrders verifies I1-I3 on the result: orders = stock, final stock 0.
+func checkOrders(ctx context.Context, store *postgres.Store, act ports.Activity, n int) string {
+	var audit ports.StockAudit
+	err := store.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		audit, err = tx.AuditStock(ctx, act.ActivityID, act.SKUID, nil)
+		return err
+	})
+	switch {
+	case err != nil:
+		return "check failed: " + err.Error()
+	case audit.NonCanceledOrders != int64(n) || audit.PGFinalStock != 0 || audit.NonCanceledOrders+audit.PGFinalStock != audit.InitialStock:
+		return fmt.Sprintf("VIOLATED: orders %d final stock %d initial %d", audit.NonCanceledOrders, audit.PGFinalStock, audit.InitialStock)
+	}
+	return "hold (orders = stock, final stock 0)"
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
+	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+)
+
+// placeResult is one measured level.
+type placeResult struct {
+	name    string
+	clients int
+	ok      int
+	errs    int
+	elapsed time.Duration
+	lat     latencies
+}
+
+func (r placeResult) rate() float64 { return float64(r.ok) / r.elapsed.Seconds() }
+
+func (r placeResult) row() string {
+	return fmt.Sprintf("%-34s %8d %10.0f %10s %10s %8d", r.name, r.clients, r.rate(), ms(r.lat.percentile(0.50)), ms(r.lat.percentile(0.99)), r.errs)
+}
+
+// benchPlace measures PlaceOrder through the Connect API at several client
+// counts, beside three ceilings measured in the same run: the reserve
+// script alone (EVALSHA), a bare synchronous send loop, and a naive
+// PostgreSQL row-lock purchase.
+func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench place", flag.ContinueOnError)
+	levels := fs.String("clients", "16,64,256", "concurrent clients per level")
+	duration := fs.Duration("duration", 5*time.Second, "measuring time per level")
+	ceilingClients := fs.Int("ceiling-clients", 64, "clients of the ceiling and baseline loops")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	clientLevels, err := intList(*levels)
+	if err != nil {
+		return err
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	env, err := newBenchEnv(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	cfg.RocketMQ.TopicPrefix = env.prefix
+	cfg.Redis.Namespace = "bench" + env.prefix[5:13]
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Redis.RateBurst, cfg.Redis.RatePerSecond = 1_000_000, 1_000_000
+	cfg.Orders.BacklogCloseRatio = 1
+	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	// The hot path alone: order creation is measured by `bench consume`.
+	var keep []bootstrap.Worker
+	for _, w := range app.Workers {
+		if w.Name == "backlog-gate" {
+			keep = append(keep, w)
+		}
+	}
+	app.Workers = keep
+	runCtx, stop := context.WithCancel(ctx)
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, func(a net.Addr) { addrc <- a }) }()
+	defer func() { stop(); <-done }()
+	var base string
+	select {
+	case a := <-addrc:
+		base = "http://" + a.String()
+	case err := <-done:
+		return err
+	}
+	rc := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), PoolSize: 300})
+	defer func() { _ = rc.Close() }()
+	defer purgeNamespace(context.WithoutCancel(ctx), rc, cfg.Redis.Namespace)
+
+	fmt.Fprintf(stdout, "seckill bench place: %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)
+	fmt.Fprintf(stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
+
+	var results []placeResult
+	for _, c := range clientLevels {
+		act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
+			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
+			PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
+		if _, err := app.Admin.CreateActivity(ctx, act); err != nil {
+			return err
+		}
+		r, err := placeLevel(ctx, base, []byte(cfg.AuthSecret), act.ActivityID, c, *duration)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+		fmt.Fprintln(stdout, r.row())
+	}
+
+	store, err := redis.New(rc, redis.Config{Namespace: cfg.Redis.Namespace}, nil, log)
+	if err != nil {
+		return err
+	}
+	n := int(float64(*duration/time.Second) * 15000)
+	rr, err := store.BenchReserve(ctx, redis.BenchOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: *ceilingClients})
+	if err != nil {
+		return err
+	}
+	redisCeiling := placeResult{name: "ceiling: reserve script (EVALSHA)", clients: *ceilingClients, ok: rr.Calls,
+		elapsed: rr.Elapsed, lat: latencies{rr.P50, rr.P99}}
+	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, *ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
+
+	sl, err := rocketmq.SendLoop(ctx, app.Publisher, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
+		id := fmt.Sprintf("evt_bench_%d_%d", time.Now().UnixNano(), i)
+		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
+			Keys: []string{id}, Body: []byte(`{"bench":true}`)}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", "ceiling: bare sync send", *ceilingClients, sl.Rate(),
+		ms(sl.Percentile(0.50)), ms(sl.Percentile(0.99)), sl.Unknown+sl.Rejected)
+
+	naive, err := naiveBaseline(ctx, string(cfg.Postgres.DSN), *ceilingClients, *duration)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, naive.row())
+
+	ceiling := min(rr.PerSecond, sl.Rate())
+	fmt.Fprintln(stdout)
+	for _, r := range results {
+		fmt.Fprintf(stdout, "PlaceOrder at %3d clients: %5.1f%% of min(reserve, send) ceiling, %5.1fx the naive baseline, p99 %s\n",
+			r.clients, 100*r.rate()/ceiling, r.rate()/naive.rate(), ms(r.lat.percentile(0.99)))
+	}
+	return nil
+}
+
+// placeLevel runs clients concurrent buyers for d; every request is a new
+// user with a new request id.
+func placeLevel(ctx context.Context, base string, secret []byte, activityID int64, clients int, d time.Duration) (placeResult, error) {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: p}
+	defer tr.CloseIdleConnections()
+	client := seckillv1connect.NewOrderServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
+	var (
+		user     atomic.Int64
+		mu       sync.Mutex
+		res      = placeResult{name: "PlaceOrder (Connect API, gRPC)", clients: clients}
+		wg       sync.WaitGroup
+		firstErr error
+	)
+	user.Store(activityID % 1_000_000_000 * 10)
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat latencies
+			ok, errs := 0, 0
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				u := user.Add(1)
+				tok, err := sconnect.MintToken(secret, u, false, time.Hour, time.Now())
+				if err != nil {
+					errs++
+					continue
+				}
+				req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1,
+					RequestId: fmt.Sprintf("bench-%d", u)})
+				req.Header().Set("Authorization", "Bearer "+tok)
+				t0 := time.Now()
+				_, err = client.PlaceOrder(ctx, req)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs++
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				ok++
+			}
+			mu.Lock()
+			res.ok += ok
+			res.errs += errs
+			res.lat = append(res.lat, lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if res.ok == 0 && firstErr != nil {
+		return res, fmt.Errorf("every PlaceOrder failed, first: %w", firstErr)
+	}
+	return res, nil
+}
+
+// naiveBaseline measures what a user might build instead: each purchase
+// is one PostgreSQL transaction that locks the stock row (SELECT ... FOR
+// UPDATE), decrements it and inserts the order.
+func naiveBaseline(ctx context.Context, dsn string, clients int, d time.Duration) (placeResult, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return placeResult{}, err
+	}
+	pcfg.MaxConns = int32(min(clients, 64))
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return placeResult{}, err
+	}
+	defer pool.Close()
+	setup := []string{
+		`CREATE SCHEMA IF NOT EXISTS bench`,
+		`DROP TABLE IF EXISTS bench.naive_orders, bench.naive_stock`,
+		`CREATE TABLE bench.naive_stock (sku_id bigint PRIMARY KEY, available bigint NOT NULL CHECK (available >= 0))`,
+		`CREATE TABLE bench.naive_orders (id bigserial PRIMARY KEY, sku_id bigint NOT NULL, user_id bigint NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT now(), UNIQUE (sku_id, user_id))`,
+		`INSERT INTO bench.naive_stock VALUES (1, 100000000)`,
+	}
+	for _, q := range setup {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			return placeResult{}, fmt.Errorf("naive baseline setup: %w", err)
+		}
+	}
+	defer func() {
+		_, _ = pool.Exec(context.WithoutCancel(ctx), `DROP SCHEMA bench CASCADE`)
+	}()
+	var (
+		user atomic.Int64
+		mu   sync.Mutex
+		res  = placeResult{name: "baseline: PostgreSQL row lock", clients: clients}
+		wg   sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat latencies
+			ok, errs := 0, 0
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				u := user.Add(1)
+				t0 := time.Now()
+				err := naivePurchase(ctx, pool, u)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs++
+					continue
+				}
+				ok++
+			}
+			mu.Lock()
+			res.ok += ok
+			res.errs += errs
+			res.lat = append(res.lat, lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res, nil
+}
+
+func naivePurchase(ctx context.Context, pool *pgxpool.Pool, user int64) (err error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var available int64
+	if err := tx.QueryRow(ctx, `SELECT available FROM bench.naive_stock WHERE sku_id = 1 FOR UPDATE`).Scan(&available); err != nil {
+		return err
+	}
+	if available <= 0 {
+		return errors.New("sold out")
+	}
+	if _, err := tx.Exec(ctx, `UPDATE bench.naive_stock SET available = available - 1 WHERE sku_id = 1`); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO bench.naive_orders (sku_id, user_id) VALUES (1, $1)`, user); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// purgeNamespace deletes the benchmark's Redis keys.
+func purgeNamespace(ctx context.Context, c *goredis.Client, ns string) {
+	iter := c.Scan(ctx, 0, ns+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 1000 {
+			_ = c.Del(ctx, keys...).Err()
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		_ = c.Del(ctx, keys...).Err()
+	}
+}

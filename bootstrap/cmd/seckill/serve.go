@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// loadConfig reads the environment and fills in the instance id.
+func loadConfig() (config.Config, *slog.Logger, error) {
+	cfg, err := config.Load(os.LookupEnv)
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	if cfg.InstanceID == "" {
+		host, _ := os.Hostname()
+		cfg.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	log := bootstrap.LoggerFor(cfg)
+	if string(cfg.AuthSecret) == config.DevAuthSecret {
+		log.Warn("SECKILL_AUTH_SECRET is the local development default; set a real secret outside the local stack")
+	}
+	return cfg, log, nil
+}
+
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	seed := fs.Bool("seed-demo", false, "create the demo activity (1/1, 1000 units) if it does not exist")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	log.Info("starting", "config", cfg)
+	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return app.Run(ctx, func(addr net.Addr) {
+		if *seed {
+			if err := seedDemo(ctx, app); err != nil {
+				log.Error("seed demo activity", "error", err)
+			}
+		}
+		printWelcome(stdout, addr, cfg)
+	})
+}
+
+// The demo activity has fixed settings, so seeding it again is a no-op.
+var demo = ports.Activity{
+	ActivityID: 1, SKUID: 1, Stock: 1000,
+	StartsAt:       time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+	EndsAt:         time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
+	PaymentTimeout: 15 * time.Minute, ReservationTTL: 5 * time.Minute,
+}
+
+func seedDemo(ctx context.Context, app *bootstrap.App) error {
+	_, err := app.Admin.CreateActivity(ctx, demo)
+	if errors.Is(err, ports.ErrAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+func printWelcome(w io.Writer, addr net.Addr, cfg config.Config) {
+	fmt.Fprintf(w, `
+seckill is serving on http://%[1]s (Connect, gRPC and gRPC-Web; health; reflection; /metrics)
+
+Try it (demo activity 1, SKU 1, 1000 units):
+  TOKEN=$(./bin/seckill token --user 42)
+  curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"activityId":1,"skuId":1,"requestId":"demo-1"}' \
+    http://%[1]s/seckill.v1.OrderService/PlaceOrder
+  curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"orderId":"<order id from above>"}' http://%[1]s/seckill.v1.OrderService/GetOrder
+  grpcurl -plaintext %[1]s list
+
+Stop with Ctrl-C.
+`, addr)
+	_ = cfg
+}

@@ -1,0 +1,206 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/google/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/failpoint"
+	"github.com/seckill-dev/seckill/adapters/metrics"
+	"github.com/seckill-dev/seckill/adapters/postgres"
+	"github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/system"
+	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// InfraSet provides the driven adapters and binds them to their ports.
+var InfraSet = wire.NewSet(
+	provideRegistry,
+	wire.Bind(new(prometheus.Registerer), new(*prometheus.Registry)),
+	providePostgres,
+	wire.Bind(new(ports.UnitOfWork), new(*postgres.Store)),
+	wire.Bind(new(ports.OrderQueries), new(*postgres.Store)),
+	provideRedisClient,
+	provideRedis,
+	wire.Bind(new(ports.Admission), new(*redis.Store)),
+	wire.Bind(new(ports.Reservations), new(*redis.Store)),
+	wire.Bind(new(ports.Backlog), new(*redis.Store)),
+	provideOrderViews,
+	provideBrokerConfig,
+	providePublisher,
+	wire.Bind(new(ports.Publisher), new(*rocketmq.Publisher)),
+	provideMetrics,
+	wire.Bind(new(ports.Metrics), new(*metrics.Metrics)),
+	provideFailpointRegistry,
+	provideFailpoints,
+	provideClock,
+	system.NewIDs,
+	wire.Bind(new(ports.IDGenerator), new(*system.IDs)),
+)
+
+// AppSet provides the use cases, the API and the workers.
+var AppSet = wire.NewSet(
+	provideCompensationPolicy,
+	application.NewActivities,
+	provideBacklogGate,
+	provideQueries,
+	providePlaceOrder,
+	provideLifecycle,
+	application.NewOrderService,
+	provideReconciler,
+	provideDeadLetters,
+	provideAdmin,
+	provideServer,
+	provideProjection,
+	provideWorkers,
+	wire.Struct(new(App), "*"),
+)
+
+func provideRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+func providePostgres(ctx context.Context, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (*postgres.Store, func(), error) {
+	s, err := postgres.Open(ctx, postgres.Config{DSN: string(cfg.Postgres.DSN), MaxConns: cfg.Postgres.MaxConns,
+		ApplicationName: "seckill-" + cfg.InstanceID}, reg, log.With("adapter", "postgres"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return s, s.Close, nil
+}
+
+func provideRedisClient(cfg config.Config) (*goredis.Client, func(), error) {
+	c := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password),
+		PoolSize: 64, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	return c, func() { _ = c.Close() }, nil
+}
+
+func provideRedis(c *goredis.Client, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (*redis.Store, error) {
+	return redis.New(c, redis.Config{Namespace: cfg.Redis.Namespace,
+		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}},
+		reg, log.With("adapter", "redis"))
+}
+
+func provideOrderViews(s *redis.Store) ports.OrderViews { return s.OrderViews() }
+
+func provideBrokerConfig(cfg config.Config) rocketmq.Config {
+	return rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix,
+		SendTimeout: cfg.RocketMQ.SendTimeout, AccessKey: cfg.RocketMQ.AccessKey,
+		AccessSecret: string(cfg.RocketMQ.SecretKey), ClientLogDir: cfg.RocketMQ.ClientLogDir}
+}
+
+func providePublisher(bc rocketmq.Config, reg prometheus.Registerer, log *slog.Logger) (*rocketmq.Publisher, func(), error) {
+	p, err := rocketmq.NewPublisher(bc, log.With("adapter", "rocketmq"), reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("new publisher: %w", err)
+	}
+	return p, func() { _ = p.Close() }, nil
+}
+
+func provideClock() ports.Clock { return system.Clock{} }
+
+func provideMetrics(reg prometheus.Registerer) (*metrics.Metrics, error) { return metrics.New(reg) }
+
+// provideFailpointRegistry returns the failpoint registry, or nil when no
+// failpoint is configured.
+func provideFailpointRegistry(cfg config.Config) (*failpoint.Registry, error) {
+	if cfg.Failpoints == "" {
+		return nil, nil
+	}
+	return failpoint.New(cfg.Failpoints)
+}
+
+// provideFailpoints returns a nil interface when no failpoint is
+// configured, so that disabled failpoints cost nothing.
+func provideFailpoints(r *failpoint.Registry) ports.Failpoints {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+func provideCompensationPolicy(cfg config.Config) application.CompensationPolicy {
+	return application.CompensationPolicy{MaxAttempts: int32(cfg.Orders.CompensationMaxAttempts), Window: cfg.Orders.CompensationWindow}
+}
+
+func provideBacklogGate(b ports.Backlog, clock ports.Clock, m ports.Metrics, cfg config.Config, log *slog.Logger) *application.BacklogGate {
+	return application.NewBacklogGate(b, clock, m, log, cfg.Orders.BacklogCloseRatio, 250*time.Millisecond)
+}
+
+func provideQueries(v ports.OrderViews, q ports.OrderQueries, a ports.Admission, r ports.Reservations) *application.Queries {
+	return application.NewQueries(v, q, a, r)
+}
+
+func providePlaceOrder(a ports.Admission, r ports.Reservations, p ports.Publisher, acts *application.Activities,
+	gate *application.BacklogGate, q *application.Queries, ids ports.IDGenerator, clock ports.Clock,
+	m ports.Metrics, fp ports.Failpoints, cfg config.Config, log *slog.Logger) *application.PlaceOrder {
+	return application.NewPlaceOrder(a, r, p, acts, gate, q, ids, clock, m, fp, log, application.PlaceOrderConfig{
+		RequestClaimTTL: 24 * time.Hour, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second)})
+}
+
+func provideLifecycle(uow ports.UnitOfWork, p application.CompensationPolicy, log *slog.Logger) *application.OrderLifecycle {
+	return application.NewOrderLifecycle(uow, log, p)
+}
+
+func provideReconciler(uow ports.UnitOfWork, r ports.Reservations, acts *application.Activities, life *application.OrderLifecycle,
+	clock ports.Clock, m ports.Metrics, p application.CompensationPolicy, cfg config.Config, log *slog.Logger) *application.Reconciler {
+	return application.NewReconciler(uow, r, acts, life, clock, m, log, p, application.ReconcileConfig{Grace: cfg.Workers.ReconcileGrace, Batch: 1000})
+}
+
+func provideDeadLetters(uow ports.UnitOfWork, p ports.Publisher, r ports.Reservations, ids ports.IDGenerator,
+	m ports.Metrics, bc rocketmq.Config, log *slog.Logger) *application.DeadLetters {
+	topics := map[string]ports.Topic{}
+	for _, g := range rocketmq.Groups() {
+		if t, ok := g.Topic(); ok {
+			topics[bc.Group(g)] = t
+		}
+	}
+	return application.NewDeadLetters(uow, p, r, ids, m, log, application.DeadLetterConfig{
+		ReplayCap: 3, Topics: topics, CreateGroup: bc.Group(rocketmq.GroupOrderCreate),
+		CompensateGroup: bc.Group(rocketmq.GroupInventoryCompensate)})
+}
+
+func provideAdmin(uow ports.UnitOfWork, r ports.Reservations, acts *application.Activities, rec *application.Reconciler,
+	dl *application.DeadLetters, clock ports.Clock, log *slog.Logger) *application.Admin {
+	return application.NewAdmin(uow, r, acts, rec, dl, clock, log)
+}
+
+func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reservations, uow ports.UnitOfWork,
+	bc rocketmq.Config, log *slog.Logger) *application.ProjectOrderStates {
+	return application.NewProjectOrderStates(v, q, r, uow, log, bc.Group(rocketmq.GroupOrderProjection))
+}
+
+func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
+	reg *prometheus.Registry, log *slog.Logger) (*connect.Server, error) {
+	auth, err := connect.NewAuthenticator([]byte(cfg.AuthSecret))
+	if err != nil {
+		return nil, err
+	}
+	h := connect.NewHandler(orders, admin, auth, log,
+		connect.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
+		connect.Route{Pattern: "/healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte("ok\n"))
+		})})
+	return connect.NewServer(cfg.HTTPAddr, h, log), nil
+}
+
+// LoggerFor builds the JSON logger of the process.
+func LoggerFor(cfg config.Config) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).
+		With("service", "seckill", "instance", cfg.InstanceID)
+}

@@ -1,0 +1,106 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// workerDeps are the dependencies of the background workers.
+type workerDeps struct {
+	cfg          config.Config
+	bc           rocketmq.Config
+	uow          ports.UnitOfWork
+	reservations ports.Reservations
+	views        ports.OrderViews
+	queries      ports.OrderQueries
+	publisher    ports.Publisher
+	clock        ports.Clock
+	metrics      ports.Metrics
+	fp           ports.Failpoints
+	log          *slog.Logger
+	reg          prometheus.Registerer
+}
+
+func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork, r ports.Reservations,
+	views ports.OrderViews, q ports.OrderQueries, pub ports.Publisher, clock ports.Clock, m ports.Metrics,
+	fp ports.Failpoints, reg prometheus.Registerer, log *slog.Logger, acts *application.Activities,
+	gate *application.BacklogGate, life *application.OrderLifecycle, rec *application.Reconciler,
+	dl *application.DeadLetters, proj *application.ProjectOrderStates, policy application.CompensationPolicy) ([]Worker, error) {
+	d := workerDeps{cfg: cfg, bc: bc, uow: uow, reservations: r, views: views, queries: q, publisher: pub,
+		clock: clock, metrics: m, fp: fp, log: log, reg: reg}
+	w := cfg.Workers
+	workers := []Worker{
+		{Name: "backlog-gate", Run: gate.Run},
+		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
+			Interval: w.ScannerInterval, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
+			BackoffBase: 200 * time.Millisecond, BackoffMax: 10 * time.Second}).Run},
+		{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
+			Interval: w.RelayInterval, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
+			BackoffBase: 200 * time.Millisecond, BackoffMax: 30 * time.Second}).Run},
+	}
+	if w.ReconcileInterval > 0 {
+		workers = append(workers, Worker{Name: "reconciler", Run: func(ctx context.Context) error {
+			return rec.Run(ctx, w.ReconcileInterval)
+		}})
+	}
+	consumers := []struct {
+		group       rocketmq.Group
+		handler     ports.BatchHandler
+		batch       int
+		concurrency int
+	}{
+		{rocketmq.GroupOrderCreate, application.NewCreateOrders(uow, r, acts, fp, log,
+			bc.Group(rocketmq.GroupOrderCreate), policy), cfg.Orders.ConsumerBatch, cfg.ConsumerConcurrency()},
+		{rocketmq.GroupOrderTimeout, application.NewCancelExpiredOrders(life, uow, m, log,
+			bc.Group(rocketmq.GroupOrderTimeout)), 16, 4},
+		{rocketmq.GroupInventoryCompensate, application.NewCompensateReservations(r, uow, clock, m, log,
+			bc.Group(rocketmq.GroupInventoryCompensate)), 16, 4},
+		{rocketmq.GroupOrderProjection, proj, 16, 4},
+		{rocketmq.GroupAudit, application.NewAuditEvents(uow, log, bc.Group(rocketmq.GroupAudit)), 32, 2},
+	}
+	for _, c := range consumers {
+		topic, _ := c.group.Topic()
+		physical, err := bc.Topic(topic)
+		if err != nil {
+			return nil, err
+		}
+		run, err := d.runner(rocketmq.RunnerConfig{Group: bc.Group(c.group), Subscriptions: map[string]string{physical: "*"},
+			Orderly: c.group.Orderly(), BatchSize: c.batch, Concurrency: c.concurrency,
+			InvisibleDuration: w.InvisibleDuration}, c.handler)
+		if err != nil {
+			return nil, err
+		}
+		workers = append(workers, Worker{Name: "consumer " + string(c.group), Run: run})
+	}
+	dlqSubs := map[string]string{}
+	for _, g := range rocketmq.Groups() {
+		dlqSubs[rocketmq.DLQTopic(bc.Group(g))] = "*"
+	}
+	run, err := d.runner(rocketmq.RunnerConfig{Group: bc.Group(rocketmq.GroupDLQReader), Subscriptions: dlqSubs,
+		BatchSize: 16, Concurrency: 1, InvisibleDuration: w.InvisibleDuration},
+		dl.Reader(func(dv ports.Delivery) (application.DeadLetterOrigin, bool) {
+			o, ok := rocketmq.ParseDeadLetter(bc, dv)
+			return application.DeadLetterOrigin{Group: o.SourceGroup, Deliveries: o.SourceDeliveries}, ok
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return append(workers, Worker{Name: "dlq-reader", Run: run}), nil
+}
+
+func (d workerDeps) runner(rc rocketmq.RunnerConfig, h ports.BatchHandler) (func(context.Context) error, error) {
+	r, err := rocketmq.NewRunner(d.bc, rc, h, d.log.With("consumer_group", rc.Group), d.reg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", rc.Group, err)
+	}
+	return r.Run, nil
+}
