@@ -20,8 +20,8 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
-	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/ports"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
 
 // Route is an extra HTTP handler mounted beside the services.

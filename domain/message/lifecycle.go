@@ -113,20 +113,24 @@ func DecodeReleaseReservation(body []byte) (ReleaseReservation, error) {
 // OrderState is the order snapshot carried by order events and state
 // changes. Status is CREATED, PAID, CANCELED or REJECTED.
 type OrderState struct {
-	OrderID          string    `json:"order_id"`
-	ReservationID    string    `json:"reservation_id"`
-	ActivityID       int64     `json:"activity_id"`
-	SKUID            int64     `json:"sku_id"`
-	UserID           int64     `json:"user_id"`
-	Status           string    `json:"status"`
-	Reason           string    `json:"reason,omitempty"`
-	PaymentID        string    `json:"payment_id,omitempty"`
-	AggregateVersion int64     `json:"aggregate_version"`
-	CreatedAt        time.Time `json:"order_created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
-	ExpiresAt        time.Time `json:"expires_at,omitzero"`
-	PaidAt           time.Time `json:"paid_at,omitzero"`
-	CanceledAt       time.Time `json:"canceled_at,omitzero"`
+	OrderID          string `json:"order_id"`
+	ReservationID    string `json:"reservation_id"`
+	ActivityID       int64  `json:"activity_id"`
+	SKUID            int64  `json:"sku_id"`
+	UserID           int64  `json:"user_id"`
+	Status           string `json:"status"`
+	Reason           string `json:"reason,omitempty"`
+	PaymentID        string `json:"payment_id,omitempty"`
+	AggregateVersion int64  `json:"aggregate_version"`
+	// PreviousVersion is the version the change started from (one command
+	// may append several events); a projection holding exactly this
+	// version can apply the change without looking further.
+	PreviousVersion int64     `json:"previous_version"`
+	CreatedAt       time.Time `json:"order_created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	ExpiresAt       time.Time `json:"expires_at,omitzero"`
+	PaidAt          time.Time `json:"paid_at,omitzero"`
+	CanceledAt      time.Time `json:"canceled_at,omitzero"`
 }
 
 func (s OrderState) validate() error {
@@ -140,6 +144,9 @@ func (s OrderState) validate() error {
 	}
 	if s.AggregateVersion <= 0 {
 		return fmt.Errorf("%w: aggregate_version must be > 0", ErrInvalid)
+	}
+	if s.PreviousVersion < 0 || s.PreviousVersion >= s.AggregateVersion {
+		return fmt.Errorf("%w: previous_version must be in [0, aggregate_version)", ErrInvalid)
 	}
 	return nil
 }
