@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
@@ -84,41 +85,74 @@ func (r *Runner) renew(consumer rmq.SimpleConsumer, views []*rmq.MessageView, de
 }
 
 // apply acknowledges, reschedules or leaves each message as its decision
-// says (see Runner for the orderly rule).
+// says (see Runner for the orderly rule). For an orderly subscription the
+// messages are settled one after the other; otherwise the acknowledgements
+// of a batch are sent concurrently (one RPC each: the v5.1.2 client has no
+// batch acknowledgement), bounded by the batch size.
 func (r *Runner) apply(consumer rmq.SimpleConsumer, views []*rmq.MessageView, deliveries []ports.Delivery, decisions []ports.Decision) {
-	held := map[string]time.Duration{} // orderly: message group -> RetryAfter of its first unacknowledged message
-	for i, mv := range views {
-		d, dec := deliveries[i], decisions[i]
-		r.count(d, dec)
-
-		var result string
-		var err error
-		after, isHeld := held[d.MessageGroup]
-		switch {
-		case r.rc.Orderly && isHeld:
-			result = ackResultHeldForOrder
-			if after > 0 {
-				err = consumer.ChangeInvisibleDuration(mv, after)
+	if r.rc.Orderly {
+		held := map[string]time.Duration{} // message group -> RetryAfter of its first unacknowledged message
+		for i, mv := range views {
+			d := deliveries[i]
+			after, isHeld := held[d.MessageGroup]
+			var result string
+			if isHeld {
+				result = r.settleHeld(consumer, mv, d, decisions[i], after)
+			} else {
+				result = r.settle(consumer, mv, d, decisions[i])
 			}
-		case dec.Ack:
-			result, err = ackResultAcked, r.ack(consumer, mv)
-			if err != nil {
-				result = ackResultAckFailed
-				r.metrics.ackFailure.WithLabelValues(r.rc.Group).Inc()
+			if result != ackResultAcked && !isHeld {
+				held[d.MessageGroup] = decisions[i].RetryAfter
 			}
-		case dec.RetryAfter > 0:
-			result, err = ackResultRetryScheduled, consumer.ChangeInvisibleDuration(mv, dec.RetryAfter)
-			if err != nil {
-				result = ackResultRetryFailed
-			}
-		default:
-			result = ackResultNotAcked
 		}
-		if r.rc.Orderly && result != ackResultAcked && !isHeld {
-			held[d.MessageGroup] = dec.RetryAfter
-		}
-		r.logDecision(d, dec, result, err)
+		return
 	}
+	var wg sync.WaitGroup
+	for i, mv := range views {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.settle(consumer, mv, deliveries[i], decisions[i])
+		}()
+	}
+	wg.Wait()
+}
+
+// settle applies one decision and returns the ack result.
+func (r *Runner) settle(consumer rmq.SimpleConsumer, mv *rmq.MessageView, d ports.Delivery, dec ports.Decision) string {
+	r.count(d, dec)
+	var result string
+	var err error
+	switch {
+	case dec.Ack:
+		result, err = ackResultAcked, r.ack(consumer, mv)
+		if err != nil {
+			result = ackResultAckFailed
+			r.metrics.ackFailure.WithLabelValues(r.rc.Group).Inc()
+		}
+	case dec.RetryAfter > 0:
+		result, err = ackResultRetryScheduled, consumer.ChangeInvisibleDuration(mv, dec.RetryAfter)
+		if err != nil {
+			result = ackResultRetryFailed
+		}
+	default:
+		result = ackResultNotAcked
+	}
+	r.logDecision(d, dec, result, err)
+	return result
+}
+
+// settleHeld keeps a message of an orderly group behind its group's first
+// unacknowledged message: not acknowledged, rescheduled with that
+// message's delay.
+func (r *Runner) settleHeld(consumer rmq.SimpleConsumer, mv *rmq.MessageView, d ports.Delivery, dec ports.Decision, after time.Duration) string {
+	r.count(d, dec)
+	var err error
+	if after > 0 {
+		err = consumer.ChangeInvisibleDuration(mv, after)
+	}
+	r.logDecision(d, dec, ackResultHeldForOrder, err)
+	return ackResultHeldForOrder
 }
 
 // ack acknowledges one message with its own timeout. The v5.1.2 client
