@@ -35,7 +35,12 @@ type Route struct {
 // and v1alpha), plus routes.
 func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, routes ...Route) http.Handler {
 	mux := http.NewServeMux()
-	opts := connect.WithInterceptors(auth.Interceptor("/" + seckillv1connect.AdminServiceName + "/"))
+	opts := connect.WithHandlerOptions(
+		connect.WithInterceptors(auth.Interceptor("/"+seckillv1connect.AdminServiceName+"/")),
+		// Responses are a few dozen bytes: compressing them costs more
+		// CPU (a gzip writer reset per response) than it saves.
+		connect.WithCompressMinBytes(1024),
+	)
 	mux.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, log), opts))
 	mux.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(
