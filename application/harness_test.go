@@ -65,7 +65,8 @@ func newHarness(t *testing.T) *harness {
 	h.activities = application.NewActivities(h.store)
 	h.gate = application.NewBacklogGate(h.redis, h.clock, h.metrics, log, 0.5, time.Second)
 	h.queries = application.NewQueries(h.redis.OrderViews(), h.store, h.redis, h.redis)
-	h.place = application.NewPlaceOrder(h.redis, h.redis, h.broker, h.activities, h.gate, h.queries, ids, h.clock,
+	h.place = application.NewPlaceOrder(h.redis, h.redis, h.broker, h.activities, h.gate, h.queries,
+		application.NewSentMarker(h.redis, log, 0), ids, h.clock,
 		h.metrics, h.fp, log, application.PlaceOrderConfig{RequestClaimTTL: time.Hour, ScanGrace: time.Second})
 	h.create = application.NewCreateOrders(h.store, h.redis, h.activities, h.fp, log, groupCreate, policy)
 	h.life = application.NewOrderLifecycle(h.store, log, policy)

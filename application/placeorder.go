@@ -38,6 +38,7 @@ type PlaceOrder struct {
 	activities   *Activities
 	gate         *BacklogGate
 	queries      *Queries
+	marker       *SentMarker
 	ids          ports.IDGenerator
 	clock        ports.Clock
 	metrics      ports.Metrics
@@ -48,10 +49,10 @@ type PlaceOrder struct {
 
 // NewPlaceOrder wires the use case. fp may be nil.
 func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, publisher ports.Publisher,
-	activities *Activities, gate *BacklogGate, queries *Queries, ids ports.IDGenerator, clock ports.Clock,
-	metrics ports.Metrics, fp ports.Failpoints, log *slog.Logger, cfg PlaceOrderConfig) *PlaceOrder {
+	activities *Activities, gate *BacklogGate, queries *Queries, marker *SentMarker, ids ports.IDGenerator,
+	clock ports.Clock, metrics ports.Metrics, fp ports.Failpoints, log *slog.Logger, cfg PlaceOrderConfig) *PlaceOrder {
 	return &PlaceOrder{admission: admission, reservations: reservations, publisher: publisher,
-		activities: activities, gate: gate, queries: queries, ids: ids, clock: clock,
+		activities: activities, gate: gate, queries: queries, marker: marker, ids: ids, clock: clock,
 		metrics: metrics, fp: fp, log: log, cfg: cfg}
 }
 
@@ -99,9 +100,6 @@ func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (po
 		return ports.PlaceOrderResult{}, fmt.Errorf("reserve: %w", err)
 	}
 	res := ports.PlaceOrderResult{OrderID: stored.OrderID, ReservationID: stored.ReservationID, Status: ports.OrderQueuing}
-	log := p.log.With("request_id", cmd.RequestID, "reservation_id", stored.ReservationID,
-		"order_id", stored.OrderID, "message_id", stored.MessageID, "activity_id", cmd.ActivityID,
-		"sku_id", cmd.SKUID, "user_id", cmd.UserID, "trace_id", TraceFrom(ctx).TraceID)
 	if existing || stored.Version > 1 || stored.Status != reservation.StatusPending {
 		// A repeated request: the first one (or the scanner) owns the send.
 		return p.repeated(ctx, cmd.UserID, stored, res)
@@ -109,7 +107,7 @@ func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (po
 	if err := ports.Inject(ctx, p.fp, ports.FailAfterReserve); err != nil {
 		return ports.PlaceOrderResult{}, err
 	}
-	if err := p.send(ctx, log, stored); err != nil {
+	if err := p.send(ctx, stored); err != nil {
 		return ports.PlaceOrderResult{}, err
 	}
 	return res, nil
@@ -119,12 +117,12 @@ func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (po
 // definite failure surfaces to the client, as a transient error after the
 // stock went back; an unknown outcome is left to the scanner and the client
 // is answered QUEUING.
-func (p *PlaceOrder) send(ctx context.Context, log *slog.Logger, r reservation.Snapshot) error {
+func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID}
 	msg, err := orderCreateMessage(r, 0, p.clock.Now(), TraceFrom(ctx))
 	if err != nil {
-		log.ErrorContext(ctx, "build order-create message", "error", err)
-		return nil // the reservation stays pending; the scanner retries and reports it
+		p.logSend(ctx, slog.LevelError, "build order-create message; the scanner retries", r, "", err, 0)
+		return nil
 	}
 	start := p.clock.Now()
 	receipt, err := p.publisher.Publish(ctx, msg)
@@ -134,24 +132,48 @@ func (p *PlaceOrder) send(ctx context.Context, log *slog.Logger, r reservation.S
 		if ferr := ports.Inject(ctx, p.fp, ports.FailAfterSend); ferr != nil {
 			return ferr
 		}
-		if merr := p.reservations.MarkSent(context.WithoutCancel(ctx), ref); merr != nil {
-			// The scanner resends; the consumer's inbox absorbs the duplicate.
-			log.WarnContext(ctx, "mark sent failed", "error", merr)
+		p.marker.Mark(ctx, ref)
+		if p.log.Enabled(ctx, slog.LevelDebug) {
+			p.logSend(ctx, slog.LevelDebug, "order-create sent", r, "CONFIRMED", nil, latency,
+				slog.String("broker_message_id", receipt.BrokerMessageID))
 		}
-		log.DebugContext(ctx, "order-create sent", "send_outcome", "CONFIRMED",
-			"broker_message_id", receipt.BrokerMessageID, "send_latency_ms", latency.Milliseconds())
 	case errors.Is(err, ports.ErrSendRejected):
 		released, rerr := p.reservations.Release(context.WithoutCancel(ctx), ref, reservation.ReasonSendFailed)
-		log.ErrorContext(ctx, "order-create send definitely failed, reservation released",
-			"send_outcome", "DEFINITE_FAILURE", "error_class", "SEND_REJECTED", "error", err,
-			"released", released, "release_error", rerr, "send_latency_ms", latency.Milliseconds())
+		p.logSend(ctx, slog.LevelError, "order-create send definitely failed, reservation released", r,
+			"DEFINITE_FAILURE", err, latency, slog.Bool("released", released), slog.Any("release_error", rerr))
 		return fmt.Errorf("order queue rejected the message: %w", ports.ErrTransient)
 	default:
-		log.WarnContext(ctx, "order-create send outcome unknown, scanner will resend",
-			"send_outcome", "UNKNOWN", "error_class", "SEND_UNKNOWN", "error", err,
-			"send_latency_ms", latency.Milliseconds())
+		p.logSend(ctx, slog.LevelWarn, "order-create send outcome unknown, scanner will resend", r, "UNKNOWN", err, latency)
 	}
 	return nil
+}
+
+// logSend writes one producer log line with the fields of spec 28.1.
+func (p *PlaceOrder) logSend(ctx context.Context, level slog.Level, msg string, r reservation.Snapshot, outcome string,
+	err error, latency time.Duration, extra ...slog.Attr) {
+	attrs := append([]slog.Attr{
+		slog.String("message_id", r.MessageID), slog.String("reservation_id", r.ReservationID),
+		slog.String("request_id", r.RequestID), slog.String("order_id", r.OrderID),
+		slog.Int64("activity_id", r.ActivityID), slog.Int64("sku_id", r.SKUID), slog.Int64("user_id", r.UserID),
+		slog.String("topic", string(ports.TopicOrderCreate)), slog.String("tag", "CREATE_ORDER"),
+		slog.Int("send_attempt", r.SendAttempt), slog.String("send_outcome", outcome),
+		slog.Int64("send_latency_ms", latency.Milliseconds()), slog.String("trace_id", TraceFrom(ctx).TraceID),
+	}, extra...)
+	if err != nil {
+		attrs = append(attrs, slog.String("error_class", classifySend(err)), slog.String("error", err.Error()))
+	}
+	p.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// classifySend names a send error for logs.
+func classifySend(err error) string {
+	switch {
+	case errors.Is(err, ports.ErrSendRejected):
+		return "SEND_REJECTED"
+	case errors.Is(err, ports.ErrSendUnknown):
+		return "SEND_UNKNOWN"
+	}
+	return "SEND_ERROR"
 }
 
 // repeated answers a retried request_id from the stored reservation.

@@ -42,16 +42,19 @@ type App struct {
 }
 
 // Run starts the publisher, then the server and every worker, and blocks
-// until ctx is canceled or one of them fails; then it stops all of them
-// (the server drains, consumers finish in-flight work and leave the rest
-// un-ACKed) and returns the first failure. ready, if non-nil, gets the
-// server's address once it listens.
+// until ctx is canceled or one of them fails. It then stops the server
+// first (in-flight requests drain) and the workers after it (the sent
+// marker flushes what those requests queued; consumers finish in-flight
+// work and leave the rest un-ACKed), and returns the first failure. ready,
+// if non-nil, gets the server's address once it listens.
 func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 	if err := a.Publisher.Start(ctx); err != nil {
 		return fmt.Errorf("start publisher: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	srvCtx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	workCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -66,18 +69,18 @@ func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 			firstErr = fmt.Errorf("%s: %w", name, err)
 		}
 		mu.Unlock()
-		cancel()
+		stopServer()
 	}
 	for _, w := range a.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fail(w.Name, w.Run(ctx))
+			fail(w.Name, w.Run(workCtx))
 			a.Log.Info("worker stopped", "worker", w.Name)
 		}()
 	}
-	fail("server", a.Server.Run(ctx, 10*time.Second, ready))
-	cancel()
+	fail("server", a.Server.Run(srvCtx, 10*time.Second, ready))
+	stopWorkers()
 	wg.Wait()
 	return firstErr
 }

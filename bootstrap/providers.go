@@ -57,6 +57,7 @@ var AppSet = wire.NewSet(
 	application.NewActivities,
 	provideBacklogGate,
 	provideQueries,
+	provideSentMarker,
 	providePlaceOrder,
 	provideLifecycle,
 	application.NewOrderService,
@@ -146,10 +147,14 @@ func provideQueries(v ports.OrderViews, q ports.OrderQueries, a ports.Admission,
 	return application.NewQueries(v, q, a, r)
 }
 
+func provideSentMarker(r ports.Reservations, log *slog.Logger) *application.SentMarker {
+	return application.NewSentMarker(r, log, 8192)
+}
+
 func providePlaceOrder(a ports.Admission, r ports.Reservations, p ports.Publisher, acts *application.Activities,
-	gate *application.BacklogGate, q *application.Queries, ids ports.IDGenerator, clock ports.Clock,
-	m ports.Metrics, fp ports.Failpoints, cfg config.Config, log *slog.Logger) *application.PlaceOrder {
-	return application.NewPlaceOrder(a, r, p, acts, gate, q, ids, clock, m, fp, log, application.PlaceOrderConfig{
+	gate *application.BacklogGate, q *application.Queries, marker *application.SentMarker, ids ports.IDGenerator,
+	clock ports.Clock, m ports.Metrics, fp ports.Failpoints, cfg config.Config, log *slog.Logger) *application.PlaceOrder {
+	return application.NewPlaceOrder(a, r, p, acts, gate, q, marker, ids, clock, m, fp, log, application.PlaceOrderConfig{
 		RequestClaimTTL: 24 * time.Hour, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second)})
 }
 

@@ -53,6 +53,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	backlogGate := provideBacklogGate(store, clock, metrics, cfg, log)
 	orderViews := provideOrderViews(store)
 	queries := provideQueries(orderViews, postgresStore, store, store)
+	sentMarker := provideSentMarker(store, log)
 	iDs := system.NewIDs()
 	failpointRegistry, err := provideFailpointRegistry(cfg)
 	if err != nil {
@@ -62,7 +63,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		return nil, nil, err
 	}
 	failpoints := provideFailpoints(failpointRegistry)
-	placeOrder := providePlaceOrder(store, store, publisher, activities, backlogGate, queries, iDs, clock, metrics, failpoints, cfg, log)
+	placeOrder := providePlaceOrder(store, store, publisher, activities, backlogGate, queries, sentMarker, iDs, clock, metrics, failpoints, cfg, log)
 	compensationPolicy := provideCompensationPolicy(cfg)
 	orderLifecycle := provideLifecycle(postgresStore, compensationPolicy, log)
 	orderService := application.NewOrderService(placeOrder, queries, orderLifecycle)
@@ -77,7 +78,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		return nil, nil, err
 	}
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, rocketmqConfig, log)
-	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, orderViews, postgresStore, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, compensationPolicy)
+	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, orderViews, postgresStore, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy)
 	if err != nil {
 		cleanup3()
 		cleanup2()

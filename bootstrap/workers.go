@@ -34,12 +34,14 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	views ports.OrderViews, q ports.OrderQueries, pub ports.Publisher, clock ports.Clock, m ports.Metrics,
 	fp ports.Failpoints, reg prometheus.Registerer, log *slog.Logger, acts *application.Activities,
 	gate *application.BacklogGate, life *application.OrderLifecycle, rec *application.Reconciler,
-	dl *application.DeadLetters, proj *application.ProjectOrderStates, policy application.CompensationPolicy) ([]Worker, error) {
+	dl *application.DeadLetters, proj *application.ProjectOrderStates, marker *application.SentMarker,
+	policy application.CompensationPolicy) ([]Worker, error) {
 	d := workerDeps{cfg: cfg, bc: bc, uow: uow, reservations: r, views: views, queries: q, publisher: pub,
 		clock: clock, metrics: m, fp: fp, log: log, reg: reg}
 	w := cfg.Workers
 	workers := []Worker{
 		{Name: "backlog-gate", Run: gate.Run},
+		{Name: "sent-marker", Run: marker.Run},
 		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
 			Interval: w.ScannerInterval, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 10 * time.Second}).Run},

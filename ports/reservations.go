@@ -88,6 +88,10 @@ type Reservations interface {
 	// ErrNotFound for an unknown reservation.
 	MarkSent(ctx context.Context, ref ReservationRef) error
 
+	// MarkSentBatch is MarkSent for many reservations at once (one round
+	// trip per activity SKU); unknown reservations are skipped.
+	MarkSentBatch(ctx context.Context, refs []ReservationRef) error
+
 	// ScheduleRetry records an unknown send outcome: the reservation stays
 	// PENDING, its lease is dropped if held by owner, and it is due again
 	// at next (or, when another owner holds an active lease, at the later

@@ -247,3 +247,23 @@ func ids(rs []reservation.Snapshot) []string {
 	}
 	return out
 }
+
+// testMarkSentBatch checks that MarkSentBatch moves PENDING reservations to
+// SENT and skips unknown and later ones.
+func testMarkSentBatch(t *testing.T, rs ports.Reservations) {
+	a := seeded(t, rs, 10)
+	r1 := reserve(t, rs, a, 801, baseTime.Add(time.Second), baseTime.Add(time.Hour))
+	r2 := reserve(t, rs, a, 802, baseTime.Add(time.Second), baseTime.Add(time.Hour))
+	r3 := reserve(t, rs, a, 803, baseTime.Add(time.Second), baseTime.Add(time.Hour))
+	noErr(t, "MarkOrdered", rs.MarkOrdered(t.Context(), []ports.ReservationRef{refOf(r3)}))
+	unknown := ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: "rsv_unknown_" + uniq()}
+	noErr(t, "MarkSentBatch", rs.MarkSentBatch(t.Context(), []ports.ReservationRef{refOf(r1), unknown, refOf(r2), refOf(r3)}))
+	wantStatus(t, rs, r1, reservation.StatusSent)
+	wantStatus(t, rs, r2, reservation.StatusSent)
+	wantStatus(t, rs, r3, reservation.StatusOrdered)
+	due, err := rs.ClaimDue(t.Context(), baseTime.Add(2*time.Hour), 10, "owner", time.Minute)
+	noErr(t, "ClaimDue", err)
+	if len(due) != 0 {
+		t.Fatalf("ClaimDue after MarkSentBatch = %v, want none pending", ids(due))
+	}
+}

@@ -84,6 +84,7 @@ func Reservations(t *testing.T, factory ReservationsFactory) {
 	t.Run("ClaimDueLimitConcurrent", func(t *testing.T) { s, _ := setup(t); testClaimDueConcurrent(t, s.Reservations) })
 	t.Run("Backlog", func(t *testing.T) { s, _ := setup(t); testBacklog(t, s.Reservations, s.Backlog) })
 	t.Run("Unresolved", func(t *testing.T) { s, _ := setup(t); testUnresolved(t, s.Reservations) })
+	t.Run("MarkSentBatch", func(t *testing.T) { s, _ := setup(t); testMarkSentBatch(t, s.Reservations) })
 }
 
 // seeded seeds an activity SKU with random ids open from baseTime for two

@@ -169,6 +169,26 @@ func (r *Redis) MarkSent(ctx context.Context, ref ports.ReservationRef) error {
 	return after
 }
 
+// MarkSentBatch moves each PENDING reservation of refs to SENT; unknown
+// ones are skipped.
+func (r *Redis) MarkSentBatch(ctx context.Context, refs []ports.ReservationRef) error {
+	after, err := r.enter(ctx, "MarkSentBatch")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	for _, ref := range refs {
+		s, e, err := r.entry(ref)
+		if err != nil {
+			continue
+		}
+		if transition(e, reservation.StatusSent) {
+			delete(s.pending, ref.ReservationID)
+		}
+	}
+	return after
+}
+
 // ScheduleRetry keeps a PENDING reservation PENDING and makes it due at
 // next; its lease is dropped when held by owner (or nobody), while another
 // owner's lease keeps it not due before that lease ends. The send attempt

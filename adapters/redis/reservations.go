@@ -199,31 +199,56 @@ func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	return false, nil
 }
 
+// MarkSentBatch moves each PENDING reservation of refs to SENT and out of
+// the pending indexes, with one script call per activity SKU; unknown
+// reservations and those past PENDING are skipped.
+func (s *Store) MarkSentBatch(ctx context.Context, refs []ports.ReservationRef) error {
+	var errs []error
+	for _, g := range s.bySlot(refs) {
+		keys := make([]string, 0, 2+len(g.ids))
+		keys = append(keys, g.sk.pending, g.sk.pendingCreated)
+		args := make([]any, 0, len(g.ids))
+		for _, rid := range g.ids {
+			keys = append(keys, g.sk.rsv(rid))
+			args = append(args, rid)
+		}
+		if err := s.run(ctx, scriptMarkSentMany, keys, args...).Err(); err != nil {
+			errs = append(errs, wrapErr("mark sent "+g.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// slotBatch is the reservations of one activity SKU.
+type slotBatch struct {
+	id  string
+	sk  slotKeys
+	ids []string
+}
+
+// bySlot groups refs by activity SKU, in first-seen order.
+func (s *Store) bySlot(refs []ports.ReservationRef) []*slotBatch {
+	var out []*slotBatch
+	index := map[string]*slotBatch{}
+	for _, ref := range refs {
+		id := s.keys.slotID(ref.ActivityID, ref.SKUID)
+		g, ok := index[id]
+		if !ok {
+			g = &slotBatch{id: id, sk: s.keys.slotByID(id)}
+			index[id] = g
+			out = append(out, g)
+		}
+		g.ids = append(g.ids, ref.ReservationID)
+	}
+	return out
+}
+
 // MarkOrdered moves each PENDING or SENT reservation of refs to ORDERED and
 // out of the pending and unresolved indexes, with one script call per
 // activity SKU; unknown, ORDERED and RELEASED ones are skipped.
 func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) error {
-	type group struct {
-		sk  slotKeys
-		ids []string
-	}
-	var (
-		order  []string
-		groups = map[string]*group{}
-	)
-	for _, ref := range refs {
-		id := s.keys.slotID(ref.ActivityID, ref.SKUID)
-		g, ok := groups[id]
-		if !ok {
-			g = &group{sk: s.keys.slotByID(id)}
-			groups[id] = g
-			order = append(order, id)
-		}
-		g.ids = append(g.ids, ref.ReservationID)
-	}
 	var errs []error
-	for _, id := range order {
-		g := groups[id]
+	for _, g := range s.bySlot(refs) {
 		keys := make([]string, 0, 3+len(g.ids))
 		keys = append(keys, g.sk.pending, g.sk.unresolved, g.sk.pendingCreated)
 		args := make([]any, 0, len(g.ids))
@@ -232,7 +257,7 @@ func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) er
 			args = append(args, rid)
 		}
 		if err := s.run(ctx, scriptMarkOrdered, keys, args...).Err(); err != nil {
-			errs = append(errs, wrapErr("mark ordered "+id, err))
+			errs = append(errs, wrapErr("mark ordered "+g.id, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -18,6 +18,7 @@ const (
 	scriptSeed          = "seed"
 	scriptReserve       = "reserve"
 	scriptMarkSent      = "mark_sent"
+	scriptMarkSentMany  = "mark_sent_many"
 	scriptScheduleRetry = "schedule_retry"
 	scriptRelease       = "release"
 	scriptMarkOrdered   = "mark_ordered"
@@ -30,7 +31,7 @@ const (
 // scriptNames lists every script; each is lua/<name>.lua.
 func scriptNames() []string {
 	return []string{
-		scriptSeed, scriptReserve, scriptMarkSent, scriptScheduleRetry, scriptRelease,
+		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
 		scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptViewApply, scriptInventory,
 	}
 }
