@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/url"
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -15,6 +20,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -43,79 +49,16 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	if *concurrency == 0 {
 		*concurrency = cfg.ConsumerConcurrency()
 	}
-	env, err := newBenchEnv(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer env.Close()
-	bc := rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: env.prefix, SendTimeout: 2 * time.Second,
-		ClientLogDir: cfg.RocketMQ.ClientLogDir}
-	reg := prometheus.NewRegistry()
-	store, err := postgres.Open(ctx, postgres.Config{DSN: string(cfg.Postgres.DSN), MaxConns: cfg.Postgres.MaxConns}, reg, log)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	rc := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password)})
 	defer func() { _ = rc.Close() }()
-	ns := "bench" + env.prefix[5:13]
-	defer purgeNamespace(context.WithoutCancel(ctx), rc, ns)
-	rs, err := redis.New(rc, redis.Config{Namespace: ns}, reg, log)
-	if err != nil {
-		return err
-	}
-	pub, err := rocketmq.NewPublisher(bc, log, reg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = pub.Close() }()
-	if err := pub.Start(ctx); err != nil {
-		return err
-	}
-	acts := application.NewActivities(store)
-	admin := application.NewAdmin(store, rs, acts, nil, nil, nil, log)
-
-	fmt.Fprintf(stdout, "seckill bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d\n\n",
+	fmt.Fprintf(stdout, "seckill bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
 		runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintf(stdout, "%-28s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
-	for i, batch := range batches {
-		act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(*n),
-			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
-			PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
-		if _, err := admin.CreateActivity(ctx, act); err != nil {
-			return err
-		}
-		if err := publishOrders(ctx, pub, act, *n); err != nil {
-			return err
-		}
-		group := bc.Group(rocketmq.GroupOrderCreate)
-		if i > 0 {
-			// A fresh group per mode, so each mode drains its own backlog.
-			group = env.prefix + fmt.Sprintf("CG_BENCH_%d", i)
-			if err := env.admin.CreateGroup(ctx, rocketmq.GroupSpec{Name: group, RetryMaxTimes: 5}); err != nil {
-				return err
-			}
-			env.groups = append(env.groups, group)
-		}
-		topic, _ := bc.Topic(ports.TopicOrderCreate)
-		handler := application.NewCreateOrders(store, rs, acts, nil, log, group, application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour})
-		runner, err := rocketmq.NewRunner(bc, rocketmq.RunnerConfig{Group: group, Subscriptions: map[string]string{topic: "*"},
-			BatchSize: batch, Concurrency: *concurrency, InvisibleDuration: 30 * time.Second}, &activityFilter{act.ActivityID, handler}, log, prometheus.NewRegistry())
+	for _, batch := range batches {
+		created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, *n, batch, *concurrency)
 		if err != nil {
 			return err
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- runner.Run(runCtx) }()
-		created, err := waitOrders(ctx, store, act, *n, 5*time.Minute)
-		elapsed := time.Since(start)
-		stop()
-		<-done
-		if err != nil {
-			return err
-		}
-		check := checkOrders(ctx, store, act, *n)
 		name := fmt.Sprintf("batch %d per transaction", batch)
 		if batch == 1 {
 			name = "one message per transaction"
@@ -125,31 +68,76 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// activityFilter acknowledges messages of other bench modes without effect
-// (each mode's group sees the whole topic).
-type activityFilter struct {
-	activityID int64
-	next       ports.BatchHandler
-}
-
-func (f *activityFilter) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
-	out := make([]ports.Decision, len(ds))
-	var mine []ports.Delivery
-	var idx []int
-	for i, d := range ds {
-		if m, err := message.DecodeOrderCreateRequested(d.Body); err == nil && m.ActivityID != f.activityID {
-			out[i] = ports.Acked("other_mode")
-			continue
-		}
-		mine = append(mine, d)
-		idx = append(idx, i)
+// consumeMode measures one batch size from a clean start: a fresh
+// database, a checkpoint, a fresh Redis namespace and a broker namespace of
+// its own (fresh topics and groups), so no mode pays for another's
+// leftovers.
+func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, n, batch, concurrency int) (int, time.Duration, string, error) {
+	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
+	if err != nil {
+		return 0, 0, "", err
 	}
-	if len(mine) > 0 {
-		for k, d := range f.next.HandleBatch(ctx, mine) {
-			out[idx[k]] = d
-		}
+	defer dropDB()
+	store, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: cfg.Postgres.MaxConns}, prometheus.NewRegistry(), log)
+	if err != nil {
+		return 0, 0, "", err
 	}
-	return out
+	defer store.Close()
+	ns := fmt.Sprintf("bench%d", time.Now().UnixNano())
+	defer purgeNamespace(context.WithoutCancel(ctx), rc, ns)
+	rs, err := redis.New(rc, redis.Config{Namespace: ns}, nil, log)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	acts := application.NewActivities(store)
+	admin := application.NewAdmin(store, rs, acts, nil, nil, nil, log)
+	env, err := newBenchEnv(ctx, log)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer env.Close()
+	bc := rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: env.prefix, SendTimeout: 2 * time.Second,
+		ClientLogDir: cfg.RocketMQ.ClientLogDir}
+	pub, err := rocketmq.NewPublisher(bc, log, prometheus.NewRegistry())
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer func() { _ = pub.Close() }()
+	if err := pub.Start(ctx); err != nil {
+		return 0, 0, "", err
+	}
+	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(n),
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
+		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
+	if _, err := admin.CreateActivity(ctx, act); err != nil {
+		return 0, 0, "", err
+	}
+	if err := publishOrders(ctx, pub, act, n); err != nil {
+		return 0, 0, "", err
+	}
+	if err := checkpoint(ctx, dsn); err != nil {
+		log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
+	}
+	group := bc.Group(rocketmq.GroupOrderCreate)
+	topic, _ := bc.Topic(ports.TopicOrderCreate)
+	handler := application.NewCreateOrders(store, rs, acts, nil, log, group, application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour})
+	runner, err := rocketmq.NewRunner(bc, rocketmq.RunnerConfig{Group: group, Subscriptions: map[string]string{topic: "*"},
+		BatchSize: batch, Concurrency: concurrency, InvisibleDuration: 30 * time.Second}, handler, log, prometheus.NewRegistry())
+	if err != nil {
+		return 0, 0, "", err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- runner.Run(runCtx) }()
+	created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
+	elapsed := time.Since(start)
+	stop()
+	<-done
+	if err != nil {
+		return 0, 0, "", err
+	}
+	return created, elapsed, checkOrders(ctx, store, act, n), nil
 }
 
 // publishOrders sends n valid order-create messages for act (distinct
@@ -221,4 +209,60 @@ func checkOrders(ctx context.Context, store *postgres.Store, act ports.Activity,
 		return fmt.Sprintf("VIOLATED: orders %d final stock %d initial %d", audit.NonCanceledOrders, audit.PGFinalStock, audit.InitialStock)
 	}
 	return "hold (orders = stock, final stock 0)"
+}
+
+// scratchDatabase creates an empty database next to the one dsn names,
+// migrates it and returns its DSN and a function that drops it, so that
+// every run measures the same table sizes.
+func scratchDatabase(ctx context.Context, dsn string, log *slog.Logger) (string, func(), error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("parse SECKILL_PG_DSN: %w", err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "seckill_bench_" + hex.EncodeToString(b)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create scratch database (the role needs CREATEDB): %w", err)
+	}
+	drop := func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			log.Warn("drop scratch database", "database", name, "error", err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			log.Warn("drop scratch database", "database", name, "error", err)
+		}
+	}
+	u.Path = "/" + name
+	m, err := postgres.NewMigrator(u.String(), log)
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	defer func() { _ = m.Close() }()
+	if _, err := m.Up(ctx); err != nil {
+		drop()
+		return "", nil, err
+	}
+	return u.String(), drop, nil
+}
+
+// checkpoint flushes the WAL of earlier work so that a measurement does
+// not pay for a checkpoint caused by the previous one.
+func checkpoint(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
 }

@@ -26,11 +26,7 @@ func loadConfig() (config.Config, *slog.Logger, error) {
 		host, _ := os.Hostname()
 		cfg.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	log := bootstrap.LoggerFor(cfg)
-	if string(cfg.AuthSecret) == config.DevAuthSecret {
-		log.Warn("SECKILL_AUTH_SECRET is the local development default; set a real secret outside the local stack")
-	}
-	return cfg, log, nil
+	return cfg, bootstrap.LoggerFor(cfg), nil
 }
 
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
@@ -42,6 +38,9 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg, log, err := loadConfig()
 	if err != nil {
 		return err
+	}
+	if string(cfg.AuthSecret) == config.DevAuthSecret {
+		log.Warn("SECKILL_AUTH_SECRET is the local development default; set a real secret outside the local stack")
 	}
 	log.Info("starting", "config", cfg)
 	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
