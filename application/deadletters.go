@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/domain/reservation"
@@ -295,4 +296,40 @@ func (dl *DeadLetters) publish(ctx context.Context, d ports.StoredDeadLetter, re
 	}
 	_, err = dl.publisher.Publish(ctx, msg)
 	return err
+}
+
+// RunGauge reports the open dead letters and the age of the oldest every
+// interval until ctx is canceled (the alert of spec 17.4: any open dead
+// letter pages someone).
+func (dl *DeadLetters) RunGauge(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := dl.MeasureGauge(ctx); err != nil && ctx.Err() == nil {
+			dl.log.WarnContext(ctx, "measure dead letters failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// MeasureGauge reports the open dead letters once.
+func (dl *DeadLetters) MeasureGauge(ctx context.Context) error {
+	var st ports.DeadLetterStats
+	if err := dl.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		st, err = tx.DeadLetterStats(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	var age time.Duration
+	if !st.OldestOpenAt.IsZero() {
+		age = max(time.Since(st.OldestOpenAt), 0)
+	}
+	dl.metrics.DeadLetters(st.Open, age)
+	return nil
 }

@@ -102,6 +102,12 @@ func TestPoisonMessageReplayAfterFix(t *testing.T) {
 		t.Fatalf("dead letters %+v %v", page, err)
 	}
 	id := page.DeadLetters[0].ID
+	if err := h.deadLetters.MeasureGauge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if g := h.metrics.Snapshot().DeadLetters; g.Count != 1 {
+		t.Fatalf("open dead letters gauge %+v", g)
+	}
 	if _, err := h.admin.ReplayDeadLetter(context.Background(), "ops", id, "early"); !errors.Is(err, ports.ErrReplayRefused) {
 		t.Fatalf("replay before the fix: %v", err)
 	}

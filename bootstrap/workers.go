@@ -42,6 +42,7 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	workers := []Worker{
 		{Name: "backlog-gate", Run: gate.Run},
 		{Name: "sent-marker", Run: marker.Run},
+		{Name: "dlq-gauge", Run: func(ctx context.Context) error { return dl.RunGauge(ctx, 5*time.Second) }},
 		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
 			Interval: w.ScannerInterval, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 10 * time.Second}).Run},

@@ -25,6 +25,9 @@ type Metrics interface {
 	// CompensationApplied counts releases by whether this delivery released
 	// the reservation (applied) or found it released already (duplicate).
 	CompensationApplied(applied bool)
+	// DeadLetters reports the open dead letters and the age of the oldest:
+	// mq_dlq_messages and mq_dlq_oldest_age_seconds.
+	DeadLetters(open int64, oldestAge time.Duration)
 	// ReplayOutcome counts dead-letter replays: mq_dlq_replay_total{result}.
 	ReplayOutcome(result string)
 	// StockDrift reports the I6 drift of one activity SKU.

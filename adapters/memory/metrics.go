@@ -37,6 +37,8 @@ type MetricsSnapshot struct {
 	// CompensationApplied counts by applied (true) or duplicate (false).
 	CompensationApplied map[bool]int64
 	ReplayOutcomes      map[string]int64
+	// DeadLetters holds the last report of open dead letters.
+	DeadLetters Gauge
 	// StockDrift holds the last drift reported per activity SKU.
 	StockDrift map[SKU]int64
 }
@@ -87,6 +89,11 @@ func (m *Metrics) CancelOutcome(outcome string) {
 // CompensationApplied counts one release by whether it applied.
 func (m *Metrics) CompensationApplied(applied bool) {
 	m.inc(func(s *MetricsSnapshot) { s.CompensationApplied[applied]++ })
+}
+
+// DeadLetters records the last report of open dead letters.
+func (m *Metrics) DeadLetters(open int64, oldestAge time.Duration) {
+	m.inc(func(s *MetricsSnapshot) { s.DeadLetters = Gauge{Count: open, OldestAge: oldestAge} })
 }
 
 // ReplayOutcome counts one dead-letter replay by result.

@@ -13,8 +13,6 @@ import (
 // Metrics is the Prometheus implementation of ports.Metrics.
 type Metrics struct {
 	resend          *prometheus.CounterVec
-	pending         prometheus.Gauge
-	pendingAge      prometheus.Gauge
 	unresolved      prometheus.Gauge
 	unresolvedAge   prometheus.Gauge
 	admissionReject *prometheus.CounterVec
@@ -25,6 +23,8 @@ type Metrics struct {
 	cancelOutcomes  *prometheus.CounterVec
 	compensations   *prometheus.CounterVec
 	replays         *prometheus.CounterVec
+	dlqOpen         prometheus.Gauge
+	dlqOldestAge    prometheus.Gauge
 	drift           *prometheus.GaugeVec
 }
 
@@ -53,12 +53,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Compensation deliveries by result (applied, duplicate)."}, []string{"result"}),
 		replays: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mq_dlq_replay_total",
 			Help: "Dead-letter replays by result."}, []string{"result"}),
+		dlqOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mq_dlq_messages",
+			Help: "Open dead letters (stored, not replayed or resolved)."}),
+		dlqOldestAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mq_dlq_oldest_age_seconds",
+			Help: "Age of the oldest open dead letter."}),
 		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "stock_conservation_drift",
 			Help: "Invariant I6 drift per activity SKU (0 when the books balance)."}, []string{"activity_id", "sku_id"}),
 	}
 	for _, c := range []prometheus.Collector{m.resend, m.unresolved, m.unresolvedAge,
 		m.admissionReject, m.cancelMessages, m.cancelSuccess, m.cancelNoopPaid, m.cancelNoopEarly,
-		m.cancelOutcomes, m.compensations, m.replays, m.drift} {
+		m.cancelOutcomes, m.compensations, m.replays, m.dlqOpen, m.dlqOldestAge, m.drift} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -99,6 +103,12 @@ func (m *Metrics) CompensationApplied(applied bool) {
 		result = "applied"
 	}
 	m.compensations.WithLabelValues(result).Inc()
+}
+
+// DeadLetters implements ports.Metrics.
+func (m *Metrics) DeadLetters(open int64, oldestAge time.Duration) {
+	m.dlqOpen.Set(float64(open))
+	m.dlqOldestAge.Set(oldestAge.Seconds())
 }
 
 // ReplayOutcome implements ports.Metrics.
