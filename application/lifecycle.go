@@ -130,7 +130,7 @@ func (l *OrderLifecycle) write(ctx context.Context, tx ports.Tx, s order.Snapsho
 	if err := tx.UpdateOrders(ctx, []order.Snapshot{s}); err != nil {
 		return fmt.Errorf("update order: %w", err)
 	}
-	trace := TraceFrom(ctx)
+	trace := ports.TraceFrom(ctx)
 	msgs, err := orderMessages(s, changes, now, trace)
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package application
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -26,20 +25,6 @@ const (
 type CompensationPolicy struct {
 	MaxAttempts int32
 	Window      time.Duration
-}
-
-type traceKey struct{}
-
-// WithTrace returns ctx carrying the W3C trace context to propagate into
-// messages produced under it.
-func WithTrace(ctx context.Context, tc message.TraceContext) context.Context {
-	return context.WithValue(ctx, traceKey{}, tc)
-}
-
-// TraceFrom returns the trace context stored by WithTrace (zero if none).
-func TraceFrom(ctx context.Context) message.TraceContext {
-	tc, _ := ctx.Value(traceKey{}).(message.TraceContext)
-	return tc
 }
 
 func envelope(eventType, messageID, key string, now time.Time, trace message.TraceContext) message.Envelope {

@@ -119,7 +119,7 @@ func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (po
 // is answered QUEUING.
 func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID}
-	msg, err := orderCreateMessage(r, 0, p.clock.Now(), TraceFrom(ctx))
+	msg, err := orderCreateMessage(r, 0, p.clock.Now(), ports.TraceFrom(ctx))
 	if err != nil {
 		p.logSend(ctx, slog.LevelError, "build order-create message; the scanner retries", r, "", err, 0)
 		return nil
@@ -157,7 +157,7 @@ func (p *PlaceOrder) logSend(ctx context.Context, level slog.Level, msg string, 
 		slog.Int64("activity_id", r.ActivityID), slog.Int64("sku_id", r.SKUID), slog.Int64("user_id", r.UserID),
 		slog.String("topic", string(ports.TopicOrderCreate)), slog.String("tag", "CREATE_ORDER"),
 		slog.Int("send_attempt", r.SendAttempt), slog.String("send_outcome", outcome),
-		slog.Int64("send_latency_ms", latency.Milliseconds()), slog.String("trace_id", TraceFrom(ctx).TraceID),
+		slog.Int64("send_latency_ms", latency.Milliseconds()), slog.String("trace_id", ports.TraceFrom(ctx).TraceID),
 	}, extra...)
 	if err != nil {
 		attrs = append(attrs, slog.String("error_class", classifySend(err)), slog.String("error", err.Error()))

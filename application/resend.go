@@ -97,7 +97,7 @@ func (s *ResendPending) resend(ctx context.Context, r reservation.Snapshot) {
 	log := s.log.With("reservation_id", r.ReservationID, "order_id", r.OrderID, "message_id", r.MessageID,
 		"request_id", r.RequestID, "activity_id", r.ActivityID, "sku_id", r.SKUID, "user_id", r.UserID,
 		"send_attempt", r.SendAttempt)
-	msg, err := orderCreateMessage(r, int32(r.SendAttempt), s.clock.Now(), TraceFrom(ctx))
+	msg, err := orderCreateMessage(r, int32(r.SendAttempt), s.clock.Now(), ports.TraceFrom(ctx))
 	if err != nil {
 		log.ErrorContext(ctx, "cannot build order-create message", "error", err)
 		s.reschedule(ctx, log, ref, r.SendAttempt)

@@ -48,7 +48,7 @@ func (h *CancelExpiredOrders) handle(ctx context.Context, d ports.Delivery) port
 	if err != nil {
 		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, message.Class(err), err)
 	}
-	ctx = WithTrace(ctx, m.Trace)
+	ctx = ports.WithTrace(ctx, m.Trace)
 	log := h.log.With("message_id", m.MessageID, "order_id", m.OrderID, "reservation_id", m.ReservationID,
 		"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "trace_id", m.Trace.TraceID)
 	var untilDeadline time.Duration

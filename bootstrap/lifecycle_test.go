@@ -206,3 +206,27 @@ func TestRelayCrashAfterPublishBeforeMark(t *testing.T) {
 		t.Fatalf("audit inbox rows %d: ORDER_CREATED and ORDER_CANCELED once each", n)
 	}
 }
+
+// TestTraceContextTravelsWithTheOrder: the caller's W3C trace id comes back
+// in the response and is carried by every message produced for the order.
+func TestTraceContextTravelsWithTheOrder(t *testing.T) {
+	s := startSystem(t, options{})
+	s.activity(25, 5, time.Minute, time.Minute)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req := authed(&seckillv1.PlaceOrderRequest{ActivityId: 25, SkuId: 1, RequestId: "traced"}, s.token(6, false))
+	req.Header().Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	res, err := s.orders.PlaceOrder(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Header().Get("traceparent"); len(got) != 55 || got[3:35] != traceID {
+		t.Fatalf("response traceparent %q", got)
+	}
+	s.eventually(30*time.Second, "the order's messages are written", func() bool {
+		return s.count(`SELECT count(*) FROM event_outbox WHERE keys[1] = $1`, res.Msg.GetOrderId()) >= 3
+	})
+	if n := s.count(`SELECT count(*) FROM event_outbox WHERE keys[1] = $1 AND position($2 in convert_from(body, 'UTF8')) = 0`,
+		res.Msg.GetOrderId(), traceID); n != 0 {
+		t.Fatalf("%d messages of the order lost the trace id", n)
+	}
+}

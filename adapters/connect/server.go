@@ -36,7 +36,7 @@ type Route struct {
 func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, routes ...Route) http.Handler {
 	mux := http.NewServeMux()
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(auth.Interceptor("/"+seckillv1connect.AdminServiceName+"/")),
+		connect.WithInterceptors(traceInterceptor(), auth.Interceptor("/"+seckillv1connect.AdminServiceName+"/")),
 		// Responses are a few dozen bytes: compressing them costs more
 		// CPU (a gzip writer reset per response) than it saves.
 		connect.WithCompressMinBytes(1024),
