@@ -50,11 +50,13 @@ func TestReservationsPropertyAgainstCanTransition(t *testing.T) {
 		m.stock = m.initial
 		f.seed(m.activity, 1, m.initial)
 		now := testBase
-		pick := func(rt *rapid.T) string {
+		// pick draws an existing reservation; with none yet, the action
+		// is a no-op (false).
+		pick := func(rt *rapid.T) (string, bool) {
 			if len(m.ids) == 0 {
-				rt.Skip("no reservation yet")
+				return "", false
 			}
-			return rapid.SampledFrom(m.ids).Draw(rt, "id")
+			return rapid.SampledFrom(m.ids).Draw(rt, "id"), true
 		}
 		refOf := func(id string) ports.ReservationRef {
 			return ports.ReservationRef{ActivityID: m.activity, SKUID: 1, ReservationID: id}
@@ -86,14 +88,20 @@ func TestReservationsPropertyAgainstCanTransition(t *testing.T) {
 				}
 			},
 			"reserveAgain": func(rt *rapid.T) {
-				id := pick(rt)
+				id, ok := pick(rt)
+				if !ok {
+					return
+				}
 				got, err := f.s.Reserve(ctx, m.snaps[id], now)
 				if err != nil || got.ReservationID != id || got.Status != m.status[id] {
 					rt.Fatalf("repeated Reserve of %s = %+v, %v; want status %s", id, got, err, m.status[id])
 				}
 			},
 			"markSent": func(rt *rapid.T) {
-				id := pick(rt)
+				id, ok := pick(rt)
+				if !ok {
+					return
+				}
 				if err := f.s.MarkSent(ctx, refOf(id)); err != nil {
 					rt.Fatal(err)
 				}
@@ -102,7 +110,10 @@ func TestReservationsPropertyAgainstCanTransition(t *testing.T) {
 				}
 			},
 			"scheduleRetry": func(rt *rapid.T) {
-				id := pick(rt)
+				id, ok := pick(rt)
+				if !ok {
+					return
+				}
 				owner := rapid.SampledFrom([]string{"", "A", "B"}).Draw(rt, "owner")
 				next := now.Add(time.Duration(rapid.IntRange(0, 5000).Draw(rt, "next_ms")) * time.Millisecond)
 				if err := f.s.ScheduleRetry(ctx, refOf(id), owner, next); err != nil {
@@ -110,17 +121,20 @@ func TestReservationsPropertyAgainstCanTransition(t *testing.T) {
 				}
 			},
 			"release": func(rt *rapid.T) {
-				id := pick(rt)
+				id, ok := pick(rt)
+				if !ok {
+					return
+				}
 				reason := rapid.SampledFrom(reasons).Draw(rt, "reason")
-				ok, err := f.s.Release(ctx, refOf(id), reason)
+				released, err := f.s.Release(ctx, refOf(id), reason)
 				if err != nil {
 					rt.Fatal(err)
 				}
 				want := m.status[id] != reservation.StatusReleased
-				if ok != want {
-					rt.Fatalf("Release(%s) in %s = %v, want %v", id, m.status[id], ok, want)
+				if released != want {
+					rt.Fatalf("Release(%s) in %s = %v, want %v", id, m.status[id], released, want)
 				}
-				if ok {
+				if released {
 					m.status[id] = reservation.StatusReleased
 					m.stock++
 					if user := m.snaps[id].UserID; m.holder[user] == id {
@@ -132,7 +146,10 @@ func TestReservationsPropertyAgainstCanTransition(t *testing.T) {
 				n := rapid.IntRange(1, 3).Draw(rt, "n")
 				var refs []ports.ReservationRef
 				for range n {
-					id := pick(rt)
+					id, ok := pick(rt)
+					if !ok {
+						return
+					}
 					refs = append(refs, refOf(id))
 					if s := m.status[id]; s == reservation.StatusPending || s == reservation.StatusSent {
 						m.status[id] = reservation.StatusOrdered
