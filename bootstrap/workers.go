@@ -14,30 +14,22 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// workerDeps are the dependencies of the background workers.
-type workerDeps struct {
-	cfg          config.Config
-	bc           rocketmq.Config
-	uow          ports.UnitOfWork
-	reservations ports.Reservations
-	views        ports.OrderViews
-	queries      ports.OrderQueries
-	publisher    ports.Publisher
-	clock        ports.Clock
-	metrics      ports.Metrics
-	fp           ports.Failpoints
-	log          *slog.Logger
-	reg          prometheus.Registerer
-}
-
+// provideWorkers assembles every background loop of the service: the
+// backlog gate, the sent marker, the dead-letter gauge, the resend scanner,
+// the outbox relay, the reconciler and one consumer runner per group (plus
+// the dead-letter reader), each consumer bounded as configured.
 func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork, r ports.Reservations,
-	views ports.OrderViews, q ports.OrderQueries, pub ports.Publisher, clock ports.Clock, m ports.Metrics,
-	fp ports.Failpoints, reg prometheus.Registerer, log *slog.Logger, acts *application.Activities,
-	gate *application.BacklogGate, life *application.OrderLifecycle, rec *application.Reconciler,
-	dl *application.DeadLetters, proj *application.ProjectOrderStates, marker *application.SentMarker,
-	policy application.CompensationPolicy) ([]Worker, error) {
-	d := workerDeps{cfg: cfg, bc: bc, uow: uow, reservations: r, views: views, queries: q, publisher: pub,
-		clock: clock, metrics: m, fp: fp, log: log, reg: reg}
+	pub ports.Publisher, clock ports.Clock, m ports.Metrics, fp ports.Failpoints, reg prometheus.Registerer,
+	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
+	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
+	marker *application.SentMarker, policy application.CompensationPolicy) ([]Worker, error) {
+	runner := func(rc rocketmq.RunnerConfig, h ports.BatchHandler) (func(context.Context) error, error) {
+		rn, err := rocketmq.NewRunner(bc, rc, h, log.With("consumer_group", rc.Group), reg)
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", rc.Group, err)
+		}
+		return rn.Run, nil
+	}
 	w := cfg.Workers
 	workers := []Worker{
 		{Name: "backlog-gate", Run: gate.Run},
@@ -76,7 +68,7 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 		if err != nil {
 			return nil, err
 		}
-		run, err := d.runner(rocketmq.RunnerConfig{Group: bc.Group(c.group), Subscriptions: map[string]string{physical: "*"},
+		run, err := runner(rocketmq.RunnerConfig{Group: bc.Group(c.group), Subscriptions: map[string]string{physical: "*"},
 			Orderly: c.group.Orderly(), BatchSize: c.batch, Concurrency: c.concurrency,
 			InvisibleDuration: w.InvisibleDuration}, c.handler)
 		if err != nil {
@@ -88,7 +80,7 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	for _, g := range rocketmq.Groups() {
 		dlqSubs[rocketmq.DLQTopic(bc.Group(g))] = "*"
 	}
-	run, err := d.runner(rocketmq.RunnerConfig{Group: bc.Group(rocketmq.GroupDLQReader), Subscriptions: dlqSubs,
+	run, err := runner(rocketmq.RunnerConfig{Group: bc.Group(rocketmq.GroupDLQReader), Subscriptions: dlqSubs,
 		BatchSize: 16, Concurrency: 1, InvisibleDuration: w.InvisibleDuration},
 		dl.Reader(func(dv ports.Delivery) (application.DeadLetterOrigin, bool) {
 			o, ok := rocketmq.ParseDeadLetter(bc, dv)
@@ -98,12 +90,4 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 		return nil, err
 	}
 	return append(workers, Worker{Name: "dlq-reader", Run: run}), nil
-}
-
-func (d workerDeps) runner(rc rocketmq.RunnerConfig, h ports.BatchHandler) (func(context.Context) error, error) {
-	r, err := rocketmq.NewRunner(d.bc, rc, h, d.log.With("consumer_group", rc.Group), d.reg)
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", rc.Group, err)
-	}
-	return r.Run, nil
 }
