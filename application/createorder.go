@@ -181,7 +181,7 @@ func (h *CreateOrders) claim(ctx context.Context, tx ports.Tx, items []*createIt
 	if len(claims) == 0 {
 		return nil, nil, nil
 	}
-	claimed, err := outcomes(tx).ClaimReservations(ctx, claims)
+	claimed, err := tx.ClaimReservations(ctx, claims)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim reservations: %w", err)
 	}
@@ -343,7 +343,7 @@ func (h *CreateOrders) record(ctx context.Context, tx ports.Tx, fresh, decidedBe
 		}
 	}
 	if len(decided) > 0 {
-		if err := outcomes(tx).FinishReservations(ctx, decided); err != nil {
+		if err := tx.FinishReservations(ctx, decided); err != nil {
 			return fmt.Errorf("finish reservations: %w", err)
 		}
 	}
@@ -395,9 +395,6 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 	}
 	return out
 }
-
-// outcomes returns the transaction's reservation-outcome store.
-func outcomes(tx ports.Tx) ports.ReservationOutcomeStore { return tx }
 
 // skuGroup is the items of one activity SKU.
 type skuGroup struct {
