@@ -146,6 +146,13 @@ func TestTimeoutMessagesEarlyLateAndRepeated(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM inventory_ledger WHERE order_id = $1 AND reason = 'ORDER_CANCELED'`, id); n != 1 {
 		t.Fatalf("cancel ledger rows %d", n)
 	}
+	// Both distinct checks end up in the timeout group's inbox (one canceled,
+	// the other found the order canceled); the repeats add nothing.
+	s.eventually(30*time.Second, "both timeout checks are recorded", func() bool {
+		return s.count(`SELECT count(*) FROM consumer_inbox WHERE consumer_group LIKE '%ORDER_TIMEOUT_V1' AND status <> 'PROCESSING'`) == 2
+	})
+	t.Logf("timeout checks: 1 early (no-op, redelivered), 1 on time, 3 late repeats; cancels applied %d, inbox rows 2",
+		s.count(`SELECT count(*) FROM order_events WHERE aggregate_id = $1 AND event_type = 'ORDER_CANCELED'`, id))
 	if rep := s.report(22); rep.GetRedisAvailable() != 5 {
 		t.Fatalf("released unit not back exactly once: %v", rep)
 	}
@@ -180,6 +187,8 @@ func TestCompensationDeliveredTwiceAndReplayed(t *testing.T) {
 	if rep := s.report(23); rep.GetRedisAvailable() != 3 || rep.GetDrift() != 0 {
 		t.Fatalf("stock after duplicate compensations: %v", rep)
 	}
+	t.Logf("compensation deliveries: 1 from the relay + 2 duplicates + 1 replay; releases applied: %d (Redis available %d of 3)",
+		s.count(`SELECT count(*) FROM inventory_ledger WHERE reason = 'ORDER_CANCELED'`), s.report(23).GetRedisAvailable())
 }
 
 // TestRelayCrashAfterPublishBeforeMark: the relay publishes and dies
@@ -205,6 +214,7 @@ func TestRelayCrashAfterPublishBeforeMark(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM consumer_inbox WHERE consumer_group LIKE '%AUDIT_V1' AND order_id = $1`, res.GetOrderId()); n != 2 {
 		t.Fatalf("audit inbox rows %d: ORDER_CREATED and ORDER_CANCELED once each", n)
 	}
+	t.Logf("relay crashed after publishing %d times; effects: audit records 2, cancels 1", s.app.Failpoints.Hits(ports.FailRelayAfterPublish))
 }
 
 // TestTraceContextTravelsWithTheOrder: the caller's W3C trace id comes back
