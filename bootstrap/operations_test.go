@@ -112,7 +112,7 @@ func TestExhaustedRetriesReachTheDeadLetterTable(t *testing.T) {
 	m := createMsg(t, "exhaust", 31, 6, 10*time.Minute)
 	s.publishCreate(m)
 	var dl *seckillv1.DeadLetter
-	s.eventually(90*time.Second, "the broker dead-letters the message", func() bool {
+	s.eventually(150*time.Second, "the broker dead-letters the message", func() bool {
 		for _, d := range s.deadLetters(s.mq.Group("CG_SECKILL_ORDER_CREATE_PG_V1")) {
 			if d.GetMessageId() == m.MessageID {
 				dl = d

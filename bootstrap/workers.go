@@ -80,8 +80,10 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	for _, g := range rocketmq.Groups() {
 		dlqSubs[rocketmq.DLQTopic(bc.Group(g))] = "*"
 	}
+	// One group reads the five dead-letter topics; a receive long-polls one
+	// topic at a time, so a short wait keeps every topic's latency low.
 	run, err := runner(rocketmq.RunnerConfig{Group: bc.Group(rocketmq.GroupDLQReader), Subscriptions: dlqSubs,
-		BatchSize: 16, Concurrency: 1, InvisibleDuration: w.InvisibleDuration},
+		BatchSize: 16, Concurrency: 1, InvisibleDuration: w.InvisibleDuration, AwaitDuration: time.Second},
 		dl.Reader(func(dv ports.Delivery) (application.DeadLetterOrigin, bool) {
 			o, ok := rocketmq.ParseDeadLetter(bc, dv)
 			return application.DeadLetterOrigin{Group: o.SourceGroup, Deliveries: o.SourceDeliveries}, ok
