@@ -176,33 +176,17 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// placeLevel runs clients concurrent buyers for d; every request is a new
-// user with a new request id.
-func placeLevel(ctx context.Context, base string, secret []byte, activityID int64, clients int, d time.Duration) (placeResult, error) {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: p}
-	defer tr.CloseIdleConnections()
-	client := seckillv1connect.NewOrderServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
+// closedLoop runs clients goroutines that each call op back to back for
+// d (op gets a sequence number unique across clients) and collects the
+// latency of every call and the first error.
+func closedLoop(ctx context.Context, name string, clients int, d time.Duration, op func(seq int64) error) (placeResult, error) {
 	var (
-		user     atomic.Int64
+		seq      atomic.Int64
 		mu       sync.Mutex
-		res      = placeResult{name: "PlaceOrder (Connect API, gRPC)", clients: clients}
+		res      = placeResult{name: name, clients: clients}
 		wg       sync.WaitGroup
 		firstErr error
 	)
-	first := activityID % 1_000_000_000 * 10
-	user.Store(first)
-	// Tokens are minted before the clock starts: the load generator shares
-	// the machine with the service, and signing is the client's cost.
-	tokens := make([]string, int(d.Seconds()*8000))
-	for i := range tokens {
-		tok, err := sconnect.MintToken(secret, first+int64(i)+1, false, time.Hour, time.Now())
-		if err != nil {
-			return placeResult{}, err
-		}
-		tokens[i] = tok
-	}
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	for c := 0; c < clients; c++ {
@@ -211,31 +195,16 @@ func placeLevel(ctx context.Context, base string, secret []byte, activityID int6
 			defer wg.Done()
 			var lat latencies
 			ok, errs := 0, 0
+			var first error
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				u := user.Add(1)
-				tok := ""
-				if i := u - first - 1; i < int64(len(tokens)) {
-					tok = tokens[i]
-				} else {
-					var err error
-					if tok, err = sconnect.MintToken(secret, u, false, time.Hour, time.Now()); err != nil {
-						errs++
-						continue
-					}
-				}
-				req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1,
-					RequestId: fmt.Sprintf("bench-%d", u)})
-				req.Header().Set("Authorization", "Bearer "+tok)
 				t0 := time.Now()
-				_, err := client.PlaceOrder(ctx, req)
+				err := op(seq.Add(1))
 				lat = append(lat, time.Since(t0))
 				if err != nil {
 					errs++
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
+					if first == nil {
+						first = err
 					}
-					mu.Unlock()
 					continue
 				}
 				ok++
@@ -244,15 +213,55 @@ func placeLevel(ctx context.Context, base string, secret []byte, activityID int6
 			res.ok += ok
 			res.errs += errs
 			res.lat = append(res.lat, lat...)
+			if firstErr == nil {
+				firstErr = first
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	if res.ok == 0 && firstErr != nil {
-		return res, fmt.Errorf("every PlaceOrder failed, first: %w", firstErr)
+		return res, fmt.Errorf("%s: every call failed, first: %w", name, firstErr)
 	}
 	return res, nil
+}
+
+// placeLevel runs clients concurrent buyers for d; every request is a new
+// user with a new request id.
+func placeLevel(ctx context.Context, base string, secret []byte, activityID int64, clients int, d time.Duration) (placeResult, error) {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: p}
+	defer tr.CloseIdleConnections()
+	client := seckillv1connect.NewOrderServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
+	firstUser := activityID % 1_000_000_000 * 10
+	// Tokens are minted before the clock starts: the load generator shares
+	// the machine with the service, and signing is the client's cost.
+	tokens := make([]string, int(d.Seconds()*8000))
+	for i := range tokens {
+		tok, err := sconnect.MintToken(secret, firstUser+int64(i)+1, false, time.Hour, time.Now())
+		if err != nil {
+			return placeResult{}, err
+		}
+		tokens[i] = tok
+	}
+	return closedLoop(ctx, "PlaceOrder (Connect API, gRPC)", clients, d, func(seq int64) error {
+		user, tok := firstUser+seq, ""
+		if seq <= int64(len(tokens)) {
+			tok = tokens[seq-1]
+		} else {
+			var err error
+			if tok, err = sconnect.MintToken(secret, user, false, time.Hour, time.Now()); err != nil {
+				return err
+			}
+		}
+		req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1,
+			RequestId: fmt.Sprintf("bench-%d", user)})
+		req.Header().Set("Authorization", "Bearer "+tok)
+		_, err := client.PlaceOrder(ctx, req)
+		return err
+	})
 }
 
 // naiveBaseline measures what a user might build instead: each purchase
@@ -285,41 +294,9 @@ func naiveBaseline(ctx context.Context, dsn string, clients int, d time.Duration
 	defer func() {
 		_, _ = pool.Exec(context.WithoutCancel(ctx), `DROP SCHEMA bench CASCADE`)
 	}()
-	var (
-		user atomic.Int64
-		mu   sync.Mutex
-		res  = placeResult{name: "baseline: PostgreSQL row lock", clients: clients}
-		wg   sync.WaitGroup
-	)
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var lat latencies
-			ok, errs := 0, 0
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				u := user.Add(1)
-				t0 := time.Now()
-				err := naivePurchase(ctx, pool, u)
-				lat = append(lat, time.Since(t0))
-				if err != nil {
-					errs++
-					continue
-				}
-				ok++
-			}
-			mu.Lock()
-			res.ok += ok
-			res.errs += errs
-			res.lat = append(res.lat, lat...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	return res, nil
+	return closedLoop(ctx, "baseline: PostgreSQL row lock", clients, d, func(seq int64) error {
+		return naivePurchase(ctx, pool, seq)
+	})
 }
 
 func naivePurchase(ctx context.Context, pool *pgxpool.Pool, user int64) (err error) {
