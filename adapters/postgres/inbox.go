@@ -1,11 +1,9 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,19 +19,11 @@ func (t *tx) ClaimInbox(ctx context.Context, group string, entries []ports.Inbox
 	if len(entries) == 0 {
 		return nil, nil
 	}
-	seen := make(map[string]bool, len(entries))
-	unique := make([]ports.InboxEntry, 0, len(entries))
-	for _, e := range entries {
-		if e.MessageID == "" {
-			return nil, errors.New("postgres: claim inbox: empty message id")
-		}
-		if !seen[e.MessageID] {
-			seen[e.MessageID] = true
-			unique = append(unique, e)
-		}
+	key := func(e ports.InboxEntry) string { return e.MessageID }
+	unique, sorted, err := claimSet("claim inbox", entries, key)
+	if err != nil {
+		return nil, err
 	}
-	sorted := slices.Clone(unique)
-	slices.SortFunc(sorted, func(a, b ports.InboxEntry) int { return cmp.Compare(a.MessageID, b.MessageID) })
 	n := len(sorted)
 	ids, topics, rsvs, ords := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
@@ -54,16 +44,7 @@ func (t *tx) ClaimInbox(ctx context.Context, group string, entries []ports.Inbox
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		got[id] = true
-	}
-	claimed := make([]string, 0, len(inserted))
-	for _, e := range unique {
-		if got[e.MessageID] {
-			claimed = append(claimed, e.MessageID)
-		}
-	}
+	claimed := claimedInOrder(unique, key, inserted)
 	if conflicts := len(unique) - len(claimed); conflicts > 0 {
 		t.store.metrics.inboxConflicts.Add(float64(conflicts))
 	}

@@ -1,11 +1,8 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,19 +17,11 @@ func (t *tx) ClaimReservations(ctx context.Context, claims []ports.ReservationCl
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	seen := make(map[string]bool, len(claims))
-	unique := make([]ports.ReservationClaim, 0, len(claims))
-	for _, c := range claims {
-		if c.ReservationID == "" {
-			return nil, errors.New("postgres: claim reservations: empty reservation id")
-		}
-		if !seen[c.ReservationID] {
-			seen[c.ReservationID] = true
-			unique = append(unique, c)
-		}
+	key := func(c ports.ReservationClaim) string { return c.ReservationID }
+	unique, sorted, err := claimSet("claim reservations", claims, key)
+	if err != nil {
+		return nil, err
 	}
-	sorted := slices.Clone(unique)
-	slices.SortFunc(sorted, func(a, b ports.ReservationClaim) int { return cmp.Compare(a.ReservationID, b.ReservationID) })
 	n := len(sorted)
 	rsv, ord, msg := make([]string, n), make([]string, n), make([]string, n)
 	for i, c := range sorted {
@@ -49,17 +38,7 @@ func (t *tx) ClaimReservations(ctx context.Context, claims []ports.ReservationCl
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		got[id] = true
-	}
-	claimed := make([]string, 0, len(inserted))
-	for _, c := range unique {
-		if got[c.ReservationID] {
-			claimed = append(claimed, c.ReservationID)
-		}
-	}
-	return claimed, nil
+	return claimedInOrder(unique, key, inserted), nil
 }
 
 // FinishReservations implements ports.ReservationOutcomeStore with one
