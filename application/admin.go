@@ -16,15 +16,14 @@ type Admin struct {
 	activities   *Activities
 	reconciler   *Reconciler
 	deadLetters  *DeadLetters
-	clock        ports.Clock
 	log          *slog.Logger
 }
 
 // NewAdmin wires the admin side.
 func NewAdmin(uow ports.UnitOfWork, reservations ports.Reservations, activities *Activities, reconciler *Reconciler,
-	deadLetters *DeadLetters, clock ports.Clock, log *slog.Logger) *Admin {
+	deadLetters *DeadLetters, log *slog.Logger) *Admin {
 	return &Admin{uow: uow, reservations: reservations, activities: activities, reconciler: reconciler,
-		deadLetters: deadLetters, clock: clock, log: log}
+		deadLetters: deadLetters, log: log}
 }
 
 var _ ports.AdminService = (*Admin)(nil)

@@ -64,7 +64,7 @@ func (h *AuditEvents) HandleBatch(ctx context.Context, ds []ports.Delivery) []po
 	for k, i := range idx {
 		switch {
 		case err != nil:
-			out[i] = retry(ds[i], classify(err), err)
+			out[i] = retry(ds[i], classify(err))
 		case isFresh[entries[k].MessageID]:
 			out[i] = ports.Acked("audited")
 		default:

@@ -81,5 +81,5 @@ func (h *CompensateReservations) handle(ctx context.Context, d ports.Delivery) p
 		// moves it to the dead-letter queue; no faster retries from here.
 		return ports.RetryLater("exhausted", retryMax)
 	}
-	return retry(d, classify(err), err)
+	return retry(d, classify(err))
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -26,7 +27,7 @@ func retryDelay(attempt int32) time.Duration {
 }
 
 // retry returns a non-acknowledging decision with exponential backoff.
-func retry(d ports.Delivery, outcome string, _ error) ports.Decision {
+func retry(d ports.Delivery, outcome string) ports.Decision {
 	return ports.RetryLater(outcome, retryDelay(d.DeliveryAttempt))
 }
 
@@ -56,13 +57,7 @@ func quarantine(ctx context.Context, uow ports.UnitOfWork, log *slog.Logger, gro
 		ErrorClass: class, Reason: cause.Error(), Body: d.Body, Properties: d.Properties,
 		DeliveryAttempt: d.DeliveryAttempt,
 	}
-	dlID := messageID
-	if dlID == "" {
-		dlID = "broker:" + d.BrokerMessageID
-	}
-	rec := ports.DeadLetterRecord{ConsumerGroup: group, Topic: topic, MessageID: dlID, BrokerMessageID: d.BrokerMessageID,
-		Tag: d.Tag, Keys: d.Keys, MessageGroup: d.MessageGroup, ErrorClass: class, LastError: cause.Error(),
-		Attempts: d.DeliveryAttempt, Body: d.Body, Properties: d.Properties, SeenAt: d.BornAt}
+	rec := deadLetterRecord(group, topic, d, messageID, class, cause.Error(), d.DeliveryAttempt)
 	err := uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		if err := tx.Quarantine(ctx, q); err != nil {
 			return err
@@ -73,9 +68,31 @@ func quarantine(ctx context.Context, uow ports.UnitOfWork, log *slog.Logger, gro
 	if err != nil {
 		log.ErrorContext(ctx, "quarantine failed, message will be retried", "message_id", messageID,
 			"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "error_class", class, "error", err)
-		return retry(d, "transient", err)
+		return retry(d, "transient")
 	}
 	log.WarnContext(ctx, "message quarantined", "message_id", messageID, "broker_message_id", d.BrokerMessageID,
 		"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "error_class", class, "reason", cause.Error())
 	return ports.Decision{Ack: true, Outcome: "quarantined", Reason: class}
+}
+
+// deadLetterRecord builds the stored form of a delivery that becomes a
+// dead letter of group. The key is the business message id (messageID,
+// else the message_id property, else the envelope's), or the broker's id
+// for a body without one. SeenAt is left zero: the store records its own
+// time of arrival.
+func deadLetterRecord(group string, topic ports.Topic, d ports.Delivery, messageID, class, lastError string, attempts int32) ports.DeadLetterRecord {
+	if messageID == "" {
+		messageID = d.Properties[message.PropMessageID]
+	}
+	if messageID == "" {
+		if env, err := message.PeekEnvelope(d.Body); err == nil {
+			messageID = env.MessageID
+		}
+	}
+	if messageID == "" {
+		messageID = "broker:" + d.BrokerMessageID
+	}
+	return ports.DeadLetterRecord{ConsumerGroup: group, Topic: topic, MessageID: messageID, BrokerMessageID: d.BrokerMessageID,
+		Tag: d.Tag, Keys: d.Keys, MessageGroup: d.MessageGroup, ErrorClass: class, LastError: lastError,
+		Attempts: attempts, Body: d.Body, Properties: d.Properties}
 }

@@ -107,7 +107,7 @@ func (h *CreateOrders) decode(ctx context.Context, i int, d ports.Delivery) (*cr
 		return nil, h.quarantine(ctx, d, m.MessageID, "UNKNOWN_ACTIVITY", err), false
 	}
 	if err != nil {
-		return nil, retry(d, "transient", err), false
+		return nil, retry(d, "transient"), false
 	}
 	return &createItem{idx: i, delivery: d, msg: m, activity: act}, ports.Decision{}, true
 }
@@ -362,7 +362,7 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 	out := make([]ports.Decision, len(items))
 	if txErr != nil {
 		for i, it := range items {
-			out[i] = retry(it.delivery, classify(txErr), txErr)
+			out[i] = retry(it.delivery, classify(txErr))
 			h.log.WarnContext(ctx, "order-create transaction failed", "message_id", it.msg.MessageID,
 				"reservation_id", it.msg.ReservationID, "order_id", it.msg.OrderID,
 				"delivery_attempt", it.delivery.DeliveryAttempt, "error_class", classify(txErr), "error", txErr)
@@ -382,7 +382,7 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 	}
 	if err := ports.Inject(ctx, h.fp, ports.FailConsumerAfterCommit); err != nil {
 		for i, it := range items {
-			out[i] = retry(it.delivery, "failpoint", err)
+			out[i] = retry(it.delivery, "failpoint")
 		}
 		return out
 	}

@@ -96,7 +96,7 @@ func (r deadLetterReader) HandleBatch(ctx context.Context, ds []ports.Delivery) 
 		if err != nil {
 			r.dl.log.ErrorContext(ctx, "store dead letter failed", "consumer_group", o.Group,
 				"message_id", rec.MessageID, "error", err)
-			out[i] = retry(d, classify(err), err)
+			out[i] = retry(d, classify(err))
 			continue
 		}
 		r.dl.log.ErrorContext(ctx, "dead letter", "alert", "DLQ_MESSAGE", "consumer_group", o.Group,
@@ -110,28 +110,14 @@ func (r deadLetterReader) HandleBatch(ctx context.Context, ds []ports.Delivery) 
 // record builds the stored form of a dead letter of group, received
 // deliveries times by that group.
 func (dl *DeadLetters) record(group string, deliveries int32, d ports.Delivery) ports.DeadLetterRecord {
-	env, perr := message.PeekEnvelope(d.Body)
-	id := d.Properties[message.PropMessageID]
-	if id == "" {
-		id = env.MessageID
-	}
-	if id == "" {
-		id = "broker:" + d.BrokerMessageID
-	}
 	if deliveries <= 0 {
 		deliveries = d.DeliveryAttempt
 	}
 	class, last := "RETRIES_EXHAUSTED", fmt.Sprintf("not acknowledged after %d deliveries", deliveries)
-	if perr != nil {
-		class, last = message.Class(perr), perr.Error()
-	} else if err := validBody(dl.cfg.Topics[group], d.Body); err != nil {
+	if err := validBody(dl.cfg.Topics[group], d.Body); err != nil {
 		class, last = message.Class(err), err.Error()
 	}
-	return ports.DeadLetterRecord{
-		ConsumerGroup: group, Topic: dl.cfg.Topics[group], MessageID: id, BrokerMessageID: d.BrokerMessageID,
-		Tag: d.Tag, Keys: d.Keys, MessageGroup: d.MessageGroup, ErrorClass: class, LastError: last,
-		Attempts: deliveries, Body: d.Body, Properties: d.Properties, SeenAt: d.BornAt,
-	}
+	return deadLetterRecord(group, dl.cfg.Topics[group], d, "", class, last, deliveries)
 }
 
 // validBody decodes body as the message type of topic.

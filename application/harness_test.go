@@ -85,7 +85,7 @@ func newHarness(t *testing.T) *harness {
 		Topics: map[string]ports.Topic{groupCreate: ports.TopicOrderCreate, groupTimeout: ports.TopicOrderTimeout,
 			groupCompensate: ports.TopicInventoryCompensate, groupProjection: ports.TopicOrderStateFIFO}})
 	h.projection = application.NewProjectOrderStates(h.redis.OrderViews(), h.store, h.redis, h.store, log, groupProjection)
-	h.admin = application.NewAdmin(h.store, h.redis, h.activities, h.reconciler, h.deadLetters, h.clock, log)
+	h.admin = application.NewAdmin(h.store, h.redis, h.activities, h.reconciler, h.deadLetters, log)
 	h.orders = application.NewOrderService(h.place, h.queries, h.life)
 	return h
 }

@@ -159,18 +159,7 @@ func (l *OrderLifecycle) write(ctx context.Context, tx ports.Tx, s order.Snapsho
 }
 
 // view converts a snapshot to the query view.
-func view(s order.Snapshot) ports.OrderView {
-	st := ports.OrderStatus(s.Status)
-	if s.Status == order.StatusPaying {
-		st = ports.OrderCreated // awaiting payment confirmation
-	}
-	return ports.OrderView{
-		OrderID: s.OrderID, ReservationID: s.ReservationID, ActivityID: s.ActivityID, SKUID: s.SKUID,
-		UserID: s.UserID, Status: st, Reason: string(s.CancelReason), AggregateVersion: s.Version,
-		PaymentID: s.PaymentID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ExpiresAt: s.ExpiresAt,
-		PaidAt: s.PaidAt, CanceledAt: s.CanceledAt,
-	}
-}
+func view(s order.Snapshot) ports.OrderView { return stateView(orderState(s)) }
 
 // Pay records userID's payment of orderID.
 func (l *OrderLifecycle) Pay(ctx context.Context, userID int64, orderID, paymentID string) (ports.OrderView, error) {

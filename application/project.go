@@ -70,7 +70,7 @@ func (h *ProjectOrderStates) handle(ctx context.Context, d ports.Delivery) ports
 	case errors.Is(err, ports.ErrNotFound):
 	default:
 		log.WarnContext(ctx, "read view failed", "error", err)
-		return retry(d, classify(err), err)
+		return retry(d, classify(err))
 	}
 	if m.AggregateVersion <= stored {
 		return ports.Acked("stale")
@@ -88,14 +88,14 @@ func (h *ProjectOrderStates) handle(ctx context.Context, d ports.Delivery) ports
 			// message's state.
 		default:
 			log.WarnContext(ctx, "gap fill failed", "error", err)
-			return retry(d, classify(err), err)
+			return retry(d, classify(err))
 		}
 		log.InfoContext(ctx, "projection gap", "stored_version", stored, "previous_version", m.PreviousVersion,
 			"applied_version", v.AggregateVersion)
 	}
 	if _, err := h.views.Apply(ctx, v); err != nil {
 		log.WarnContext(ctx, "apply view failed", "error", err)
-		return retry(d, classify(err), err)
+		return retry(d, classify(err))
 	}
 	if m.Status == string(ports.OrderCreated) && m.PreviousVersion == 0 {
 		ref := ports.ReservationRef{ActivityID: m.ActivityID, SKUID: m.SKUID, ReservationID: m.ReservationID}

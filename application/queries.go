@@ -29,12 +29,9 @@ func NewQueries(views ports.OrderViews, orders ports.OrderQueries, admission por
 // GetOrder returns userID's order.
 func (q *Queries) GetOrder(ctx context.Context, userID int64, orderID string) (ports.OrderView, error) {
 	if q.views != nil {
-		v, err := q.views.Get(ctx, orderID)
-		switch {
-		case err == nil:
+		// The view is a cache: on a miss or an error, read the source of truth.
+		if v, err := q.views.Get(ctx, orderID); err == nil {
 			return owned(v, userID, orderID)
-		case !errors.Is(err, ports.ErrNotFound):
-			// The view is a cache: fall back to the source of truth.
 		}
 	}
 	v, err := q.orders.GetOrderView(ctx, orderID)

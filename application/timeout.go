@@ -78,7 +78,7 @@ func (h *CancelExpiredOrders) handle(ctx context.Context, d ports.Delivery) port
 		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, "ORDER_NOT_FOUND", err)
 	default:
 		log.WarnContext(ctx, "timeout check failed", "error_class", classify(err), "error", err)
-		return retry(d, classify(err), err)
+		return retry(d, classify(err))
 	}
 	h.metrics.CancelOutcome(outcome)
 	log.InfoContext(ctx, "payment timeout checked", "decision", outcome, "status", s.Status, "aggregate_version", s.Version)

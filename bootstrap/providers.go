@@ -181,8 +181,8 @@ func provideDeadLetters(uow ports.UnitOfWork, p ports.Publisher, r ports.Reserva
 }
 
 func provideAdmin(uow ports.UnitOfWork, r ports.Reservations, acts *application.Activities, rec *application.Reconciler,
-	dl *application.DeadLetters, clock ports.Clock, log *slog.Logger) *application.Admin {
-	return application.NewAdmin(uow, r, acts, rec, dl, clock, log)
+	dl *application.DeadLetters, log *slog.Logger) *application.Admin {
+	return application.NewAdmin(uow, r, acts, rec, dl, log)
 }
 
 func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reservations, uow ports.UnitOfWork,

@@ -69,7 +69,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	orderService := application.NewOrderService(placeOrder, queries, orderLifecycle)
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
-	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, clock, log)
+	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
 	server, err := provideServer(cfg, orderService, admin, registry, log)
 	if err != nil {
 		cleanup3()

@@ -27,13 +27,11 @@ type Gauge struct {
 // by the label the application passed.
 type MetricsSnapshot struct {
 	ResendOutcomes map[string]int64
-	// PendingSend and Unresolved hold the last report; Reports count them.
-	PendingSend        Gauge
-	PendingSendReports int64
-	Unresolved         Gauge
-	UnresolvedReports  int64
-	AdmissionRejected  map[string]int64
-	CancelOutcomes     map[string]int64
+	// Unresolved holds the last report; UnresolvedReports counts them.
+	Unresolved        Gauge
+	UnresolvedReports int64
+	AdmissionRejected map[string]int64
+	CancelOutcomes    map[string]int64
 	// CompensationApplied counts by applied (true) or duplicate (false).
 	CompensationApplied map[bool]int64
 	ReplayOutcomes      map[string]int64
@@ -58,14 +56,6 @@ func NewMetrics() *Metrics {
 // ResendOutcome counts one scanner resend by outcome.
 func (m *Metrics) ResendOutcome(outcome string) {
 	m.inc(func(s *MetricsSnapshot) { s.ResendOutcomes[outcome]++ })
-}
-
-// PendingSend records the pending-send backlog.
-func (m *Metrics) PendingSend(count int64, oldestAge time.Duration) {
-	m.inc(func(s *MetricsSnapshot) {
-		s.PendingSend = Gauge{Count: count, OldestAge: oldestAge}
-		s.PendingSendReports++
-	})
 }
 
 // Unresolved records the unresolved-reservation backlog.

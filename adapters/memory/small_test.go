@@ -81,11 +81,11 @@ func TestMetrics(t *testing.T) {
 	m.ResendOutcome("CONFIRMED")
 	m.ResendOutcome("CONFIRMED")
 	m.CompensationApplied(false)
-	m.PendingSend(3, time.Second)
+	m.Unresolved(3, time.Second)
 	m.StockDrift(1, 2, -1)
 	s := m.Snapshot()
 	if s.ResendOutcomes["CONFIRMED"] != 2 || s.CompensationApplied[false] != 1 ||
-		s.PendingSend != (memory.Gauge{Count: 3, OldestAge: time.Second}) || s.PendingSendReports != 1 ||
+		s.Unresolved != (memory.Gauge{Count: 3, OldestAge: time.Second}) || s.UnresolvedReports != 1 ||
 		s.StockDrift[memory.SKU{ActivityID: 1, SKUID: 2}] != -1 {
 		t.Fatalf("snapshot %+v", s)
 	}

@@ -144,17 +144,6 @@ func New(n NewReservation, now time.Time) (*Reservation, error) {
 	return r, nil
 }
 
-// Restore rebuilds a reservation from stored state (the Redis hash); it
-// records no event.
-func Restore(s Snapshot) *Reservation {
-	return &Reservation{
-		id: s.ReservationID, orderID: s.OrderID, messageID: s.MessageID, requestID: s.RequestID,
-		activityID: s.ActivityID, skuID: s.SKUID, userID: s.UserID,
-		status: s.Status, createdAt: s.CreatedAt, validUntil: s.ValidUntil,
-		sendAttempt: s.SendAttempt, releaseReason: s.ReleaseReason, version: s.Version,
-	}
-}
-
 // MarkSent records the broker's confirmation of the order-create message.
 // It is a no-op when the reservation already moved past SENT.
 func (r *Reservation) MarkSent(now time.Time) error {

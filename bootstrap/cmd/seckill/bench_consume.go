@@ -90,7 +90,7 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		return 0, 0, "", err
 	}
 	acts := application.NewActivities(store)
-	admin := application.NewAdmin(store, rs, acts, nil, nil, nil, log)
+	admin := application.NewAdmin(store, rs, acts, nil, nil, log)
 	env, err := newBenchEnv(ctx, log)
 	if err != nil {
 		return 0, 0, "", err

@@ -54,7 +54,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 				log.Error("seed demo activity", "error", err)
 			}
 		}
-		printWelcome(stdout, addr, cfg)
+		printWelcome(stdout, addr)
 	})
 }
 
@@ -74,7 +74,7 @@ func seedDemo(ctx context.Context, app *bootstrap.App) error {
 	return err
 }
 
-func printWelcome(w io.Writer, addr net.Addr, cfg config.Config) {
+func printWelcome(w io.Writer, addr net.Addr) {
 	fmt.Fprintf(w, `
 seckill is serving on http://%[1]s (Connect, gRPC and gRPC-Web; health; reflection; /metrics)
 
@@ -89,5 +89,4 @@ Try it (demo activity 1, SKU 1, 1000 units):
 
 Stop with Ctrl-C.
 `, addr)
-	_ = cfg
 }
