@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -297,6 +298,40 @@ func (s *system) invariants(activity int64) {
 	if n := s.count(`SELECT count(*) FROM reservation_outcomes WHERE status = 'PROCESSING'`); n != 0 {
 		s.t.Errorf("I7: %d reservations stuck PROCESSING", n)
 	}
+}
+
+// metric sums the samples of /metrics whose line starts with name and
+// contains every one of the label fragments (for example
+// `result="stale"`).
+func (s *system) metric(name string, fragments ...string) float64 {
+	s.t.Helper()
+	res, err := s.http.Get(s.base + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var sum float64
+lines:
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, f := range fragments {
+			if !strings.Contains(line, f) {
+				continue lines
+			}
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			s.t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
 }
 
 // concurrently runs f(i) for i in [0, n) on workers goroutines.

@@ -183,7 +183,12 @@ func TestCompensationDeliveredTwiceAndReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.publishRaw(ports.TopicInventoryCompensate, m.MessageID, replayed)
-	time.Sleep(3 * time.Second)
+	s.eventually(30*time.Second, "the consumer handled the 2 duplicates and the replay", func() bool {
+		return s.metric("compensation_total", `result="duplicate"`) >= 3
+	})
+	if n := s.metric("compensation_total", `result="applied"`); n != 1 {
+		t.Fatalf("releases applied %v, want 1", n)
+	}
 	if rep := s.report(23); rep.GetRedisAvailable() != 3 || rep.GetDrift() != 0 {
 		t.Fatalf("stock after duplicate compensations: %v", rep)
 	}

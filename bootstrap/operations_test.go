@@ -212,7 +212,9 @@ func TestProjectionOutOfOrderVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	s.eventually(30*time.Second, "the projection handled the three injected states", func() bool {
+		return s.metric("mq_consume_total", "ORDER_STATE_FIFO", `result="stale"`) >= 3
+	})
 	o, err := s.getOrder(4, id)
 	if err != nil || o.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_PAID || o.GetAggregateVersion() != 3 {
 		t.Fatalf("view after stale versions: %v %v", o, err)
