@@ -149,8 +149,11 @@ func TestTerminatedBackendIsRetried(t *testing.T) {
 	ctx := context.Background()
 	var killed int64
 	s.eventually(30*time.Second, "the consumer's transaction is open", func() bool {
-		killed = s.count(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction') k`)
+		// Only the consumer's transaction writes orders: the relay and the
+		// other workers also open short transactions that must not be hit.
+		killed = s.count(`SELECT count(*) FROM (SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+			WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.state = 'idle in transaction'
+			AND a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.relation = 'orders'::regclass)) k`)
 		return killed > 0
 	})
 	s.app.Failpoints.Clear(ports.FailConsumerInTx)
