@@ -18,6 +18,38 @@ type Activity struct {
 	ReservationTTL time.Duration
 }
 
+// ValidateSlot checks what a stock slot needs: positive ids, stock >= 0 and
+// a window that ends after it starts. It returns a *FieldError naming the
+// first invalid field, or nil.
+func (a Activity) ValidateSlot() error {
+	switch {
+	case a.ActivityID <= 0:
+		return InvalidField("activity_id", "must be > 0")
+	case a.SKUID <= 0:
+		return InvalidField("sku_id", "must be > 0")
+	case a.Stock < 0:
+		return InvalidField("stock", "must be >= 0")
+	case !a.EndsAt.After(a.StartsAt):
+		return InvalidField("ends_at", "must be after starts_at")
+	}
+	return nil
+}
+
+// Validate checks every field: ValidateSlot, then a payment timeout and a
+// reservation TTL of at least a microsecond. It returns a *FieldError
+// naming the first invalid field, or nil.
+func (a Activity) Validate() error {
+	switch err := a.ValidateSlot(); {
+	case err != nil:
+		return err
+	case a.PaymentTimeout < time.Microsecond:
+		return InvalidField("payment_timeout", "must be > 0")
+	case a.ReservationTTL < time.Microsecond:
+		return InvalidField("reservation_ttl", "must be > 0")
+	}
+	return nil
+}
+
 // ReservationRef addresses a reservation. ActivityID and SKUID locate its
 // Redis slot (all keys of one activity SKU share a hash tag).
 type ReservationRef struct {

@@ -16,15 +16,8 @@ import (
 // absent; seeding again changes nothing, whatever a holds. Invalid
 // settings fail with a *ports.FieldError.
 func (r *Redis) SeedActivity(ctx context.Context, a ports.Activity) error {
-	switch {
-	case a.ActivityID <= 0:
-		return ports.InvalidField("activity_id", "must be > 0")
-	case a.SKUID <= 0:
-		return ports.InvalidField("sku_id", "must be > 0")
-	case a.Stock < 0:
-		return ports.InvalidField("stock", "must be >= 0")
-	case !a.EndsAt.After(a.StartsAt):
-		return ports.InvalidField("ends_at", "must be after starts_at")
+	if err := a.ValidateSlot(); err != nil {
+		return err
 	}
 	after, err := r.enter(ctx, "SeedActivity")
 	if err != nil {

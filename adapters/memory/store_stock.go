@@ -89,7 +89,7 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		return ports.Activity{}, false, err
 	}
 	defer t.mu.Unlock()
-	if err := validateActivity(a); err != nil {
+	if err := a.Validate(); err != nil {
 		return ports.Activity{}, false, err
 	}
 	k := SKU{a.ActivityID, a.SKUID}
@@ -108,24 +108,6 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		return ports.Activity{}, false, after
 	}
 	return a, true, nil
-}
-
-func validateActivity(a ports.Activity) error {
-	switch {
-	case a.ActivityID <= 0:
-		return ports.InvalidField("activity_id", "must be > 0")
-	case a.SKUID <= 0:
-		return ports.InvalidField("sku_id", "must be > 0")
-	case a.Stock < 0:
-		return ports.InvalidField("stock", "must be >= 0")
-	case !a.EndsAt.After(a.StartsAt):
-		return ports.InvalidField("ends_at", "must be after starts_at")
-	case a.PaymentTimeout < time.Microsecond:
-		return ports.InvalidField("payment_timeout", "must be > 0")
-	case a.ReservationTTL < time.Microsecond:
-		return ports.InvalidField("reservation_ttl", "must be > 0")
-	}
-	return nil
 }
 
 // GetActivity returns the stored activity or ports.ErrNotFound.

@@ -18,15 +18,8 @@ import (
 // are kept even when a differs) and then adds the slot to <ns>:slots. It
 // fails with a *ports.FieldError for invalid settings.
 func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
-	switch {
-	case a.ActivityID <= 0:
-		return ports.InvalidField("activity_id", "must be > 0")
-	case a.SKUID <= 0:
-		return ports.InvalidField("sku_id", "must be > 0")
-	case a.Stock < 0:
-		return ports.InvalidField("stock", "must be >= 0")
-	case !a.EndsAt.After(a.StartsAt):
-		return ports.InvalidField("ends_at", "must be after starts_at")
+	if err := a.ValidateSlot(); err != nil {
+		return err
 	}
 	sk := s.keys.slot(a.ActivityID, a.SKUID)
 	created, err := s.run(ctx, scriptSeed, []string{sk.rules, sk.stock},
