@@ -788,20 +788,29 @@ namesrv_spawn() {
 }
 
 namesrv_wait() {
-	local pid i
-	pid=$(read_pid "$(namesrv_pidfile)")
-	for i in $(seq 1 600); do
-		if grep -q 'The Name Server boot success' "$LOG_DIR/namesrv.out" 2>/dev/null && namesrv_probe; then
-			log "namesrv: ready, pid $pid ($(($(now_ms) - NAMESRV_T0)) ms)"
+	rmq_wait namesrv "$(namesrv_pidfile)" 'The Name Server boot success' namesrv_probe "$NAMESRV_T0" 60 \
+		"$LOG_DIR/namesrv.out and $RMQ_LOGS/namesrv.log"
+}
+
+# rmq_wait NAME PIDFILE MARKER PROBE T0 SECONDS LOGS waits until NAME's
+# console output ($LOG_DIR/NAME.out) shows MARKER and PROBE succeeds, then
+# logs the time since T0 (ms); it dies naming LOGS when the process exits
+# or SECONDS pass first.
+rmq_wait() {
+	local name=$1 pidfile=$2 marker=$3 probe=$4 t0=$5 secs=$6 logs=$7 pid i out="$LOG_DIR/$1.out"
+	pid=$(read_pid "$pidfile")
+	for i in $(seq 1 $((secs * 10))); do
+		if grep -q "$marker" "$out" 2>/dev/null && "$probe"; then
+			log "$name: ready, pid $pid ($(($(now_ms) - t0)) ms)"
 			return 0
 		fi
 		if ! pid_alive "$pid"; then
-			tail -n 30 "$LOG_DIR/namesrv.out" >&2 || true
-			die "namesrv (pid $pid) exited during startup; see $LOG_DIR/namesrv.out and $RMQ_LOGS/namesrv.log"
+			tail -n 30 "$out" >&2 || true
+			die "$name (pid $pid) exited during startup; see $logs"
 		fi
 		sleep 0.1
 	done
-	die "namesrv (pid $pid) not ready after 60 s; see $LOG_DIR/namesrv.out"
+	die "$name (pid $pid) not ready after $secs s; see $logs"
 }
 
 proxy_spawn() {
@@ -824,20 +833,8 @@ proxy_spawn() {
 }
 
 proxy_wait() {
-	local pid i
-	pid=$(read_pid "$(proxy_pidfile)")
-	for i in $(seq 1 1800); do
-		if grep -q 'rocketmq-proxy startup successfully' "$LOG_DIR/proxy.out" 2>/dev/null && proxy_probe; then
-			log "proxy: ready, pid $pid ($(($(now_ms) - PROXY_T0)) ms)"
-			return 0
-		fi
-		if ! pid_alive "$pid"; then
-			tail -n 30 "$LOG_DIR/proxy.out" >&2 || true
-			die "proxy (pid $pid) exited during startup; see $LOG_DIR/proxy.out, $RMQ_LOGS/proxy.log and $RMQ_LOGS/broker.log"
-		fi
-		sleep 0.1
-	done
-	die "proxy (pid $pid) not ready after 180 s; see $LOG_DIR/proxy.out and $RMQ_LOGS/proxy.log"
+	rmq_wait proxy "$(proxy_pidfile)" 'rocketmq-proxy startup successfully' proxy_probe "$PROXY_T0" 180 \
+		"$LOG_DIR/proxy.out, $RMQ_LOGS/proxy.log and $RMQ_LOGS/broker.log"
 }
 
 rmq_stop_one() {
