@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -71,6 +72,15 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer env.Close()
+	// A scratch database: the activities created here must not stay behind
+	// in the service's database, where the reconciler would find them
+	// without their (purged) Redis inventory.
+	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
+	if err != nil {
+		return err
+	}
+	defer dropDB()
+	cfg.Postgres.DSN = config.Secret(dsn)
 	cfg.RocketMQ.TopicPrefix = env.prefix
 	cfg.Redis.Namespace = "bench" + env.prefix[5:13]
 	cfg.HTTPAddr = "127.0.0.1:0"
