@@ -73,7 +73,9 @@ func token(_ context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func reconcile(ctx context.Context, _ []string, stdout io.Writer) error {
+// withApp builds the application from the environment's configuration,
+// runs fn with it and releases it afterwards.
+func withApp(ctx context.Context, fn func(app *bootstrap.App) error) error {
 	cfg, log, err := loadConfig()
 	if err != nil {
 		return err
@@ -83,32 +85,31 @@ func reconcile(ctx context.Context, _ []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	rep, err := app.Reconciler.Reconcile(ctx)
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, rep)
+	return fn(app)
+}
+
+func reconcile(ctx context.Context, _ []string, stdout io.Writer) error {
+	return withApp(ctx, func(app *bootstrap.App) error {
+		rep, err := app.Reconciler.Reconcile(ctx)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, rep)
+	})
 }
 
 func projection(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 1 || args[0] != "rebuild" {
 		return fmt.Errorf("usage: seckill projection rebuild: %w", flag.ErrHelp)
 	}
-	cfg, log, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	n, err := app.Projection.Rebuild(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "views rebuilt: %d\n", n)
-	return nil
+	return withApp(ctx, func(app *bootstrap.App) error {
+		n, err := app.Projection.Rebuild(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "views rebuilt: %d\n", n)
+		return nil
+	})
 }
 
 // dlq operates dead letters through the AdminService API with an admin
