@@ -41,9 +41,17 @@ type ReconcileReport struct {
 	// CanceledExpired: unpaid orders past their deadline whose timeout
 	// message never took effect; canceled now.
 	CanceledExpired int
-	// Drift is the I6 drift per activity SKU after the repairs; orders
-	// without a Redis counterpart show up here and are left to an operator.
-	Drift map[[2]int64]int64
+	// Drift is the I6 drift of every activity SKU after the repairs, in
+	// the order of ListActivities; orders without a Redis counterpart show
+	// up here and are left to an operator.
+	Drift []SKUDrift
+}
+
+// SKUDrift is the I6 drift of one activity SKU (0 when the books balance).
+type SKUDrift struct {
+	ActivityID int64
+	SKUID      int64
+	Drift      int64
 }
 
 // Reconciler repairs what asynchronous steps left unfinished (spec 27) and
@@ -93,7 +101,7 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 
 // Reconcile runs one pass.
 func (r *Reconciler) Reconcile(ctx context.Context) (ReconcileReport, error) {
-	rep := ReconcileReport{Drift: map[[2]int64]int64{}}
+	var rep ReconcileReport
 	now := r.clock.Now()
 	if err := r.reservationsPass(ctx, now, &rep); err != nil {
 		return rep, err
@@ -115,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		if err != nil {
 			return rep, err
 		}
-		rep.Drift[[2]int64{a.ActivityID, a.SKUID}] = sr.Drift()
+		rep.Drift = append(rep.Drift, SKUDrift{ActivityID: a.ActivityID, SKUID: a.SKUID, Drift: sr.Drift()})
 	}
 	return rep, nil
 }
