@@ -70,6 +70,7 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_PG_MAX_CONNS":        "16",
 		"SECKILL_REDIS_ADDR":          os.Getenv("SECKILL_REDIS_ADDR"),
 		"SECKILL_REDIS_NAMESPACE":     s.ns,
+		"SECKILL_REDIS_DB":            strconv.Itoa(s.redis.Options().DB),
 		"SECKILL_RATE_BURST":          "1000",
 		"SECKILL_RATE_PER_SECOND":     "1000",
 		"SECKILL_ROCKETMQ_ENDPOINT":   s.mq.Config.Endpoint,

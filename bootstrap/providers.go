@@ -86,7 +86,7 @@ func providePostgres(ctx context.Context, cfg config.Config, reg prometheus.Regi
 }
 
 func provideRedisClient(cfg config.Config) (*goredis.Client, func(), error) {
-	c := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password),
+	c := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), DB: cfg.Redis.DB,
 		PoolSize: 64, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	return c, func() { _ = c.Close() }, nil
 }

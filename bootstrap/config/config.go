@@ -64,8 +64,11 @@ type Postgres struct {
 
 // Redis configures the reservation store.
 type Redis struct {
-	Addr      string // SECKILL_REDIS_ADDR
-	Password  Secret // SECKILL_REDIS_PASSWORD
+	Addr     string // SECKILL_REDIS_ADDR
+	Password Secret // SECKILL_REDIS_PASSWORD
+	// DB is the logical database the service keeps its keys in
+	// (SECKILL_REDIS_DB, default 0). Tests and benchmarks lease others.
+	DB        int
 	Namespace string // SECKILL_REDIS_NAMESPACE
 	// RateBurst and RatePerSecond shape the per-user token bucket
 	// (SECKILL_RATE_BURST, SECKILL_RATE_PER_SECOND).
@@ -138,6 +141,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		Redis: Redis{
 			Addr:          r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379"),
 			Password:      Secret(r.str("SECKILL_REDIS_PASSWORD", "")),
+			DB:            r.integer("SECKILL_REDIS_DB", 0),
 			Namespace:     r.str("SECKILL_REDIS_NAMESPACE", "sk"),
 			RateBurst:     r.integer("SECKILL_RATE_BURST", 5),
 			RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2),
@@ -198,6 +202,7 @@ func (c Config) validate() []error {
 	check(c.Postgres.MaxConns >= 2 && c.Postgres.MaxConns <= 1000, "SECKILL_PG_MAX_CONNS must be 2..1000")
 	check(c.Postgres.ConsumerBudget > 0 && c.Postgres.ConsumerBudget <= 1, "SECKILL_PG_CONSUMER_BUDGET must be in (0, 1]")
 	check(c.Redis.Addr != "", "SECKILL_REDIS_ADDR is empty")
+	check(c.Redis.DB >= 0, "SECKILL_REDIS_DB must be >= 0")
 	check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
@@ -227,6 +232,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("pg_max_conns", int(c.Postgres.MaxConns)),
 		slog.Int("consumer_concurrency", c.ConsumerConcurrency()),
 		slog.String("redis_addr", c.Redis.Addr),
+		slog.Int("redis_db", c.Redis.DB),
 		slog.String("redis_namespace", c.Redis.Namespace),
 		slog.String("rocketmq_endpoint", c.RocketMQ.Endpoint),
 		slog.String("topic_prefix", c.RocketMQ.TopicPrefix),

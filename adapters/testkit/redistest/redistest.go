@@ -1,7 +1,9 @@
 // Package redistest gives tests a Redis client on the local stack
-// (SECKILL_REDIS_ADDR) and a key namespace of their own, so that tests and
-// packages can run in parallel against one Redis and a reused Redis with old
-// data does not matter.
+// (SECKILL_REDIS_ADDR) bound to a logical database that the test process
+// leases for itself (see package redisdb), and a key namespace of their own
+// inside it. Test packages therefore run in parallel against one Redis, and
+// neither the keys a running service keeps in database 0 nor the data of an
+// earlier run slow them down or are touched by them.
 package redistest
 
 import (
@@ -10,31 +12,60 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/seckill-dev/seckill/adapters/testkit/redisdb"
 )
 
 // EnvAddr names the environment variable holding the Redis address.
 const EnvAddr = "SECKILL_REDIS_ADDR"
 
-// Client returns a client for the Redis at SECKILL_REDIS_ADDR, closed when
-// the test ends. It fails the test when the variable is unset or Redis does
-// not answer PING.
-func Client(tb testing.TB) *goredis.Client {
+// processDB is the logical database this test process leases on first
+// use. The lease is the process's: it is renewed while the process lives
+// and lapses after redisdb.DefaultTTL once it ends, and the next claimant
+// empties the database.
+var processDB struct {
+	once sync.Once
+	db   int
+	err  error
+}
+
+// DB returns the logical database this test process leased, leasing it on
+// the first call. It fails the test when SECKILL_REDIS_ADDR is unset or
+// Redis does not answer.
+func DB(tb testing.TB) int {
 	tb.Helper()
 	addr := os.Getenv(EnvAddr)
 	if addr == "" {
 		tb.Fatalf("%s is not set: run `make test` or eval \"$(deploy/local/stack.sh env)\"", EnvAddr)
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64})
-	tb.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		tb.Fatalf("redis at %s (%s) does not answer: %v; run `make test` or eval \"$(deploy/local/stack.sh env)\"", addr, EnvAddr, err)
+	processDB.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		l, err := redisdb.Claim(ctx, goredis.Options{Addr: addr}, redisdb.DefaultTTL)
+		if err != nil {
+			processDB.err = err
+			return
+		}
+		processDB.db = l.DB
+	})
+	if processDB.err != nil {
+		tb.Fatalf("redis at %s (%s): %v; run `make test` or eval \"$(deploy/local/stack.sh env)\"", addr, EnvAddr, processDB.err)
 	}
+	return processDB.db
+}
+
+// Client returns a client for the Redis at SECKILL_REDIS_ADDR bound to
+// this process's leased database (see DB), closed when the test ends.
+func Client(tb testing.TB) *goredis.Client {
+	tb.Helper()
+	db := DB(tb)
+	c := goredis.NewClient(&goredis.Options{Addr: os.Getenv(EnvAddr), DB: db, PoolSize: 64})
+	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -78,7 +109,9 @@ func New(tb testing.TB) (*goredis.Client, string) {
 	return c, Namespace(tb, c)
 }
 
-// Purge deletes every key of namespace ns (SCAN + UNLINK; for tests only).
+// Purge deletes every key of namespace ns (SCAN + UNLINK). The scan walks
+// only c's database, which is the process's leased one when c comes from
+// Client.
 func Purge(tb testing.TB, c goredis.UniversalClient, ns string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

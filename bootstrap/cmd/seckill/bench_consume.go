@@ -49,8 +49,11 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	if *concurrency == 0 {
 		*concurrency = cfg.ConsumerConcurrency()
 	}
-	rc := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password)})
-	defer func() { _ = rc.Close() }()
+	rc, releaseRedis, err := scratchRedis(ctx, cfg, 0)
+	if err != nil {
+		return err
+	}
+	defer releaseRedis()
 	fmt.Fprintf(stdout, "seckill bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
 		runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintf(stdout, "%-28s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
@@ -84,7 +87,6 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	}
 	defer store.Close()
 	ns := fmt.Sprintf("bench%d", time.Now().UnixNano())
-	defer purgeNamespace(context.WithoutCancel(ctx), rc, ns)
 	rs, err := redis.New(rc, redis.Config{Namespace: ns}, nil, log)
 	if err != nil {
 		return 0, 0, "", err

@@ -22,6 +22,7 @@ import (
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/redisdb"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
@@ -82,7 +83,15 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	defer dropDB()
 	cfg.Postgres.DSN = config.Secret(dsn)
 	cfg.RocketMQ.TopicPrefix = env.prefix
-	cfg.Redis.Namespace = "bench" + env.prefix[5:13]
+	// A scratch Redis database for the same reason, and so that the
+	// benchmark never scans or slows the service's keyspace.
+	rc, releaseRedis, err := scratchRedis(ctx, cfg, 300)
+	if err != nil {
+		return err
+	}
+	defer releaseRedis()
+	cfg.Redis.DB = rc.Options().DB
+	cfg.Redis.Namespace = "bench"
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.Redis.RateBurst, cfg.Redis.RatePerSecond = 1_000_000, 1_000_000
 	cfg.Orders.BacklogCloseRatio = 1
@@ -111,9 +120,6 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	case err := <-done:
 		return err
 	}
-	rc := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), PoolSize: 300})
-	defer func() { _ = rc.Close() }()
-	defer purgeNamespace(context.WithoutCancel(ctx), rc, cfg.Redis.Namespace)
 
 	fmt.Fprintf(stdout, "seckill bench place: %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)
@@ -335,18 +341,13 @@ func naivePurchase(ctx context.Context, pool *pgxpool.Pool, user int64) (err err
 	return tx.Commit(ctx)
 }
 
-// purgeNamespace deletes the benchmark's Redis keys.
-func purgeNamespace(ctx context.Context, c *goredis.Client, ns string) {
-	iter := c.Scan(ctx, 0, ns+":*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 1000 {
-			_ = c.Del(ctx, keys...).Err()
-			keys = keys[:0]
-		}
+// scratchRedis leases a Redis logical database of its own for a
+// benchmark (never the service's, SECKILL_REDIS_DB) and returns a client
+// bound to it with poolSize connections; release empties and returns it.
+func scratchRedis(ctx context.Context, cfg config.Config, poolSize int) (*goredis.Client, func(), error) {
+	l, err := redisdb.Claim(ctx, goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), PoolSize: poolSize}, 0)
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(keys) > 0 {
-		_ = c.Del(ctx, keys...).Err()
-	}
+	return l.Client, func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +24,14 @@ import (
 func useStack(t *testing.T) {
 	t.Helper()
 	mq := mqtest.NewEnv(t)
-	_, ns := redistest.New(t)
+	rc, ns := redistest.New(t)
 	for k, v := range map[string]string{
 		"SECKILL_HTTP_ADDR":         "127.0.0.1:0",
 		"SECKILL_AUTH_SECRET":       "cmd-test-secret-0123456789",
 		"SECKILL_PG_DSN":            pgtest.NewDatabase(t),
 		"SECKILL_REDIS_ADDR":        os.Getenv("SECKILL_REDIS_ADDR"),
 		"SECKILL_REDIS_NAMESPACE":   ns,
+		"SECKILL_REDIS_DB":          strconv.Itoa(rc.Options().DB),
 		"SECKILL_ROCKETMQ_ENDPOINT": mq.Config.Endpoint,
 		"SECKILL_TOPIC_PREFIX":      mq.Prefix,
 		"SECKILL_ROCKETMQ_LOG_DIR":  mq.Config.ClientLogDir,
