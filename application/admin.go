@@ -2,6 +2,7 @@ package application
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -38,40 +39,120 @@ func (a *Admin) ListDeadLetters(ctx context.Context, group string, pageSize int,
 	return a.deadLetters.List(ctx, group, pageSize, pageToken)
 }
 
-// ReplayDeadLetter implements ports.AdminService.
+// ReplayDeadLetter implements ports.AdminService; see DeadLetters.Replay.
 func (a *Admin) ReplayDeadLetter(ctx context.Context, actor string, id int64, reason string) (ports.ReplayResult, error) {
 	return a.deadLetters.Replay(ctx, actor, id, reason)
 }
 
-// CreateActivity stores the activity and its final stock in PostgreSQL,
-// then seeds Redis. Both steps are idempotent, so a retry after a crash
-// between them completes the seeding. Different settings for an existing
-// activity SKU fail with ErrAlreadyExists.
-func (a *Admin) CreateActivity(ctx context.Context, act ports.Activity) (ports.Activity, error) {
-	act.StartsAt = act.StartsAt.UTC().Truncate(time.Microsecond) // the database's precision
-	act.EndsAt = act.EndsAt.UTC().Truncate(time.Microsecond)
-	var stored ports.Activity
-	err := a.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
-		var err error
-		stored, _, err = tx.CreateActivity(ctx, act)
-		return err
-	})
-	if err != nil {
+// CreateActivity implements ports.AdminService. The settings are first
+// brought to the store's precision (atStorePrecision), so what is stored,
+// compared, seeded and returned is the same value. One transaction stores
+// the activity and its final stock, seeds Redis and appends the audit
+// (CREATED, UNCHANGED for a repeated call with equal settings, or
+// ALREADY_EXISTS for different ones, which changes nothing and fails with
+// ports.ErrAlreadyExists): a failure anywhere rolls the row back, so the
+// caller is left with a sellable activity or with no row at all. Seeding
+// is idempotent and never resets a counter, so a retry of the same call,
+// including after a commit that failed once Redis was seeded, completes
+// the activity; a Redis slot seeded by an attempt whose commit failed is
+// not sellable, because PlaceOrder needs the PostgreSQL row.
+func (a *Admin) CreateActivity(ctx context.Context, actor string, act ports.Activity) (ports.Activity, error) {
+	if actor == "" {
+		return ports.Activity{}, fmt.Errorf("create activity: %w", errNoActor)
+	}
+	act = atStorePrecision(act)
+	if err := act.Validate(); err != nil {
 		return ports.Activity{}, fmt.Errorf("create activity: %w", err)
 	}
-	if !sameActivity(stored, act) {
-		return ports.Activity{}, fmt.Errorf("activity %d/%d: %w", act.ActivityID, act.SKUID, ports.ErrAlreadyExists)
+	var (
+		stored  ports.Activity
+		outcome string
+	)
+	err := a.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		s, created, err := tx.CreateActivity(ctx, act)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !sameActivity(s, act):
+			outcome = ports.AuditAlreadyExists
+		case created:
+			outcome = ports.AuditCreated
+		default:
+			outcome = ports.AuditUnchanged
+		}
+		if outcome != ports.AuditAlreadyExists {
+			if err := a.reservations.SeedActivity(ctx, s); err != nil {
+				return fmt.Errorf("seed activity: %w", err)
+			}
+		}
+		stored = s
+		return tx.AppendAudit(ctx, ports.AuditEntry{Actor: actor, Action: ports.AuditCreateActivity,
+			Target: ports.ActivityTarget(act.ActivityID, act.SKUID), Params: activityParams(act), Outcome: outcome})
+	})
+	if err != nil {
+		return ports.Activity{}, fmt.Errorf("create activity %d/%d: %w", act.ActivityID, act.SKUID, err)
 	}
-	if err := a.reservations.SeedActivity(ctx, stored); err != nil {
-		return ports.Activity{}, fmt.Errorf("seed activity: %w", err)
+	if outcome == ports.AuditAlreadyExists {
+		return ports.Activity{}, fmt.Errorf("activity %d/%d exists with other settings: %w", act.ActivityID, act.SKUID, ports.ErrAlreadyExists)
 	}
 	a.activities.put(stored)
-	a.log.InfoContext(ctx, "activity ready", "activity_id", stored.ActivityID, "sku_id", stored.SKUID, "stock", stored.Stock)
+	a.log.InfoContext(ctx, "activity ready", "activity_id", stored.ActivityID, "sku_id", stored.SKUID, "stock", stored.Stock,
+		"actor", actor, "outcome", outcome)
 	return stored, nil
 }
 
+// atStorePrecision returns a as the stores keep it: times in UTC, times
+// and durations truncated to the microsecond (PostgreSQL's timestamptz
+// and interval precision). Every setting goes through it before it is
+// stored or compared.
+func atStorePrecision(a ports.Activity) ports.Activity {
+	a.StartsAt = a.StartsAt.UTC().Truncate(time.Microsecond)
+	a.EndsAt = a.EndsAt.UTC().Truncate(time.Microsecond)
+	a.PaymentTimeout = a.PaymentTimeout.Truncate(time.Microsecond)
+	a.ReservationTTL = a.ReservationTTL.Truncate(time.Microsecond)
+	return a
+}
+
+// sameActivity reports whether two activities at store precision have
+// equal settings.
 func sameActivity(a, b ports.Activity) bool {
 	return a.ActivityID == b.ActivityID && a.SKUID == b.SKUID && a.Stock == b.Stock &&
 		a.StartsAt.Equal(b.StartsAt) && a.EndsAt.Equal(b.EndsAt) &&
 		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL
+}
+
+// activityParams are the audited settings of a requested activity.
+func activityParams(a ports.Activity) map[string]any {
+	return map[string]any{
+		"stock":           a.Stock,
+		"starts_at":       a.StartsAt.Format(time.RFC3339Nano),
+		"ends_at":         a.EndsAt.Format(time.RFC3339Nano),
+		"payment_timeout": a.PaymentTimeout.String(),
+		"reservation_ttl": a.ReservationTTL.String(),
+	}
+}
+
+// RebuildProjection runs p.Rebuild (the query view rebuilt from the event
+// store) on behalf of actor and records it as one PROJECTION_REBUILD
+// audit row: outcome OK with the number of views, or FAILED with the
+// views applied so far and the error. The rebuild writes only Redis, so
+// the row is written after it, in a transaction of its own; an audit
+// failure is returned even when the rebuild succeeded (rebuilding again is
+// harmless).
+func (a *Admin) RebuildProjection(ctx context.Context, actor string, p *ProjectOrderStates) (int, error) {
+	if actor == "" {
+		return 0, fmt.Errorf("projection rebuild: %w", errNoActor)
+	}
+	n, err := p.Rebuild(ctx)
+	e := ports.AuditEntry{Actor: actor, Action: ports.AuditProjectionRebuild, Outcome: ports.AuditOK,
+		Params: map[string]any{"views": n}}
+	if err != nil {
+		e.Outcome, e.Params["error"] = ports.AuditFailed, err.Error()
+	}
+	if aerr := auditAlone(ctx, a.uow, e); aerr != nil {
+		return n, errors.Join(err, aerr)
+	}
+	a.log.InfoContext(ctx, "projection rebuilt", "actor", actor, "views", n, "outcome", e.Outcome)
+	return n, err
 }

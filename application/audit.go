@@ -2,7 +2,9 @@ package application
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -72,4 +74,27 @@ func (h *AuditEvents) HandleBatch(ctx context.Context, ds []ports.Delivery) []po
 		}
 	}
 	return out
+}
+
+// errNoActor refuses a state-changing admin action that names no actor:
+// every such action is audited under the operator (or system part) that
+// asked for it.
+var errNoActor = fmt.Errorf("%w: an actor is required for the audit trail", ports.ErrPermissionDenied)
+
+// auditTimeout bounds the write of an audit row outside an action's
+// transaction.
+const auditTimeout = 10 * time.Second
+
+// auditAlone appends e in a transaction of its own, for an action that has
+// no transaction to carry its audit (a reconciliation pass, a projection
+// rebuild) or whose transaction had nothing to commit (a replay of an
+// unknown dead letter). The write is not canceled with ctx (the action it
+// records has happened) but bounded by auditTimeout.
+func auditAlone(ctx context.Context, uow ports.UnitOfWork, e ports.AuditEntry) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	if err := uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error { return tx.AppendAudit(ctx, e) }); err != nil {
+		return fmt.Errorf("audit %s %s: %w", e.Action, e.Target, err)
+	}
+	return nil
 }

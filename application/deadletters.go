@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill/domain/message"
@@ -165,14 +164,29 @@ func (dl *DeadLetters) List(ctx context.Context, group string, size int, token s
 	return page, err
 }
 
-// Replay republishes a dead letter; see DeadLetters. The audit row is
-// written whatever the outcome.
+// Replay republishes a dead letter on behalf of actor; see DeadLetters.
+// Exactly one DLQ_REPLAY audit row on DeadLetterTarget(id) records every
+// outcome, with the reason, the replay id and count and the pre-check's
+// detail: REPLAYED, SKIPPED_ALREADY_APPLIED or REFUSED in the replay's
+// transaction, FAILED (the publish failed; the row is committed and the
+// error returned), or NOT_FOUND for an unknown id, written in a
+// transaction of its own since the replay has nothing to commit (the
+// error matches ports.ErrNotFound). A store failure rolls back and audits
+// nothing (nothing happened).
 func (dl *DeadLetters) Replay(ctx context.Context, actor string, id int64, reason string) (ports.ReplayResult, error) {
+	if actor == "" {
+		return ports.ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", id, errNoActor)
+	}
 	res := ports.ReplayResult{ReplayID: dl.ids.NewID(ports.IDReplay)}
-	var refusal error
+	audit := ports.AuditEntry{Actor: actor, Action: ports.AuditDLQReplay, Target: ports.DeadLetterTarget(id)}
+	var (
+		refusal error
+		unknown bool
+	)
 	err := dl.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		d, err := tx.GetDeadLetter(ctx, id)
 		if err != nil {
+			unknown = errors.Is(err, ports.ErrNotFound)
 			return fmt.Errorf("dead letter %d: %w", id, err)
 		}
 		res.ReplayCount = d.ReplayCount
@@ -198,9 +212,17 @@ func (dl *DeadLetters) Replay(ctx context.Context, actor string, id int64, reaso
 			}
 		}
 		res.Outcome = outcome
-		return tx.AppendAudit(ctx, ports.AuditEntry{DeadLetterID: id, Actor: actor, Action: "REPLAY",
-			Reason: strings.TrimSpace(reason + " " + why), ReplayID: res.ReplayID, Outcome: outcome})
+		audit.Outcome, audit.Params = outcome, replayParams(reason, why, res)
+		return tx.AppendAudit(ctx, audit)
 	})
+	if unknown {
+		audit.Outcome, audit.Params = ports.AuditNotFound, map[string]any{"reason": reason}
+		if aerr := auditAlone(ctx, dl.uow, audit); aerr != nil {
+			return ports.ReplayResult{}, errors.Join(err, aerr)
+		}
+		dl.log.InfoContext(ctx, "dead letter replay", "dead_letter_id", id, "actor", actor, "outcome", ports.AuditNotFound)
+		return ports.ReplayResult{}, err
+	}
 	if err != nil {
 		return ports.ReplayResult{}, err
 	}
@@ -211,6 +233,17 @@ func (dl *DeadLetters) Replay(ctx context.Context, actor string, id int64, reaso
 		return ports.ReplayResult{}, refusal
 	}
 	return res, nil
+}
+
+// replayParams are the audited parameters of a replay: the operator's
+// reason, the pre-check's or the publish's detail (when any), the replay
+// id and the replay count after the attempt.
+func replayParams(reason, detail string, res ports.ReplayResult) map[string]any {
+	p := map[string]any{"reason": reason, "replay_id": res.ReplayID, "replay_count": res.ReplayCount}
+	if detail != "" {
+		p["detail"] = detail
+	}
+	return p
 }
 
 // precheck applies spec 25.2 and returns REPLAYED (go ahead),

@@ -93,7 +93,7 @@ func newHarness(t *testing.T) *harness {
 // activity creates activity 1 / SKU 1 with stock units, open for a day.
 func (h *harness) activity(id int64, stock int64, paymentTimeout, ttl time.Duration) ports.Activity {
 	h.t.Helper()
-	a, err := h.admin.CreateActivity(context.Background(), ports.Activity{
+	a, err := h.admin.CreateActivity(context.Background(), ports.UserActor(1), ports.Activity{
 		ActivityID: id, SKUID: 1, Stock: stock, StartsAt: start.Add(-time.Minute), EndsAt: start.Add(24 * time.Hour),
 		PaymentTimeout: paymentTimeout, ReservationTTL: ttl,
 	})

@@ -27,13 +27,13 @@ func TestReconcileDecidesAnExpiredLostReservationOnce(t *testing.T) {
 	}
 	// Still valid: left to the scanner.
 	h.clock.Advance(2 * time.Second)
-	r1, err := h.reconciler.Reconcile(context.Background())
+	r1, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler)
 	if err != nil || r1.PendingSend != 1 || r1.RejectedExpired != 0 {
 		t.Fatalf("first pass: %+v %v", r1, err)
 	}
 	// Past validity + grace: rejected in PostgreSQL and released once.
 	h.clock.Advance(5 * time.Second)
-	r2, err := h.reconciler.Reconcile(context.Background())
+	r2, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler)
 	if err != nil || r2.RejectedExpired != 1 {
 		t.Fatalf("second pass: %+v %v", r2, err)
 	}
@@ -50,7 +50,7 @@ func TestReconcileDecidesAnExpiredLostReservationOnce(t *testing.T) {
 	if err != nil || rep.RedisAvailable != 5 || rep.Drift() != 0 || rep.PendingReservations != 0 {
 		t.Fatalf("after: %+v %v", rep, err)
 	}
-	if r3, err := h.reconciler.Reconcile(context.Background()); err != nil || r3.RejectedExpired+r3.Released != 0 {
+	if r3, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler); err != nil || r3.RejectedExpired+r3.Released != 0 {
 		t.Fatalf("third pass repaired again: %+v %v", r3, err)
 	}
 }
@@ -69,13 +69,13 @@ func TestReconcileRepairsMissingWriteBackAndLostTimeout(t *testing.T) {
 		t.Fatalf("reservation %s: the write-back was supposed to fail", got)
 	}
 	h.clock.Advance(2 * time.Second)
-	rep, err := h.reconciler.Reconcile(context.Background())
+	rep, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler)
 	if err != nil || rep.RepairedOrdered != 1 {
 		t.Fatalf("write-back repair: %+v %v", rep, err)
 	}
 	// The timeout message is lost: the order stays unpaid past its deadline.
 	h.clock.Advance(2 * time.Minute)
-	rep, err = h.reconciler.Reconcile(context.Background())
+	rep, err = h.reconciler.Reconcile(context.Background(), ports.ActorReconciler)
 	if err != nil || rep.CanceledExpired != 1 {
 		t.Fatalf("lost timeout: %+v %v", rep, err)
 	}

@@ -2,6 +2,7 @@ package application
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -78,8 +79,9 @@ func NewReconciler(uow ports.UnitOfWork, reservations ports.Reservations, activi
 		metrics: metrics, log: log.With("component", "reconcile"), policy: policy, cfg: cfg}
 }
 
-// Run reconciles every interval until ctx is canceled.
-func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
+// Run reconciles every interval until ctx is canceled, each pass audited
+// under actor (ports.ActorReconciler for the service's periodic worker).
+func (r *Reconciler) Run(ctx context.Context, actor string, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -88,7 +90,7 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 			return nil
 		case <-t.C:
 		}
-		rep, err := r.Reconcile(ctx)
+		rep, err := r.Reconcile(ctx, actor)
 		if err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "reconcile failed", "error", err)
 			continue
@@ -99,8 +101,58 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// Reconcile runs one pass.
-func (r *Reconciler) Reconcile(ctx context.Context) (ReconcileReport, error) {
+// Reconcile runs one pass on behalf of actor and records it as exactly one
+// RECONCILE audit row, written after the pass in a transaction of its own
+// (the pass spans many transactions and Redis calls): outcome OK, or
+// FAILED with the error, and params summarising what the pass found and
+// repaired (reconcileParams). Repairs made before a failure stay made and
+// are counted in the report and the row. An audit failure is returned
+// even when the pass succeeded.
+func (r *Reconciler) Reconcile(ctx context.Context, actor string) (ReconcileReport, error) {
+	if actor == "" {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", errNoActor)
+	}
+	rep, err := r.pass(ctx)
+	e := ports.AuditEntry{Actor: actor, Action: ports.AuditReconcile, Outcome: ports.AuditOK, Params: reconcileParams(rep)}
+	if err != nil {
+		e.Outcome, e.Params["error"] = ports.AuditFailed, err.Error()
+	}
+	if aerr := auditAlone(ctx, r.uow, e); aerr != nil {
+		return rep, errors.Join(err, aerr)
+	}
+	return rep, err
+}
+
+// maxAuditedDrift bounds the drifting activity SKUs listed in a pass's
+// audit row; the row always has their count.
+const maxAuditedDrift = 20
+
+// reconcileParams summarises a pass for its audit row: the counts of the
+// report, the number of activity SKUs checked and drifting, and up to
+// maxAuditedDrift of the drifting ones (balanced books are not listed).
+func reconcileParams(rep ReconcileReport) map[string]any {
+	drifting := []map[string]any{}
+	n := 0
+	for _, d := range rep.Drift {
+		if d.Drift == 0 {
+			continue
+		}
+		n++
+		if len(drifting) < maxAuditedDrift {
+			drifting = append(drifting, map[string]any{"activity_id": d.ActivityID, "sku_id": d.SKUID, "drift": d.Drift})
+		}
+	}
+	return map[string]any{
+		"examined": rep.Examined, "repaired_ordered": rep.RepairedOrdered, "released": rep.Released,
+		"rejected_expired": rep.RejectedExpired, "pending_send": rep.PendingSend,
+		"sent_not_consumed": rep.SentNotConsumed, "canceled_expired": rep.CanceledExpired,
+		"skus_checked": len(rep.Drift), "skus_drifting": n, "drift": drifting,
+	}
+}
+
+// pass runs one reconciliation: reservations, orders, then the drift of
+// every activity SKU.
+func (r *Reconciler) pass(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
 	now := r.clock.Now()
 	if err := r.reservationsPass(ctx, now, &rep); err != nil {

@@ -95,7 +95,8 @@ func TestPoisonDeadLetterReplayAfterFix(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM inventory_ledger WHERE reservation_id = $1`, m.ReservationID); n != 1 {
 		t.Fatalf("ledger rows %d", n)
 	}
-	if n := s.count(`SELECT count(*) FROM dead_letter_audit WHERE dead_letter_id = $1`, dl.GetDeadLetterId()); n != 3 {
+	if n := s.count(`SELECT count(*) FROM admin_audit WHERE action = 'DLQ_REPLAY' AND target = $1 AND actor = 'user:1'`,
+		ports.DeadLetterTarget(dl.GetDeadLetterId())); n != 3 {
 		t.Fatalf("audit rows %d, want 3 (refused, replayed or skipped, skipped)", n)
 	}
 	t.Logf("first replay outcome %s, second %s", res.GetOutcome(), second.GetOutcome())
@@ -155,7 +156,7 @@ func TestReconcileRepairsACrashBetweenReserveAndSend(t *testing.T) {
 	}
 	var rep struct{ rejected int }
 	s.eventually(30*time.Second, "reconciliation repairs the reservation", func() bool {
-		r, err := s.app.Reconciler.Reconcile(context.Background())
+		r, err := s.app.Reconciler.Reconcile(context.Background(), ports.ActorReconciler)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +170,7 @@ func TestReconcileRepairsACrashBetweenReserveAndSend(t *testing.T) {
 		t.Fatalf("after reconcile: %v", report)
 	}
 	// Another pass finds nothing more to do.
-	again, err := s.app.Reconciler.Reconcile(context.Background())
+	again, err := s.app.Reconciler.Reconcile(context.Background(), ports.ActorReconciler)
 	if err != nil || again.RejectedExpired != 0 || again.Released != 0 {
 		t.Fatalf("second pass: %+v %v", again, err)
 	}

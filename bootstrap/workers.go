@@ -44,7 +44,7 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	}
 	if w.ReconcileInterval > 0 {
 		workers = append(workers, Worker{Name: "reconciler", Run: func(ctx context.Context) error {
-			return rec.Run(ctx, w.ReconcileInterval)
+			return rec.Run(ctx, ports.ActorReconciler, w.ReconcileInterval)
 		}})
 	}
 	consumers := []struct {

@@ -116,17 +116,25 @@ type ReplayResult struct {
 }
 
 // AdminService is the operator-facing driving port. The caller's admin
-// scope is checked by the driving adapter; Actor names the operator for
-// audits.
+// scope is checked by the driving adapter; actor names the operator for
+// the audit trail (UserActor of the verified token, or a system actor such
+// as ActorSeedDemo) and is required by every method that changes state:
+// each such call appends exactly one AuditEntry. Read-only methods are not
+// audited.
 type AdminService interface {
-	// CreateActivity stores and seeds an activity. Idempotent for equal
-	// settings; ErrAlreadyExists for different ones.
-	CreateActivity(ctx context.Context, a Activity) (Activity, error)
+	// CreateActivity stores and seeds an activity, audited under actor.
+	// Times and durations are kept at microsecond precision (finer parts
+	// are truncated before anything is stored or compared). It leaves
+	// either a sellable activity (stored and seeded) or nothing, and is
+	// idempotent: a repeated call with equal settings succeeds; different
+	// settings for an existing activity fail with ErrAlreadyExists.
+	CreateActivity(ctx context.Context, actor string, a Activity) (Activity, error)
 	// GetStockReport measures the I6 terms of one activity SKU.
 	GetStockReport(ctx context.Context, activityID, skuID int64) (StockReport, error)
 	// ListDeadLetters pages through stored dead letters.
 	ListDeadLetters(ctx context.Context, group string, pageSize int, pageToken string) (DeadLetterPage, error)
 	// ReplayDeadLetter republishes a dead letter with its original
-	// message id, audited under actor.
+	// message id, audited under actor whatever the outcome (an unknown id
+	// too: ErrNotFound, audited as AuditNotFound).
 	ReplayDeadLetter(ctx context.Context, actor string, id int64, reason string) (ReplayResult, error)
 }

@@ -3,7 +3,6 @@ package connect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"connectrpc.com/connect"
@@ -36,7 +35,11 @@ func (h *AdminHandler) CreateActivity(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, h.fail(ctx, req.Spec(), err)
 	}
-	stored, err := h.svc.CreateActivity(ctx, a)
+	actor, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := h.svc.CreateActivity(ctx, actor, a)
 	if err != nil {
 		return nil, h.fail(ctx, req.Spec(), err)
 	}
@@ -153,17 +156,27 @@ func (h *AdminHandler) ReplayDeadLetter(ctx context.Context, req *connect.Reques
 	); err != nil {
 		return nil, h.fail(ctx, req.Spec(), err)
 	}
-	id, err := identity(ctx)
+	actor, err := actorOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.svc.ReplayDeadLetter(ctx, fmt.Sprintf("user:%d", id.UserID), req.Msg.GetDeadLetterId(), req.Msg.GetReason())
+	res, err := h.svc.ReplayDeadLetter(ctx, actor, req.Msg.GetDeadLetterId(), req.Msg.GetReason())
 	if err != nil {
 		return nil, h.fail(ctx, req.Spec(), err)
 	}
 	return connect.NewResponse(&seckillv1.ReplayDeadLetterResponse{
 		ReplayId: res.ReplayID, ReplayCount: res.ReplayCount, Outcome: res.Outcome,
 	}), nil
+}
+
+// actorOf names the authenticated caller for the audit trail
+// (ports.UserActor of the token's user id).
+func actorOf(ctx context.Context) (string, error) {
+	id, err := identity(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ports.UserActor(id.UserID), nil
 }
 
 func (h *AdminHandler) fail(ctx context.Context, spec connect.Spec, err error) error {

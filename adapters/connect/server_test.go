@@ -58,7 +58,7 @@ func (f *fakeOrders) CancelOrder(context.Context, int64, string) (ports.OrderVie
 
 type fakeAdmin struct{ created []ports.Activity }
 
-func (f *fakeAdmin) CreateActivity(_ context.Context, a ports.Activity) (ports.Activity, error) {
+func (f *fakeAdmin) CreateActivity(_ context.Context, _ string, a ports.Activity) (ports.Activity, error) {
 	f.created = append(f.created, a)
 	return a, nil
 }

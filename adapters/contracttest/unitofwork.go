@@ -44,8 +44,11 @@ type UnitOfWorkFactory func(t *testing.T) (ports.UnitOfWork, ports.OrderQueries)
 //   - Dead letters: first arrival, later arrival (error, attempts and
 //     last-seen updated, payload kept, reopened), a repeated broker message
 //     changing nothing, replay and resolve marks, pages newest first by
-//     group, stats of the open ones, ErrNotFound for unknown ids, audit
-//     entries, concurrent first arrivals (one row, one creator);
+//     group, stats of the open ones, ErrNotFound for unknown ids,
+//     concurrent first arrivals (one row, one creator);
+//   - Admin audit: entries read back (params as JSON decodes them, At =
+//     the transaction's Now), pages by id, own entries visible, rollback,
+//     invalid entries refused, concurrent appends;
 //   - Audit queries: AuditStock (I6 terms, held reservations classified),
 //     ReservationStates (every id, input order, PROCESSING undecided),
 //     ExpiredUnpaidOrders, OrderStreams and Rejections pages in id order,
@@ -69,6 +72,7 @@ func UnitOfWork(t *testing.T, factory UnitOfWorkFactory) {
 	t.Run("ReservationOutcomes", func(t *testing.T) { testOutcomes(t, factory) })
 	t.Run("DeadLetters", func(t *testing.T) { testDeadLetters(t, factory) })
 	t.Run("DeadLettersConcurrent", func(t *testing.T) { testDeadLettersConcurrent(t, factory) })
+	t.Run("AdminAudit", func(t *testing.T) { testAdminAudit(t, factory) })
 	t.Run("AuditStock", func(t *testing.T) { testAuditStock(t, factory) })
 	t.Run("ReservationStates", func(t *testing.T) { testReservationStates(t, factory) })
 	t.Run("ExpiredUnpaidOrders", func(t *testing.T) { testExpiredUnpaidOrders(t, factory) })

@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -219,4 +220,85 @@ func (t *tx) ListActivities(ctx context.Context) ([]ports.Activity, error) {
 		return cmp.Or(cmp.Compare(a.ActivityID, b.ActivityID), cmp.Compare(a.SKUID, b.SKUID))
 	})
 	return out, nil
+}
+
+// AuditRow is a stored admin audit entry (admin_audit). Entry.Params is
+// the decoded form of the stored JSON, as ListAudit returns it.
+type AuditRow struct {
+	ID    int64
+	Entry ports.AuditEntry
+	// At is the appending transaction's Now.
+	At time.Time
+	// params is the stored JSON (ports.AuditEntry.ParamsJSON).
+	params []byte
+}
+
+// AppendAudit stores e as the PostgreSQL adapter does: an entry failing
+// ports.AuditEntry.Validate or ParamsJSON fails the call; otherwise it is
+// stored under an id from a sequence that is not rolled back, at the
+// transaction's Now, with its params kept as their JSON encoding.
+func (t *tx) AppendAudit(ctx context.Context, e ports.AuditEntry) error {
+	after, err := t.enter(ctx, "AppendAudit")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("memory store AppendAudit: %w", err)
+	}
+	params, err := e.ParamsJSON()
+	if err != nil {
+		return fmt.Errorf("memory store AppendAudit: %w", err)
+	}
+	e.Params, err = decodeAuditParams(params)
+	if err != nil {
+		return fmt.Errorf("memory store AppendAudit: %w", err)
+	}
+	id := t.s.auditSeq.Add(1)
+	t.dlAudit.put(id, AuditRow{ID: id, Entry: e, At: t.now, params: params})
+	return after
+}
+
+// ListAudit returns up to limit audit records with id > afterID in id
+// order, committed or appended by this transaction, each with freshly
+// decoded params; limit <= 0 returns nothing.
+func (t *tx) ListAudit(ctx context.Context, afterID int64, limit int) ([]ports.AuditRecord, error) {
+	after, err := t.enter(ctx, "ListAudit")
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	if after != nil {
+		return nil, after
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var rows []AuditRow
+	t.dlAudit.each(func(id int64, row AuditRow) bool {
+		if id > afterID {
+			rows = append(rows, row)
+		}
+		return true
+	})
+	slices.SortFunc(rows, func(a, b AuditRow) int { return cmp.Compare(a.ID, b.ID) })
+	out := make([]ports.AuditRecord, 0, min(limit, len(rows)))
+	for _, row := range rows[:min(limit, len(rows))] {
+		rec := ports.AuditRecord{ID: row.ID, AuditEntry: row.Entry, At: row.At}
+		if rec.Params, err = decodeAuditParams(row.params); err != nil {
+			return nil, fmt.Errorf("memory store ListAudit: audit %d: %w", row.ID, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// decodeAuditParams decodes stored params as PostgreSQL's jsonb reads back
+// through encoding/json: a non-nil map, numbers as float64.
+func decodeAuditParams(raw []byte) (map[string]any, error) {
+	m := map[string]any{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("decode audit params: %w", err)
+	}
+	return m, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -26,13 +25,6 @@ type DeadLetterRow struct {
 	// and message group, and the latest arrival's broker message id, error
 	// class, last error and attempts; SeenAt is the last-seen time.
 	Record ports.DeadLetterRecord
-}
-
-// AuditRow is a stored audit entry of a dead letter.
-type AuditRow struct {
-	ID        int64
-	Entry     ports.AuditEntry
-	CreatedAt time.Time
 }
 
 // RecordDeadLetter stores r keyed by (consumer group, message id), as the
@@ -187,26 +179,6 @@ func (t *tx) MarkResolved(ctx context.Context, id int64) error {
 	}
 	row.DeadLetter.Status = deadLetterResolved
 	t.deadLetters.put(id, row)
-	return after
-}
-
-// AppendAudit stores an audit entry (created at the transaction's Now).
-// Actor, action and outcome are required; an unknown dead letter id fails
-// with ports.ErrNotFound (the foreign key).
-func (t *tx) AppendAudit(ctx context.Context, e ports.AuditEntry) error {
-	after, err := t.enter(ctx, "AppendAudit")
-	if err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	if e.Actor == "" || e.Action == "" || e.Outcome == "" {
-		return fmt.Errorf("memory store AppendAudit: dead letter %d: actor, action and outcome are required", e.DeadLetterID)
-	}
-	if !t.deadLetters.has(e.DeadLetterID) {
-		return fmt.Errorf("memory store AppendAudit: dead letter %d: %w", e.DeadLetterID, ports.ErrNotFound)
-	}
-	id := t.s.auditSeq.Add(1)
-	t.dlAudit.put(id, AuditRow{ID: id, Entry: e, CreatedAt: t.now})
 	return after
 }
 

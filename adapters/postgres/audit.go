@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -222,4 +223,51 @@ func scanActivity(r interface{ Scan(dest ...any) error }) (ports.Activity, error
 	a.StartsAt, a.EndsAt = a.StartsAt.UTC(), a.EndsAt.UTC()
 	a.PaymentTimeout, a.ReservationTTL = duration(payTimeout), duration(rsvTTL)
 	return a, nil
+}
+
+// AppendAudit implements ports.AdminAuditStore: one admin_audit row, at =
+// now() (the transaction's Now), params stored as AuditEntry.ParamsJSON.
+// An invalid entry fails before any statement runs, so the transaction
+// stays usable.
+func (t *tx) AppendAudit(ctx context.Context, e ports.AuditEntry) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	params, err := e.ParamsJSON()
+	if err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	_, err = t.exec(ctx, "append audit", `
+		INSERT INTO admin_audit (actor, action, target, params, outcome)
+		VALUES ($1, $2, $3, $4::jsonb, $5)`,
+		e.Actor, e.Action, e.Target, string(params), e.Outcome)
+	return err
+}
+
+// ListAudit implements ports.AdminAuditStore with a primary-key range
+// scan; limit <= 0 returns nothing.
+func (t *tx) ListAudit(ctx context.Context, afterID int64, limit int) ([]ports.AuditRecord, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return query(ctx, t, "list audit", `
+		SELECT id, actor, action, target, params::text, outcome, at
+		FROM admin_audit WHERE id > $1 ORDER BY id LIMIT $2`,
+		func(r pgx.CollectableRow) (ports.AuditRecord, error) {
+			var (
+				rec    ports.AuditRecord
+				params string
+			)
+			if err := r.Scan(&rec.ID, &rec.Actor, &rec.Action, &rec.Target, &params, &rec.Outcome, &rec.At); err != nil {
+				return ports.AuditRecord{}, err
+			}
+			if err := json.Unmarshal([]byte(params), &rec.Params); err != nil {
+				return ports.AuditRecord{}, fmt.Errorf("audit %d: decode params: %w", rec.ID, err)
+			}
+			if rec.Params == nil {
+				rec.Params = map[string]any{}
+			}
+			rec.At = rec.At.UTC()
+			return rec, nil
+		}, afterID, limit)
 }

@@ -197,24 +197,6 @@ func (t *tx) MarkResolved(ctx context.Context, id int64) error {
 	return nil
 }
 
-// AppendAudit implements ports.DeadLetterStore: one dead_letter_audit row
-// (created_at = now(), an empty ReplayID stored as NULL). An unknown dead
-// letter id fails with ports.ErrNotFound (the foreign key; the transaction
-// is aborted).
-func (t *tx) AppendAudit(ctx context.Context, e ports.AuditEntry) error {
-	if e.Actor == "" || e.Action == "" || e.Outcome == "" {
-		return fmt.Errorf("postgres: append audit of dead letter %d: actor, action and outcome are required", e.DeadLetterID)
-	}
-	_, err := t.exec(ctx, "append dead letter audit", `
-		INSERT INTO dead_letter_audit (dead_letter_id, actor, action, reason, replay_id, outcome)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6)`,
-		e.DeadLetterID, e.Actor, e.Action, e.Reason, e.ReplayID, e.Outcome)
-	if err != nil && sqlState(err) == codeForeignKeyViolation {
-		return fmt.Errorf("postgres: append audit: dead letter %d: %w: %w", e.DeadLetterID, ports.ErrNotFound, err)
-	}
-	return err
-}
-
 // DeadLetterStats implements ports.DeadLetterStore in one statement (an
 // index-only scan of dead_letters_open; the status is a literal so that
 // even a generic plan can use the partial index): the number of OPEN rows and the

@@ -119,8 +119,7 @@ func (e *env) waitForLockWait(t *testing.T, marker string) {
 	}
 }
 
-// The stored columns: logical topic, tag, keys, message group, properties;
-// an audit entry with its NULL replay id.
+// The stored columns: logical topic, tag, keys, message group, properties.
 func TestDeadLetterColumns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, postgres.Config{})
@@ -139,13 +138,6 @@ func TestDeadLetterColumns(t *testing.T) {
 	if topic != "ORDER_STATE_FIFO" || tag != r.Tag || !slices.Equal(keys, r.Keys) || group != r.MessageGroup ||
 		props["message_id"] != r.MessageID || msgID != r.MessageID {
 		t.Fatalf("stored topic %q tag %q keys %v group %q props %v message %q; want those of %+v", topic, tag, keys, group, props, msgID, r)
-	}
-	e.inTx(t, func(ctx context.Context, tx ports.Tx) error {
-		return tx.AppendAudit(ctx, ports.AuditEntry{DeadLetterID: id, Actor: "ops", Action: "REPLAY", Outcome: "REFUSED"})
-	})
-	if n := e.count(t, `SELECT count(*) FROM dead_letter_audit
-		WHERE dead_letter_id = $1 AND replay_id IS NULL AND actor = 'ops' AND outcome = 'REFUSED' AND reason = ''`, id); n != 1 {
-		t.Fatalf("%d matching audit rows, want 1", n)
 	}
 }
 

@@ -111,7 +111,7 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(n),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
-	if _, err := admin.CreateActivity(ctx, act); err != nil {
+	if _, err := admin.CreateActivity(ctx, "system:bench", act); err != nil {
 		return 0, 0, "", err
 	}
 	if err := publishOrders(ctx, pub, act, n); err != nil {

@@ -139,7 +139,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
 			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 			PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
-		if _, err := app.Admin.CreateActivity(ctx, act); err != nil {
+		if _, err := app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
 			return err
 		}
 		r, err := placeLevel(ctx, base, []byte(cfg.AuthSecret), act.ActivityID, c, *duration)

@@ -27,9 +27,9 @@ func commands() []command {
 		{"serve", "serve [--seed-demo]: the Connect API and every worker", serve},
 		{"migrate", "migrate up|status: apply or list the database migrations", migrate},
 		{"token", "token --user N [--admin] [--ttl 24h]: mint a bearer token for local use", token},
-		{"reconcile", "reconcile: one reconciliation pass; prints the report", reconcile},
-		{"projection", "projection rebuild: rebuild the Redis query view from order_events", projection},
-		{"dlq", "dlq list [--group G] | dlq replay --id N --reason TEXT: operate dead letters through the API", dlq},
+		{"reconcile", "reconcile [--token T]: one reconciliation pass (audited); prints the report", reconcile},
+		{"projection", "projection rebuild [--token T]: rebuild the Redis query view from order_events (audited)", projection},
+		{"dlq", "dlq list [--group G] [--token T] | dlq replay --id N --reason TEXT [--token T]: operate dead letters through the API", dlq},
 		{"bench", "bench place|consume: the benchmarks of docs/benchmarks.md", bench},
 	}
 }
@@ -65,5 +65,7 @@ func usage(w io.Writer) error {
 	for _, c := range commands() {
 		fmt.Fprintln(w, "  "+c.usage)
 	}
+	fmt.Fprintln(w, "Commands that change state (reconcile, projection rebuild, dlq replay) run as the operator of")
+	fmt.Fprintln(w, "an admin token, --token or $"+envOperatorToken+", and are audited under that user.")
 	return flag.ErrHelp
 }

@@ -67,7 +67,7 @@ var demo = ports.Activity{
 }
 
 func seedDemo(ctx context.Context, app *bootstrap.App) error {
-	_, err := app.Admin.CreateActivity(ctx, demo)
+	_, err := app.Admin.CreateActivity(ctx, ports.ActorSeedDemo, demo)
 	if errors.Is(err, ports.ErrAlreadyExists) {
 		return nil
 	}
