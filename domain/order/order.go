@@ -15,6 +15,7 @@ package order
 import (
 	"errors"
 	"fmt"
+	"github.com/seckill-dev/seckill/domain/clientid"
 	"time"
 )
 
@@ -58,6 +59,9 @@ var (
 	ErrNotExpired = errors.New("order: payment deadline not reached")
 	// ErrPaymentMismatch: a different payment is already in progress or done.
 	ErrPaymentMismatch = errors.New("order: payment id mismatch")
+	// ErrPaymentExpired: a payment arrived at or after expires_at; the
+	// order is left to the timeout cancellation.
+	ErrPaymentExpired = errors.New("order: payment deadline passed")
 	// ErrCorruptStream: an event stream cannot be replayed (gap, wrong
 	// aggregate, illegal transition).
 	ErrCorruptStream = errors.New("order: corrupt event stream")
@@ -180,11 +184,18 @@ func Rehydrate(events []Event) (*Order, error) {
 // Pay records a successful payment. From CREATED it records PaymentStarted
 // and Paid (the order passes through PAYING); from PAYING with the same
 // payment id it records Paid. Paying a PAID order again with the same
-// payment id records nothing and returns nil (idempotent); other cases fail
-// with ErrAlreadyPaid, ErrAlreadyCanceled or ErrPaymentMismatch.
+// payment id records nothing and returns nil (idempotent). A payment of an
+// unpaid order at or after expires_at fails with ErrPaymentExpired (the
+// same boundary at which a timeout cancel becomes legal, so exactly one of
+// them applies); other cases fail with ErrAlreadyPaid, ErrAlreadyCanceled
+// or ErrPaymentMismatch. paymentID must follow the clientid rule
+// (ErrInvalid otherwise).
 func (o *Order) Pay(paymentID string, now time.Time) error {
-	if paymentID == "" {
-		return fmt.Errorf("%w: payment_id is empty", ErrInvalid)
+	if err := clientid.Validate(paymentID); err != nil {
+		return fmt.Errorf("%w: payment_id: %v", ErrInvalid, err)
+	}
+	if o.status.Unpaid() && !now.Before(o.expiresAt) {
+		return ErrPaymentExpired
 	}
 	switch o.status {
 	case StatusPaid:
@@ -206,10 +217,14 @@ func (o *Order) Pay(paymentID string, now time.Time) error {
 }
 
 // StartPayment moves a CREATED order to PAYING for paymentID. Starting the
-// same payment twice is a no-op.
+// same payment twice is a no-op; starting one at or after expires_at fails
+// with ErrPaymentExpired.
 func (o *Order) StartPayment(paymentID string, now time.Time) error {
-	if paymentID == "" {
-		return fmt.Errorf("%w: payment_id is empty", ErrInvalid)
+	if err := clientid.Validate(paymentID); err != nil {
+		return fmt.Errorf("%w: payment_id: %v", ErrInvalid, err)
+	}
+	if o.status.Unpaid() && !now.Before(o.expiresAt) {
+		return ErrPaymentExpired
 	}
 	switch o.status {
 	case StatusPaying:

@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,10 +169,14 @@ func TestPropertyNoIllegalState(t *testing.T) {
 			now = now.Add(time.Duration(rapid.IntRange(0, 20*60).Draw(t, "advance_s")) * time.Second)
 			pay := rapid.SampledFrom([]string{"p1", "p2"}).Draw(t, "payment")
 			before := len(o.Changes())
+			wasUnpaid := o.Snapshot().Status.Unpaid()
 			var err error
 			switch rapid.IntRange(0, 3).Draw(t, "cmd") {
 			case 0:
 				err = o.Pay(pay, now)
+				if err == nil && wasUnpaid && !now.Before(o.Snapshot().ExpiresAt) {
+					t.Fatalf("paid at %s, not before the deadline %s", now, o.Snapshot().ExpiresAt)
+				}
 			case 1:
 				err = o.StartPayment(pay, now)
 			case 2:
@@ -180,7 +185,8 @@ func TestPropertyNoIllegalState(t *testing.T) {
 				err = o.Cancel(order.ReasonBuyerCanceled, now)
 			}
 			if err != nil && !errors.Is(err, order.ErrAlreadyPaid) && !errors.Is(err, order.ErrAlreadyCanceled) &&
-				!errors.Is(err, order.ErrNotExpired) && !errors.Is(err, order.ErrPaymentMismatch) {
+				!errors.Is(err, order.ErrNotExpired) && !errors.Is(err, order.ErrPaymentMismatch) &&
+				!errors.Is(err, order.ErrPaymentExpired) {
 				t.Fatalf("unexpected error: %v", err)
 			}
 			changes := o.Changes()
@@ -218,4 +224,39 @@ func TestPropertyNoIllegalState(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPayAtTheDeadlineIsRefused checks the boundary shared with the timeout
+// cancel: a payment one instant before expires_at applies; one at or after
+// it fails with ErrPaymentExpired and records nothing, while a timeout
+// cancel at the same instant applies.
+func TestPayAtTheDeadlineIsRefused(t *testing.T) {
+	o := newOrder(t)
+	deadline := o.Snapshot().ExpiresAt
+	if err := o.Pay("pay_late", deadline); !errors.Is(err, order.ErrPaymentExpired) {
+		t.Fatalf("pay at the deadline: %v, want ErrPaymentExpired", err)
+	}
+	if err := o.StartPayment("pay_late", deadline.Add(time.Second)); !errors.Is(err, order.ErrPaymentExpired) {
+		t.Fatalf("start payment after the deadline: %v, want ErrPaymentExpired", err)
+	}
+	if n := len(o.Changes()); n != 1 {
+		t.Fatalf("refused payments recorded %d events beyond creation", n-1)
+	}
+	if err := o.Cancel(order.ReasonPaymentTimeout, deadline); err != nil {
+		t.Fatalf("timeout cancel at the deadline: %v", err)
+	}
+	o2 := newOrder(t)
+	if err := o2.Pay("pay_ok", o2.Snapshot().ExpiresAt.Add(-time.Microsecond)); err != nil {
+		t.Fatalf("pay just before the deadline: %v", err)
+	}
+}
+
+// TestPaymentIDFollowsTheClientIDRule refuses payment ids that could not be
+// stored or keyed safely.
+func TestPaymentIDFollowsTheClientIDRule(t *testing.T) {
+	for _, bad := range []string{"", "   ", "pay 1", strings.Repeat("é", 65)} {
+		if err := newOrder(t).Pay(bad, t0.Add(time.Minute)); !errors.Is(err, order.ErrInvalid) {
+			t.Errorf("Pay(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
 }
