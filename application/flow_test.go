@@ -400,7 +400,7 @@ func TestPayAndCancelRaceHasOneWinner(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := h.orders.PayOrder(context.Background(), 13, res.OrderID, "pay-1"); err == nil {
+			if _, err := h.orders.PayOrder(context.Background(), res.OrderID, "pay-1"); err == nil {
 				mu.Lock()
 				paid++
 				mu.Unlock()
@@ -456,7 +456,7 @@ func TestPaymentTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.settle()
-	if _, err := h.orders.PayOrder(context.Background(), 20, paidRes.OrderID, "p"); err != nil {
+	if _, err := h.orders.PayOrder(context.Background(), paidRes.OrderID, "p"); err != nil {
 		t.Fatal(err)
 	}
 	// An early timeout check changes nothing and is redelivered later.

@@ -161,14 +161,18 @@ func (l *OrderLifecycle) write(ctx context.Context, tx ports.Tx, s order.Snapsho
 // view converts a snapshot to the query view.
 func view(s order.Snapshot) ports.OrderView { return stateView(orderState(s)) }
 
-// Pay records userID's payment of orderID.
-func (l *OrderLifecycle) Pay(ctx context.Context, userID int64, orderID, paymentID string) (ports.OrderView, error) {
-	s, _, err := l.execute(ctx, orderID, userID, nil, func(o *order.Order, now time.Time) error {
+// Pay records the payment paymentID of orderID, for the payment side
+// (authorised by the caller; any order may be addressed). The deadline is
+// checked against the database's clock.
+func (l *OrderLifecycle) Pay(ctx context.Context, orderID, paymentID string) (ports.OrderView, error) {
+	s, _, err := l.execute(ctx, orderID, 0, nil, func(o *order.Order, now time.Time) error {
 		return o.Pay(paymentID, now)
 	})
 	switch {
 	case errors.Is(err, order.ErrAlreadyCanceled), errors.Is(err, order.ErrAlreadyPaid), errors.Is(err, order.ErrPaymentMismatch):
 		return ports.OrderView{}, fmt.Errorf("pay %s: %v: %w", orderID, err, ports.ErrOrderNotPayable)
+	case errors.Is(err, order.ErrPaymentExpired):
+		return ports.OrderView{}, fmt.Errorf("pay %s: %w", orderID, ports.ErrPaymentExpired)
 	case errors.Is(err, order.ErrInvalid):
 		return ports.OrderView{}, ports.InvalidField("payment_id", "%v", err)
 	case err != nil:

@@ -145,7 +145,7 @@ func TestProjectionAppliesOnlyNewerVersionsAndFillsGaps(t *testing.T) {
 	if _, err := h.relay.RelayOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.orders.PayOrder(context.Background(), 3, res.OrderID, "p"); err != nil {
+	if _, err := h.orders.PayOrder(context.Background(), res.OrderID, "p"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.relay.RelayOnce(context.Background()); err != nil {

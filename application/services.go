@@ -32,8 +32,8 @@ func (s *OrderService) GetOrder(ctx context.Context, userID int64, orderID strin
 }
 
 // PayOrder implements ports.OrderService.
-func (s *OrderService) PayOrder(ctx context.Context, userID int64, orderID, paymentID string) (ports.OrderView, error) {
-	return s.life.Pay(ctx, userID, orderID, paymentID)
+func (s *OrderService) PayOrder(ctx context.Context, orderID, paymentID string) (ports.OrderView, error) {
+	return s.life.Pay(ctx, orderID, paymentID)
 }
 
 // CancelOrder implements ports.OrderService.

@@ -37,6 +37,12 @@ var (
 	// ErrOrderNotPayable: the order is canceled (or paid with another
 	// payment).
 	ErrOrderNotPayable = errors.New("order not payable")
+	// ErrPaymentExpired: a payment arrived at or after the order's
+	// expires_at (by the database's clock); the order is left to the
+	// timeout cancellation.
+	ErrPaymentExpired = errors.New("payment deadline passed")
+	// ErrPaymentIDReused: the payment id already confirmed another order.
+	ErrPaymentIDReused = errors.New("payment id already used for another order")
 	// ErrOrderNotCancelable: the order is paid.
 	ErrOrderNotCancelable = errors.New("order not cancelable")
 	// ErrReplayRefused: a dead letter failed a replay pre-check (replay cap

@@ -60,9 +60,12 @@ type OrderService interface {
 	// GetOrder returns userID's order. ErrNotFound also when the order
 	// belongs to someone else.
 	GetOrder(ctx context.Context, userID int64, orderID string) (OrderView, error)
-	// PayOrder pays userID's order (idempotent per payment id). Errors:
-	// ErrNotFound, ErrOrderNotPayable.
-	PayOrder(ctx context.Context, userID int64, orderID, paymentID string) (OrderView, error)
+	// PayOrder confirms the payment paymentID of orderID on behalf of the
+	// payment side (callers authorise it: never a buyer). It is idempotent
+	// per payment id. Errors: ErrNotFound, ErrOrderNotPayable,
+	// ErrPaymentExpired (at or after expires_at, database clock),
+	// ErrPaymentIDReused (paymentID confirmed another order).
+	PayOrder(ctx context.Context, orderID, paymentID string) (OrderView, error)
 	// CancelOrder cancels userID's unpaid order. Errors: ErrNotFound,
 	// ErrOrderNotCancelable.
 	CancelOrder(ctx context.Context, userID int64, orderID string) (OrderView, error)

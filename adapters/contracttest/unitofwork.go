@@ -76,6 +76,7 @@ func UnitOfWork(t *testing.T, factory UnitOfWorkFactory) {
 	t.Run("AuditStock", func(t *testing.T) { testAuditStock(t, factory) })
 	t.Run("ReservationStates", func(t *testing.T) { testReservationStates(t, factory) })
 	t.Run("ExpiredUnpaidOrders", func(t *testing.T) { testExpiredUnpaidOrders(t, factory) })
+	t.Run("PaymentIDConfirmsOneOrder", func(t *testing.T) { testPaymentIDConfirmsOneOrder(t, factory) })
 	t.Run("OrderStreams", func(t *testing.T) { testOrderStreams(t, factory) })
 	t.Run("RejectionPages", func(t *testing.T) { testRejectionPages(t, factory) })
 	t.Run("RollbackOnError", func(t *testing.T) { testRollback(t, factory, false) })

@@ -53,10 +53,14 @@ func cancelOrder(o *order.Order) error {
 	return o.Cancel(order.ReasonBuyerCanceled, baseTime.Add(time.Minute))
 }
 
-func payOrder(o *order.Order) error { return o.Pay("pay-"+uniq(), baseTime.Add(time.Minute)) }
+// payOrder and startPayment act one minute after the order's creation,
+// well before its deadline.
+func payOrder(o *order.Order) error {
+	return o.Pay("pay-"+uniq(), o.Snapshot().CreatedAt.Add(time.Minute))
+}
 
 func startPayment(o *order.Order) error {
-	return o.StartPayment("pay-"+uniq(), baseTime.Add(time.Minute))
+	return o.StartPayment("pay-"+uniq(), o.Snapshot().CreatedAt.Add(time.Minute))
 }
 
 // decide claims a reservation and records its outcome.

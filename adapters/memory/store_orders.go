@@ -66,6 +66,23 @@ func (t *tx) UpdateOrders(ctx context.Context, orders []order.Snapshot) error {
 			return fmt.Errorf("memory store UpdateOrders: order %s: user %d holds order %s: %w", o.OrderID, cur.UserID, other, ports.ErrAlreadyExists)
 		}
 	}
+	// A payment id confirms one order only (orders_payment_id_key).
+	for _, o := range orders {
+		if o.PaymentID == "" {
+			continue
+		}
+		var other string
+		t.orders.each(func(id string, cur order.Snapshot) bool {
+			if id != o.OrderID && cur.PaymentID == o.PaymentID {
+				other = id
+				return false
+			}
+			return true
+		})
+		if other != "" {
+			return fmt.Errorf("memory store UpdateOrders: order %s: payment %s confirmed order %s: %w", o.OrderID, o.PaymentID, other, ports.ErrPaymentIDReused)
+		}
+	}
 	for _, o := range orders {
 		cur, ok := t.orders.get(o.OrderID)
 		if !ok || cur.Version >= o.Version {

@@ -100,8 +100,15 @@ func (t *tx) UpdateOrders(ctx context.Context, orders []order.Snapshot) error {
 		WHERE o.order_id = u.order_id AND o.aggregate_version < u.version`,
 		c.orderID, c.status, c.cancelReason, c.paymentID, c.version,
 		c.updatedAt, c.expiresAt, c.paidAt, c.canceledAt)
+	if err != nil && sqlState(err) == codeUniqueViolation && constraintOf(err) == paymentIDKey {
+		return fmt.Errorf("postgres: update orders: %w: %w", ports.ErrPaymentIDReused, err)
+	}
 	return err
 }
+
+// paymentIDKey is the unique index that lets a payment id confirm one
+// order only (migration 00014).
+const paymentIDKey = "orders_payment_id_key"
 
 // OrdersByReservation implements ports.OrderStore.
 func (t *tx) OrdersByReservation(ctx context.Context, reservationIDs []string) (map[string]string, error) {
