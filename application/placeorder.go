@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
+	"github.com/seckill-dev/seckill/domain/clientid"
 	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -57,23 +57,16 @@ func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, p
 }
 
 // Place reserves one unit for cmd.UserID and queues the order's creation.
+//
+// The user's rate limit (inside ClaimRequest) is the first work done, so
+// no database or stock work is spent on a caller beyond its budget. A
+// request that reserves nothing (unknown or closed activity, backlog, sold
+// out, already purchased) has its claim forgotten (see forgetTTL): it
+// leaves no long-lived key in Redis.
 func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
 	if err := validatePlace(cmd); err != nil {
 		return ports.PlaceOrderResult{}, err
 	}
-	act, err := p.activities.Get(ctx, cmd.ActivityID, cmd.SKUID)
-	if errors.Is(err, ports.ErrNotFound) {
-		return ports.PlaceOrderResult{}, fmt.Errorf("activity %d/%d: %w", cmd.ActivityID, cmd.SKUID, ports.ErrActivityClosed)
-	}
-	if err != nil {
-		return ports.PlaceOrderResult{}, err
-	}
-	now := p.clock.Now()
-	if err := p.gate.Admit(now, act.ReservationTTL); err != nil {
-		p.metrics.AdmissionRejected("BACKLOG")
-		return ports.PlaceOrderResult{}, err
-	}
-
 	claim, existing, err := p.admission.ClaimRequest(ctx, ports.RequestClaim{
 		UserID: cmd.UserID, RequestID: cmd.RequestID, ActivityID: cmd.ActivityID, SKUID: cmd.SKUID,
 		ReservationID: p.ids.NewID(ports.IDReservation),
@@ -86,31 +79,66 @@ func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (po
 	if err != nil {
 		return ports.PlaceOrderResult{}, fmt.Errorf("claim request: %w", err)
 	}
+	res, reserved, err := p.reserve(ctx, cmd, claim, existing)
+	if !reserved {
+		if ferr := p.admission.ForgetRequest(context.WithoutCancel(ctx), cmd.UserID, cmd.RequestID, claim, forgetTTL); ferr != nil {
+			p.log.WarnContext(ctx, "forget a request that reserved nothing; its claim expires with its ttl",
+				"user_id", cmd.UserID, "request_id", cmd.RequestID, "error", ferr)
+		}
+	}
+	return res, err
+}
 
+// forgetTTL is how long the claim of a request that reserved nothing
+// stays: retries within it get the same answer without a new token.
+const forgetTTL = 5 * time.Second
+
+// reserve runs the admission checks and the reservation for a claimed
+// request and sends the order-create message. reserved is false when no
+// reservation stands behind the claim (whatever the error); an error
+// with reserved true leaves the reservation to the scanner.
+func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, claim ports.RequestClaim, existing bool) (ports.PlaceOrderResult, bool, error) {
+	act, err := p.activities.Get(ctx, cmd.ActivityID, cmd.SKUID)
+	if errors.Is(err, ports.ErrNotFound) {
+		return ports.PlaceOrderResult{}, false, fmt.Errorf("activity %d/%d: %w", cmd.ActivityID, cmd.SKUID, ports.ErrActivityClosed)
+	}
+	if err != nil {
+		return ports.PlaceOrderResult{}, existing, err
+	}
+	now := p.clock.Now()
+	if err := p.gate.Admit(now, act.ReservationTTL); err != nil {
+		p.metrics.AdmissionRejected("BACKLOG")
+		return ports.PlaceOrderResult{}, existing, err
+	}
 	r, err := reservation.New(reservation.NewReservation{
 		ReservationID: claim.ReservationID, OrderID: claim.OrderID, MessageID: claim.MessageID,
 		RequestID: cmd.RequestID, ActivityID: cmd.ActivityID, SKUID: cmd.SKUID, UserID: cmd.UserID,
 		TTL: act.ReservationTTL,
 	}, now)
 	if err != nil {
-		return ports.PlaceOrderResult{}, fmt.Errorf("new reservation: %w", err)
+		return ports.PlaceOrderResult{}, false, fmt.Errorf("new reservation: %w", err)
 	}
 	stored, err := p.reservations.Reserve(ctx, r.Snapshot(), now.Add(p.cfg.ScanGrace))
+	if errors.Is(err, ports.ErrSoldOut) || errors.Is(err, ports.ErrAlreadyPurchased) || errors.Is(err, ports.ErrActivityClosed) {
+		return ports.PlaceOrderResult{}, false, fmt.Errorf("reserve: %w", err)
+	}
 	if err != nil {
-		return ports.PlaceOrderResult{}, fmt.Errorf("reserve: %w", err)
+		// The outcome is unknown (for example a timeout): keep the claim.
+		return ports.PlaceOrderResult{}, true, fmt.Errorf("reserve: %w", err)
 	}
 	res := ports.PlaceOrderResult{OrderID: stored.OrderID, ReservationID: stored.ReservationID, Status: ports.OrderQueuing}
 	if existing || stored.Version > 1 || stored.Status != reservation.StatusPending {
 		// A repeated request: the first one (or the scanner) owns the send.
-		return p.repeated(ctx, cmd.UserID, stored, res)
+		res, err = p.repeated(ctx, cmd.UserID, stored, res)
+		return res, true, err
 	}
 	if err := ports.Inject(ctx, p.fp, ports.FailAfterReserve); err != nil {
-		return ports.PlaceOrderResult{}, err
+		return ports.PlaceOrderResult{}, true, err
 	}
 	if err := p.send(ctx, stored); err != nil {
-		return ports.PlaceOrderResult{}, err
+		return ports.PlaceOrderResult{}, true, err
 	}
-	return res, nil
+	return res, true, nil
 }
 
 // send publishes the order-create message and records the outcome. Only a
@@ -198,8 +226,8 @@ func validatePlace(cmd ports.PlaceOrderCommand) error {
 		return ports.InvalidField("activity_id", "must be > 0")
 	case cmd.SKUID <= 0:
 		return ports.InvalidField("sku_id", "must be > 0")
-	case cmd.RequestID == "" || utf8.RuneCountInString(cmd.RequestID) > reservation.MaxRequestIDLen:
-		return ports.InvalidField("request_id", "must be 1..%d characters", reservation.MaxRequestIDLen)
+	case clientid.Validate(cmd.RequestID) != nil:
+		return ports.InvalidField("request_id", "must be %s", clientid.Allowed)
 	}
 	return nil
 }

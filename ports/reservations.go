@@ -81,6 +81,13 @@ type Admission interface {
 	// ErrRequestIDReused. Atomic: concurrent calls with the same request_id
 	// all return the same ids. Claims expire after ttl of wall time.
 	ClaimRequest(ctx context.Context, claim RequestClaim, ttl time.Duration) (bound RequestClaim, existing bool, err error)
+	// ForgetRequest is called when the request bound to claim reserved
+	// nothing (sold out, already purchased, closed, refused): when
+	// (userID, requestID) is still bound to claim.ReservationID, the claim
+	// and its order lookup expire within ttl (never later than they
+	// would have), so a request that reserves nothing leaves no long-lived
+	// key behind. Otherwise it changes nothing. Idempotent.
+	ForgetRequest(ctx context.Context, userID int64, requestID string, claim RequestClaim, ttl time.Duration) error
 	// LookupOrder returns the reservation behind one of userID's order ids,
 	// as bound by ClaimRequest. ErrNotFound when there is none.
 	LookupOrder(ctx context.Context, userID int64, orderID string) (ReservationRef, error)

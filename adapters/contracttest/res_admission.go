@@ -117,3 +117,40 @@ func testClaimRequestConcurrent(t *testing.T, adm ports.Admission) {
 		t.Fatalf("%d concurrent claims of one request_id: %d fresh, want 1", n, fresh)
 	}
 }
+
+// testForgetRequest: forgetting a claim bound to another reservation
+// changes nothing; forgetting the bound one lets the claim and its order
+// lookup expire within the given ttl, after which the same request_id
+// binds fresh ids.
+func testForgetRequest(t *testing.T, adm ports.Admission, clock *suiteClock) {
+	ctx := t.Context()
+	a, s := randomID(), randomID()
+	c := requestClaim(3, "req-"+uniq(), a, s)
+	_, _, err := adm.ClaimRequest(ctx, c, time.Hour)
+	noErr(t, "ClaimRequest", err)
+
+	stranger := c
+	stranger.ReservationID = "rsv_other" + uniq()
+	noErr(t, "ForgetRequest of another reservation", adm.ForgetRequest(ctx, c.UserID, c.RequestID, stranger, time.Millisecond))
+	const wait = 30 * time.Millisecond
+	time.Sleep(wait) // Redis expires keys on its own clock
+	clock.Advance(wait)
+	bound, existing, err := adm.ClaimRequest(ctx, requestClaim(3, c.RequestID, a, s), time.Hour)
+	noErr(t, "ClaimRequest after forgetting another reservation", err)
+	if !existing || !sameIDs(bound, c) {
+		t.Fatalf("claim after ForgetRequest of another reservation = %+v, existing %v; want it untouched", bound, existing)
+	}
+
+	noErr(t, "ForgetRequest", adm.ForgetRequest(ctx, c.UserID, c.RequestID, c, time.Millisecond))
+	noErr(t, "ForgetRequest again (idempotent)", adm.ForgetRequest(ctx, c.UserID, c.RequestID, c, time.Millisecond))
+	time.Sleep(wait)
+	clock.Advance(wait)
+	_, err = adm.LookupOrder(ctx, c.UserID, c.OrderID)
+	wantErr(t, "LookupOrder of a forgotten claim", err, ports.ErrNotFound)
+	fresh := requestClaim(3, c.RequestID, a, s)
+	bound, existing, err = adm.ClaimRequest(ctx, fresh, time.Hour)
+	noErr(t, "ClaimRequest after ForgetRequest", err)
+	if existing || !sameIDs(bound, fresh) {
+		t.Fatalf("claim after ForgetRequest = %+v, existing %v; want fresh ids", bound, existing)
+	}
+}

@@ -72,6 +72,7 @@ func Reservations(t *testing.T, factory ReservationsFactory) {
 	}
 	t.Run("ClaimRequest", func(t *testing.T) { s, _ := setup(t); testClaimRequest(t, s.Admission) })
 	t.Run("RateLimit", func(t *testing.T) { s, c := setup(t); testRateLimit(t, s.Admission, c) })
+	t.Run("ForgetRequest", func(t *testing.T) { s, c := setup(t); testForgetRequest(t, s.Admission, c) })
 	t.Run("ClaimRequestConcurrent", func(t *testing.T) { s, _ := setup(t); testClaimRequestConcurrent(t, s.Admission) })
 	t.Run("SeedAndInventory", func(t *testing.T) { s, _ := setup(t); testSeed(t, s.Reservations) })
 	t.Run("ReserveGuards", func(t *testing.T) { s, _ := setup(t); testReserveGuards(t, s.Reservations) })

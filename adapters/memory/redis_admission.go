@@ -82,6 +82,33 @@ func (r *Redis) takeToken(userID, nowMS int64) bool {
 	return ok
 }
 
+// ForgetRequest makes the claim of (userID, requestID) and its order
+// lookup expire within ttl on the injected clock (never later than they
+// would have) when the claim is still bound to claim.ReservationID.
+func (r *Redis) ForgetRequest(ctx context.Context, userID int64, requestID string, claim ports.RequestClaim, ttl time.Duration) error {
+	after, err := r.enter(ctx, "ForgetRequest")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	key := requestKey{userID, requestID}
+	cur, ok := r.claims[key]
+	if !ok || cur.claim.ReservationID != claim.ReservationID {
+		return after
+	}
+	exp := r.cfg.Clock.Now().Add(max(ttl, time.Millisecond))
+	if exp.Before(cur.expiresAt) {
+		cur.expiresAt = exp
+		r.claims[key] = cur
+	}
+	lk := lookupKey{userID, cur.claim.OrderID}
+	if e, ok := r.lookups[lk]; ok && exp.Before(e.expiresAt) {
+		e.expiresAt = exp
+		r.lookups[lk] = e
+	}
+	return after
+}
+
 // LookupOrder returns the reservation bound by ClaimRequest to userID's
 // order id, or ports.ErrNotFound (never bound, expired, or another user's
 // order).

@@ -76,6 +76,17 @@ func (s *Store) ClaimRequest(ctx context.Context, claim ports.RequestClaim, ttl 
 	return ports.RequestClaim{}, false, unexpected("claim request", reply)
 }
 
+// ForgetRequest runs forget_request in the user's slot: when the claim of
+// (userID, requestID) is still bound to reservationID, its claim and order
+// lookup keys expire within ttl (never later than they would have).
+func (s *Store) ForgetRequest(ctx context.Context, userID int64, requestID string, claim ports.RequestClaim, ttl time.Duration) error {
+	keys := []string{s.keys.request(userID, requestID), s.keys.orderLookup(userID, claim.OrderID)}
+	if err := s.run(ctx, scriptForgetRequest, keys, claim.ReservationID, itoa(max(ttl.Milliseconds(), 1))).Err(); err != nil {
+		return wrapErr("forget request", err)
+	}
+	return nil
+}
+
 // LookupOrder reads the order lookup key written by ClaimRequest and
 // returns the reservation behind userID's order orderID;
 // ports.ErrNotFound when there is none (never bound, expired, or another

@@ -24,6 +24,7 @@ const (
 	scriptMarkOrdered   = "mark_ordered"
 	scriptClaimDue      = "claim_due"
 	scriptClaimRequest  = "claim_request"
+	scriptForgetRequest = "forget_request"
 	scriptViewApply     = "view_apply"
 	scriptInventory     = "inventory"
 )
@@ -32,7 +33,7 @@ const (
 func scriptNames() []string {
 	return []string{
 		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
-		scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptViewApply, scriptInventory,
+		scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
 	}
 }
 
