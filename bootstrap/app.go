@@ -27,8 +27,10 @@ type Worker struct {
 
 // App is the assembled service.
 type App struct {
-	Config     config.Config
+	Config config.Config
+	// Server is the API listener; Ops the operations listener.
 	Server     *connect.Server
+	Ops        OpsServer
 	Publisher  *rocketmq.Publisher
 	Admin      *application.Admin
 	Orders     *application.OrderService
@@ -41,16 +43,29 @@ type App struct {
 	Log        *slog.Logger
 }
 
-// Run starts the publisher, then the server and every worker, and blocks
-// until ctx is canceled or one of them fails. It then stops the server
+// Run starts the publisher, then the servers and every worker, and blocks
+// until ctx is canceled or one of them fails. It then stops the API server
 // first (in-flight requests drain) and the workers after it (the sent
 // marker flushes what those requests queued; consumers finish in-flight
-// work and leave the rest un-ACKed), and returns the first failure. ready,
-// if non-nil, gets the server's address once it listens.
+// work and leave the rest un-ACKed), then the operations server, and
+// returns the first failure. ready, if non-nil, gets the API server's
+// address once both servers listen (OpsAddr has the other).
 func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 	if err := a.Publisher.Start(ctx); err != nil {
 		return fmt.Errorf("start publisher: %w", err)
 	}
+	if _, err := a.Ops.Listen(); err != nil {
+		return fmt.Errorf("operations server: %w", err)
+	}
+	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
+	opsDone := make(chan error, 1)
+	go func() { opsDone <- a.Ops.Run(opsCtx, time.Second, nil) }()
+	defer func() {
+		stopOps()
+		if err := <-opsDone; err != nil {
+			a.Log.Warn("operations server stopped with an error", "error", err)
+		}
+	}()
 	srvCtx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	workCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
@@ -80,7 +95,12 @@ func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 		}()
 	}
 	fail("server", a.Server.Run(srvCtx, 10*time.Second, ready))
+	// (the operations server stops last, in the deferred call above)
 	stopWorkers()
 	wg.Wait()
 	return firstErr
 }
+
+// OpsAddr returns the operations listener's address once Run listens, nil
+// before.
+func (a *App) OpsAddr() net.Addr { return a.Ops.Addr() }

@@ -53,6 +53,9 @@ type options struct {
 	configure  func(*config.Config)
 	beforeRun  func(*system)
 	noConsumer bool
+	// withoutWorkers names workers not to run (for example
+	// "consumer CG_SECKILL_ORDER_TIMEOUT_V1").
+	withoutWorkers []string
 }
 
 // startSystem starts the whole service (API, consumers, relay, scanner)
@@ -65,6 +68,7 @@ func startSystem(t *testing.T, opt options) *system {
 	s.redis, s.ns = redistest.New(t)
 	env := map[string]string{
 		"SECKILL_HTTP_ADDR":           "127.0.0.1:0",
+		"SECKILL_OPS_ADDR":            "127.0.0.1:0",
 		"SECKILL_AUTH_SECRET":         "e2e-secret-0123456789",
 		"SECKILL_PG_DSN":              dsn,
 		"SECKILL_PG_MAX_CONNS":        "16",
@@ -108,6 +112,9 @@ func startSystem(t *testing.T, opt options) *system {
 	s.app = app
 	if opt.noConsumer {
 		app.Workers = without(app.Workers, "consumer "+"CG_SECKILL_ORDER_CREATE_PG_V1")
+	}
+	for _, name := range opt.withoutWorkers {
+		app.Workers = without(app.Workers, name)
 	}
 	addrc := make(chan net.Addr, 1)
 	s.done = make(chan error, 1)
@@ -165,6 +172,17 @@ var _ io.Writer = testWriter{}
 func (s *system) token(user int64, admin bool) string {
 	s.t.Helper()
 	tok, err := sconnect.MintToken([]byte(s.cfg.AuthSecret), user, admin, time.Hour, time.Now())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return tok
+}
+
+// paymentToken is a token of the payment side (scope "payment"), the only
+// non-admin caller PayOrder accepts.
+func (s *system) paymentToken() string {
+	s.t.Helper()
+	tok, err := sconnect.MintScopedToken([]byte(s.cfg.AuthSecret), 900_000_001, []string{sconnect.ScopePayment}, time.Hour, time.Now())
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -306,7 +324,7 @@ func (s *system) invariants(activity int64) {
 // `result="stale"`).
 func (s *system) metric(name string, fragments ...string) float64 {
 	s.t.Helper()
-	res, err := s.http.Get(s.base + "/metrics")
+	res, err := s.http.Get("http://" + s.app.OpsAddr().String() + "/metrics")
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,11 +37,12 @@ func TestPayAndCancelRace(t *testing.T) {
 	id := s.buy(1, 20, "race")
 	var mu sync.Mutex
 	paid, canceled := 0, 0
+	payer := s.paymentToken()
 	concurrently(200, 32, func(i int) {
 		tok := s.token(1, false)
 		var err error
 		if i%2 == 0 {
-			_, err = s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{OrderId: id, PaymentId: "pay-1"}, tok))
+			_, err = s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{OrderId: id, PaymentId: "pay-1"}, payer))
 			if err == nil {
 				mu.Lock()
 				paid++
@@ -85,25 +87,33 @@ func TestHalfPayHalfTimeout(t *testing.T) {
 	s.eventually(60*time.Second, "all orders exist", func() bool {
 		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) == n
 	})
+	// The payment side confirms the first half. A confirmation that
+	// arrives at or after an order's deadline (a slow machine) is refused
+	// with PAYMENT_EXPIRED and that order times out like the other half.
+	payer := s.paymentToken()
+	var expired atomic.Int64
 	concurrently(n/2, 16, func(i int) {
 		_, err := s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{
-			OrderId: ids[i], PaymentId: fmt.Sprintf("pay-%d", i)}, s.token(int64(1000+i), false)))
-		if err != nil {
+			OrderId: ids[i], PaymentId: fmt.Sprintf("pay-%d", i)}, payer))
+		if err != nil && reasonOf(err) == "PAYMENT_EXPIRED" {
+			expired.Add(1)
+		} else if err != nil {
 			t.Errorf("pay %d: %v", i, err)
 		}
 	})
-	s.eventually(90*time.Second, "the unpaid half is canceled", func() bool {
-		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELED'`, activity) == n/2
+	unpaid := int64(n/2) + expired.Load()
+	s.eventually(90*time.Second, "every unpaid order is canceled", func() bool {
+		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELED'`, activity) == unpaid
 	})
 	s.invariants(activity)
 	rep := s.report(activity)
-	if rep.GetRedisAvailable() != n/2 || rep.GetNonCanceledOrders() != n/2 {
-		t.Fatalf("report %v: the canceled half must be back in Redis stock", rep)
+	if rep.GetRedisAvailable() != unpaid || rep.GetNonCanceledOrders() != n-unpaid {
+		t.Fatalf("report %v: the %d canceled orders must be back in Redis stock", rep, unpaid)
 	}
 	paid := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID'`, activity)
 	releases := s.count(`SELECT count(*) FROM inventory_ledger WHERE activity_id = $1 AND reason = 'ORDER_CANCELED'`, activity)
-	t.Logf("orders paid %d, canceled %d, releases applied %d, cancel metrics via /metrics", paid, n/2, releases)
-	if paid != n/2 || releases != n/2 {
+	t.Logf("orders paid %d, canceled %d (%d payments came too late), releases applied %d", paid, unpaid, expired.Load(), releases)
+	if paid != n-unpaid || releases != unpaid {
 		t.Fatalf("paid %d releases %d", paid, releases)
 	}
 }

@@ -183,7 +183,7 @@ func TestProjectionOutOfOrderVersions(t *testing.T) {
 	s := startSystem(t, options{})
 	s.activity(33, 5, time.Minute, time.Minute)
 	id := s.buy(4, 33, "proj")
-	if _, err := s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{OrderId: id, PaymentId: "p"}, s.token(4, false))); err != nil {
+	if _, err := s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{OrderId: id, PaymentId: "p"}, s.paymentToken())); err != nil {
 		t.Fatal(err)
 	}
 	s.eventually(30*time.Second, "the view shows PAID", func() bool {

@@ -65,6 +65,7 @@ var AppSet = wire.NewSet(
 	provideDeadLetters,
 	provideAdmin,
 	provideServer,
+	provideOpsServer,
 	provideProjection,
 	provideWorkers,
 	wire.Struct(new(App), "*"),
@@ -191,17 +192,34 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	reg *prometheus.Registry, log *slog.Logger) (*connect.Server, error) {
+	log *slog.Logger) (*connect.Server, error) {
 	auth, err := connect.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
 		return nil, err
 	}
-	h := connect.NewHandler(orders, admin, auth, log,
+	h := connect.NewHandler(orders, admin, auth, log, connect.Limits{
+		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
+		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
+	})
+	l := connect.DefaultServerLimits()
+	l.ReadTimeout = cfg.API.ReadTimeout
+	return connect.NewServer(cfg.HTTPAddr, h, log, l), nil
+}
+
+// OpsServer is the operations listener (/metrics, /healthz, reflection),
+// a type of its own so that Wire tells it from the API server.
+type OpsServer struct{ *connect.Server }
+
+func provideOpsServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) OpsServer {
+	h := connect.NewOpsHandler(
 		connect.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
 		connect.Route{Pattern: "/healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write([]byte("ok\n"))
 		})})
-	return connect.NewServer(cfg.HTTPAddr, h, log), nil
+	// Reflection streams: no read timeout on this listener.
+	l := connect.DefaultServerLimits()
+	l.ReadTimeout = 0
+	return OpsServer{connect.NewServer(cfg.OpsAddr, h, log, l)}
 }
 
 // LoggerFor builds the JSON logger of the process.

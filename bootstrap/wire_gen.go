@@ -70,13 +70,14 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
-	server, err := provideServer(cfg, orderService, admin, registry, log)
+	server, err := provideServer(cfg, orderService, admin, log)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	opsServer := provideOpsServer(cfg, registry, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, rocketmqConfig, log)
 	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy)
 	if err != nil {
@@ -88,6 +89,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	app := &App{
 		Config:     cfg,
 		Server:     server,
+		Ops:        opsServer,
 		Publisher:  publisher,
 		Admin:      admin,
 		Orders:     orderService,

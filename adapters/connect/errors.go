@@ -9,6 +9,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/seckill-dev/seckill/domain/clientid"
+	"github.com/seckill-dev/seckill/domain/order"
+	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -26,6 +29,8 @@ const (
 	ReasonOrderNotPayable    = "ORDER_NOT_PAYABLE"
 	ReasonOrderNotCancelable = "ORDER_NOT_CANCELABLE"
 	ReasonReplayRefused      = "REPLAY_REFUSED"
+	ReasonPaymentExpired     = "PAYMENT_EXPIRED"
+	ReasonPaymentIDReused    = "PAYMENT_ID_REUSED"
 )
 
 // businessError maps a business sentinel to its code, ErrorInfo reason and
@@ -46,6 +51,10 @@ func businessError(err error) (code connect.Code, reason, msg string, ok bool) {
 		return connect.CodeInvalidArgument, ReasonRequestIDReused, "request_id was already used for another item", true
 	case errors.Is(err, ports.ErrOrderNotPayable):
 		return connect.CodeFailedPrecondition, ReasonOrderNotPayable, "the order cannot be paid", true
+	case errors.Is(err, ports.ErrPaymentExpired):
+		return connect.CodeFailedPrecondition, ReasonPaymentExpired, "the payment deadline has passed", true
+	case errors.Is(err, ports.ErrPaymentIDReused):
+		return connect.CodeAlreadyExists, ReasonPaymentIDReused, "payment_id already confirmed another order", true
 	case errors.Is(err, ports.ErrOrderNotCancelable):
 		return connect.CodeFailedPrecondition, ReasonOrderNotCancelable, "the order cannot be canceled", true
 	case errors.Is(err, ports.ErrReplayRefused):
@@ -81,6 +90,10 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return ce
 	}
 	switch {
+	case errors.Is(err, clientid.ErrInvalid), errors.Is(err, reservation.ErrInvalid), errors.Is(err, order.ErrInvalid):
+		// A rule the edge should have caught: still the caller's input.
+		log.WarnContext(ctx, "domain validation failed behind the edge", "procedure", procedure, "error", err)
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("invalid argument"))
 	case errors.Is(err, ports.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
 	case errors.Is(err, ports.ErrPermissionDenied):

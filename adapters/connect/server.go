@@ -1,8 +1,12 @@
 // Package connect is the driving adapter: it serves seckill.v1.OrderService
 // and seckill.v1.AdminService with Connect, gRPC and gRPC-Web on one h2c
-// port, together with gRPC health, gRPC reflection and any extra handlers
-// (for example /metrics). It authenticates every call (JWT HS256 bearer
-// tokens), validates requests (InvalidArgument naming the field) and maps
+// port, together with gRPC health; reflection and extra handlers (for
+// example /metrics) go on a separate operations handler. It bounds what a
+// request may cost before authenticating it (body, message, header and
+// token sizes, read and idle timeouts, HTTP/2 streams), authenticates every
+// call from its headers (JWT HS256 bearer tokens) before reading its body,
+// checks the procedure's scope, applies the concurrency and per-user
+// limits, validates requests (InvalidArgument naming the field) and maps
 // application errors to Connect codes in one function, toConnectError,
 // never leaking internals to clients.
 package connect
@@ -14,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -30,21 +35,36 @@ type Route struct {
 	Handler http.Handler
 }
 
-// NewHandler returns the HTTP handler serving both services (behind auth),
-// health (grpc.health.v1, SERVING for both services) and reflection (v1
-// and v1alpha), plus routes.
-func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, routes ...Route) http.Handler {
-	mux := http.NewServeMux()
+// NewHandler returns the API handler: both services and gRPC health
+// (grpc.health.v1, SERVING for both services). Each request passes, in
+// order, the wire body cap, authentication from the headers alone (no
+// body byte is read for an unauthenticated caller), then the decompressed
+// message cap, the trace, the scope check of the procedure and the
+// concurrency and per-user limits. Health answers without a token.
+func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits) http.Handler {
+	lim := newLimiter(limits, time.Now)
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(traceInterceptor(), auth.Interceptor("/"+seckillv1connect.AdminServiceName+"/")),
+		connect.WithInterceptors(traceInterceptor(), authzInterceptor(), lim.interceptor()),
+		connect.WithReadMaxBytes(limits.MaxMessageBytes),
 		// Responses are a few dozen bytes: compressing them costs more
 		// CPU (a gzip writer reset per response) than it saves.
 		connect.WithCompressMinBytes(1024),
 	)
-	mux.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, log), opts))
-	mux.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
+	services := http.NewServeMux()
+	services.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, log), opts))
+	services.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
+	mux := http.NewServeMux()
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(
-		seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)))
+		seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName), connect.WithReadMaxBytes(1<<10)))
+	mux.Handle("/", limitBody(limits.MaxBodyBytes, auth.Middleware(services)))
+	return mux
+}
+
+// NewOpsHandler returns the operations handler, meant for a listener of
+// its own (loopback by default): gRPC reflection (v1 and v1alpha) of both
+// services plus routes (for example /metrics and /healthz).
+func NewOpsHandler(routes ...Route) http.Handler {
+	mux := http.NewServeMux()
 	reflector := grpcreflect.NewStaticReflector(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
@@ -54,14 +74,39 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 	return mux
 }
 
-// Server is the HTTP server (HTTP/1.1 and cleartext HTTP/2).
-type Server struct {
-	srv *http.Server
-	log *slog.Logger
+// ServerLimits bound what one connection may hold.
+type ServerLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request (per stream on HTTP/2),
+	// so a slow body is cut off.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with nothing in flight.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request headers (the HTTP/2 header list
+	// too).
+	MaxHeaderBytes int
+	// MaxConcurrentStreams bounds the HTTP/2 streams one connection may
+	// have open.
+	MaxConcurrentStreams int
 }
 
-// NewServer returns a server for h on addr.
-func NewServer(addr string, h http.Handler, log *slog.Logger) *Server {
+// DefaultServerLimits are the connection limits of the API listener.
+func DefaultServerLimits() ServerLimits {
+	return ServerLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, MaxConcurrentStreams: 100}
+}
+
+// Server is the HTTP server (HTTP/1.1 and cleartext HTTP/2).
+type Server struct {
+	srv  *http.Server
+	log  *slog.Logger
+	ln   net.Listener
+	addr atomic.Pointer[net.Addr]
+}
+
+// NewServer returns a server for h on addr with limits l.
+func NewServer(addr string, h http.Handler, log *slog.Logger, l ServerLimits) *Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -69,19 +114,44 @@ func NewServer(addr string, h http.Handler, log *slog.Logger) *Server {
 		Addr:              addr,
 		Handler:           h,
 		Protocols:         p,
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: l.MaxConcurrentStreams},
 	}}
 }
 
-// Run listens and serves until ctx is canceled, then shuts down
-// gracefully within drain. ready, if non-nil, receives the bound address
-// once listening.
-func (s *Server) Run(ctx context.Context, drain time.Duration, ready func(addr net.Addr)) error {
+// Listen binds the server's address and returns it; Run serves on it.
+// Calling Run without Listen listens first.
+func (s *Server) Listen() (net.Addr, error) {
 	ln, err := net.Listen("tcp", s.srv.Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.srv.Addr, err)
+		return nil, fmt.Errorf("listen %s: %w", s.srv.Addr, err)
 	}
+	s.ln = ln
+	a := ln.Addr()
+	s.addr.Store(&a)
+	return a, nil
+}
+
+// Addr returns the bound address, or nil before Listen.
+func (s *Server) Addr() net.Addr {
+	if a := s.addr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// Run serves until ctx is canceled, then shuts down gracefully within
+// drain. ready, if non-nil, receives the bound address once listening.
+func (s *Server) Run(ctx context.Context, drain time.Duration, ready func(addr net.Addr)) error {
+	if s.ln == nil {
+		if _, err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	ln := s.ln
 	if ready != nil {
 		ready(ln.Addr())
 	}

@@ -32,9 +32,17 @@ type fakeOrders struct {
 	mu   sync.Mutex
 	cmds []ports.PlaceOrderCommand
 	err  error
+	// entered and release, when set, hold every PlaceOrder call inside
+	// the handler until release is closed.
+	entered chan struct{}
+	release chan struct{}
 }
 
 func (f *fakeOrders) PlaceOrder(_ context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
+	if f.release != nil {
+		f.entered <- struct{}{}
+		<-f.release
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cmds = append(f.cmds, cmd)
@@ -48,7 +56,7 @@ func (f *fakeOrders) GetOrder(context.Context, int64, string) (ports.OrderView, 
 	return ports.OrderView{}, f.err
 }
 
-func (f *fakeOrders) PayOrder(context.Context, int64, string, string) (ports.OrderView, error) {
+func (f *fakeOrders) PayOrder(context.Context, string, string) (ports.OrderView, error) {
 	return ports.OrderView{}, f.err
 }
 
@@ -84,14 +92,20 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startWith(t, sconnect.DefaultLimits(), &fakeOrders{})
+}
+
+// startWith serves fake services behind the real handler with limits.
+func startWith(t *testing.T, limits sconnect.Limits, orders *fakeOrders) *env {
+	t.Helper()
 	auth, err := sconnect.NewAuthenticator(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := &env{orders: &fakeOrders{}, admin: &fakeAdmin{}}
-	h := sconnect.NewHandler(e.orders, e.admin, auth, log)
-	srv := sconnect.NewServer("127.0.0.1:0", h, log)
+	e := &env{orders: orders, admin: &fakeAdmin{}}
+	h := sconnect.NewHandler(e.orders, e.admin, auth, log, limits)
+	srv := sconnect.NewServer("127.0.0.1:0", h, log, sconnect.DefaultServerLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -340,8 +354,20 @@ func TestHealthAndReflection(t *testing.T) {
 		}
 	}
 
+	// Reflection is served by the operations handler only.
 	rc := connect.NewClient[reflectionpb.ServerReflectionRequest, reflectionpb.ServerReflectionResponse](
 		e.client, e.base+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", connect.WithGRPC())
+	api := rc.CallBidiStream(ctx)
+	_ = api.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
+	})
+	_ = api.CloseRequest()
+	if _, err := api.Receive(); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("reflection on the API handler without a token: %v, want Unauthenticated", err)
+	}
+	_ = api.CloseResponse()
+	rc = connect.NewClient[reflectionpb.ServerReflectionRequest, reflectionpb.ServerReflectionResponse](
+		e.client, serveOps(t)+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", connect.WithGRPC())
 	stream := rc.CallBidiStream(ctx)
 	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
@@ -366,4 +392,25 @@ func TestHealthAndReflection(t *testing.T) {
 			t.Fatalf("reflection lists %q, missing %q", got, want)
 		}
 	}
+}
+
+// serveOps serves the operations handler and returns its base URL.
+func serveOps(t *testing.T) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := sconnect.NewServer("127.0.0.1:0", sconnect.NewOpsHandler(), log, sconnect.ServerLimits{})
+	addr, err := srv.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, time.Second, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ops server: %v", err)
+		}
+	})
+	return "http://" + addr.String()
 }

@@ -9,15 +9,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/seckill-dev/seckill/domain/clientid"
 	"github.com/seckill-dev/seckill/ports"
 )
 
 // Limits of request fields.
 const (
-	maxRequestIDLen = 128
-	maxPaymentIDLen = 128
-	maxReasonLen    = 512
-	maxStock        = 100_000_000
+	maxReasonLen = 512
+	maxStock     = 100_000_000
 	// maxDelay bounds payment timeouts and reservation TTLs: the broker's
 	// delay messages reach at most one day ahead.
 	maxDelay = 24 * time.Hour
@@ -30,15 +29,24 @@ func positiveID(field string, v int64) error {
 	return nil
 }
 
-// text checks a free-form identifier: 1..max characters, valid UTF-8, no
-// control characters.
+// clientID checks an identifier the client chooses (request_id,
+// payment_id) against the one rule of package clientid: it becomes part of
+// Redis and broker keys.
+func clientID(field, v string) error {
+	if err := clientid.Validate(v); err != nil {
+		return ports.InvalidField(field, "must be %s", clientid.Allowed)
+	}
+	return nil
+}
+
+// text checks free-form text (an operator's reason): 1..max bytes, valid
+// UTF-8, no control characters.
 func text(field, v string, max int) error {
-	n := utf8.RuneCountInString(v)
 	switch {
-	case n == 0:
+	case v == "":
 		return ports.InvalidField(field, "must not be empty")
-	case n > max:
-		return ports.InvalidField(field, "must be at most %d characters", max)
+	case len(v) > max:
+		return ports.InvalidField(field, "must be at most %d bytes", max)
 	case !utf8.ValidString(v):
 		return ports.InvalidField(field, "must be valid UTF-8")
 	case strings.IndexFunc(v, unicode.IsControl) >= 0:

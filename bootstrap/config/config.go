@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -29,11 +30,19 @@ func (Secret) LogValue() slog.Value { return slog.StringValue("****") }
 
 // Config is the whole configuration.
 type Config struct {
-	// HTTPAddr is where the Connect API, health, reflection and /metrics
-	// listen (SECKILL_HTTP_ADDR).
+	// HTTPAddr is where the Connect API and gRPC health listen
+	// (SECKILL_HTTP_ADDR).
 	HTTPAddr string
+	// OpsAddr is where the operations endpoints listen: /metrics,
+	// /healthz and gRPC reflection (SECKILL_OPS_ADDR, loopback by
+	// default; keep it off public interfaces).
+	OpsAddr string
 	// AuthSecret signs and verifies HS256 tokens (SECKILL_AUTH_SECRET).
+	// The development default is accepted only while the API listens on
+	// a loopback address.
 	AuthSecret Secret
+	// API bounds what callers may cost.
+	API API
 	// LogLevel is debug, info, warn or error (SECKILL_LOG_LEVEL).
 	LogLevel slog.Level
 	// InstanceID names this process in leases and logs
@@ -60,6 +69,25 @@ type Postgres struct {
 	// use (SECKILL_PG_CONSUMER_BUDGET, 0..1, spec 22: keep ~30% for
 	// payment, queries, compensation and operations).
 	ConsumerBudget float64
+}
+
+// API bounds what callers of the public API may cost.
+type API struct {
+	// MaxBodyBytes caps a request body on the wire and its message after
+	// decompression (SECKILL_MAX_BODY_BYTES).
+	MaxBodyBytes int
+	// PlaceOrderConcurrency bounds PlaceOrder calls in flight in the
+	// process; beyond it callers get ResourceExhausted (OVERLOADED)
+	// (SECKILL_PLACE_CONCURRENCY).
+	PlaceOrderConcurrency int
+	// ReadRate and ReadBurst shape the per-user limit of GetOrder,
+	// CancelOrder and the admin API (SECKILL_READ_RATE,
+	// SECKILL_READ_BURST).
+	ReadRate  float64
+	ReadBurst int
+	// ReadTimeout bounds reading one whole request, per HTTP/2 stream,
+	// so a slow body is cut off (SECKILL_API_READ_TIMEOUT).
+	ReadTimeout time.Duration
 }
 
 // Redis configures the reservation store.
@@ -130,7 +158,15 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	r := reader{lookup: lookup}
 	c := Config{
 		HTTPAddr:   r.str("SECKILL_HTTP_ADDR", "127.0.0.1:7080"),
+		OpsAddr:    r.str("SECKILL_OPS_ADDR", "127.0.0.1:7081"),
 		AuthSecret: Secret(r.str("SECKILL_AUTH_SECRET", DevAuthSecret)),
+		API: API{
+			MaxBodyBytes:          r.integer("SECKILL_MAX_BODY_BYTES", 64<<10),
+			PlaceOrderConcurrency: r.integer("SECKILL_PLACE_CONCURRENCY", 512),
+			ReadRate:              r.float("SECKILL_READ_RATE", 20),
+			ReadBurst:             r.integer("SECKILL_READ_BURST", 40),
+			ReadTimeout:           r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second),
+		},
 		LogLevel:   r.level("SECKILL_LOG_LEVEL", slog.LevelInfo),
 		InstanceID: r.str("SECKILL_INSTANCE_ID", ""),
 		Postgres: Postgres{
@@ -195,7 +231,14 @@ func (c Config) validate() []error {
 		}
 	}
 	check(c.HTTPAddr != "", "SECKILL_HTTP_ADDR is empty")
+	check(c.OpsAddr != "", "SECKILL_OPS_ADDR is empty")
 	check(len(c.AuthSecret) >= 16, "SECKILL_AUTH_SECRET must be at least 16 bytes")
+	check(string(c.AuthSecret) != DevAuthSecret || loopback(c.HTTPAddr),
+		"SECKILL_AUTH_SECRET is the public development default while SECKILL_HTTP_ADDR (%s) is not a loopback address: anyone could mint tokens; set a secret of your own", c.HTTPAddr)
+	check(c.API.MaxBodyBytes >= 1<<10 && c.API.MaxBodyBytes <= 16<<20, "SECKILL_MAX_BODY_BYTES must be 1024..16777216")
+	check(c.API.ReadTimeout >= 100*time.Millisecond, "SECKILL_API_READ_TIMEOUT must be >= 100ms")
+	check(c.API.PlaceOrderConcurrency >= 0, "SECKILL_PLACE_CONCURRENCY must be >= 0 (0: no bound)")
+	check(c.API.ReadRate >= 0 && c.API.ReadBurst >= 0, "SECKILL_READ_RATE and SECKILL_READ_BURST must be >= 0 (0: no limit)")
 	if u, err := url.Parse(string(c.Postgres.DSN)); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		errs = append(errs, errors.New("SECKILL_PG_DSN must be a postgres:// URL"))
 	}
@@ -227,6 +270,7 @@ func (c Config) validate() []error {
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
+		slog.String("ops_addr", c.OpsAddr),
 		slog.Bool("auth_secret_is_dev_default", string(c.AuthSecret) == DevAuthSecret),
 		slog.String("pg_dsn", maskDSN(string(c.Postgres.DSN))),
 		slog.Int("pg_max_conns", int(c.Postgres.MaxConns)),
@@ -242,15 +286,40 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
+// maskDSN hides the password of a PostgreSQL DSN, whether in the URL's
+// user part or in a password query parameter; a DSN that is not a URL is
+// hidden whole.
 func maskDSN(dsn string) string {
 	u, err := url.Parse(dsn)
-	if err != nil {
+	if err != nil || u.Scheme == "" {
 		return "****"
 	}
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
+	q := u.Query()
+	for k := range q {
+		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.Redacted()
+}
+
+// loopback reports whether addr (host:port) names only loopback
+// interfaces: 127.0.0.0/8, ::1 or localhost. An empty host (all
+// interfaces) is not loopback.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // reader parses variables and collects errors.

@@ -44,7 +44,7 @@ func TestInvalidValuesAreAllReported(t *testing.T) {
 
 func TestSecretsAreMaskedInLogs(t *testing.T) {
 	c, err := Load(env(map[string]string{
-		"SECKILL_PG_DSN":         "postgres://app:hunter2hunter2@db.example:5432/seckill",
+		"SECKILL_PG_DSN":         "postgres://app@db.example:5432/seckill?sslmode=disable&password=hunter2hunter2",
 		"SECKILL_AUTH_SECRET":    "super-secret-token-key-123",
 		"SECKILL_REDIS_PASSWORD": "redis-pass-456",
 		"SECKILL_SEND_TIMEOUT":   "40ms",
@@ -65,5 +65,42 @@ func TestSecretsAreMaskedInLogs(t *testing.T) {
 	}
 	if !strings.Contains(out, "db.example") {
 		t.Fatalf("log lost the DSN host: %s", out)
+	}
+}
+
+// TestDSNPasswordsAreMaskedWherever checks every place a DSN can carry a
+// password: the URL's user part, a password query parameter (any case),
+// and a key=value DSN, which is hidden whole.
+func TestDSNPasswordsAreMaskedWherever(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://app:hunter2@db:5432/s",
+		"postgres://app@db:5432/s?password=hunter2",
+		"postgresql://app@db/s?PassWord=hunter2&sslmode=require",
+		"postgres://app@db/s?sslpassword=hunter2",
+		"host=db user=app password=hunter2 dbname=s",
+	} {
+		if got := maskDSN(dsn); strings.Contains(got, "hunter2") {
+			t.Errorf("maskDSN(%q) = %q leaks the password", dsn, got)
+		}
+	}
+}
+
+// TestDevelopmentSecretOnlyOnLoopback refuses the public development
+// secret unless the API listens on a loopback address.
+func TestDevelopmentSecretOnlyOnLoopback(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:7080": true, "localhost:7080": true, "[::1]:7080": true, "127.0.0.2:1": true,
+		":7080": false, "0.0.0.0:7080": false, "10.1.2.3:7080": false, "[::]:7080": false,
+	} {
+		_, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr}))
+		if (err == nil) != ok {
+			t.Errorf("dev secret on %s: err = %v, want ok=%v", addr, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SECKILL_AUTH_SECRET") {
+			t.Errorf("error %q does not name SECKILL_AUTH_SECRET", err)
+		}
+		if _, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr, "SECKILL_AUTH_SECRET": "a-real-secret-0123456789"})); err != nil {
+			t.Errorf("own secret on %s: %v", addr, err)
+		}
 	}
 }

@@ -62,6 +62,7 @@ func token(_ context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	user := fs.Int64("user", 0, "user id (the token's sub), > 0")
 	admin := fs.Bool("admin", false, "add the admin scope")
+	payment := fs.Bool("payment", false, "add the payment scope (the payment side's callback service: PayOrder)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,7 +71,14 @@ func token(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tok, err := sconnect.MintToken([]byte(cfg.AuthSecret), *user, *admin, *ttl, time.Now())
+	var scopes []string
+	if *admin {
+		scopes = append(scopes, sconnect.ScopeAdmin)
+	}
+	if *payment {
+		scopes = append(scopes, sconnect.ScopePayment)
+	}
+	tok, err := sconnect.MintScopedToken([]byte(cfg.AuthSecret), *user, scopes, *ttl, time.Now())
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	defer releaseRedis()
 	cfg.Redis.DB = rc.Options().DB
 	cfg.Redis.Namespace = "bench"
-	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Redis.RateBurst, cfg.Redis.RatePerSecond = 1_000_000, 1_000_000
 	cfg.Orders.BacklogCloseRatio = 1
 	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)

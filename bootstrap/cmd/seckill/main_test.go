@@ -35,6 +35,7 @@ func useStack(t *testing.T) {
 	rc, ns := redistest.New(t)
 	for k, v := range map[string]string{
 		"SECKILL_HTTP_ADDR":         "127.0.0.1:0",
+		"SECKILL_OPS_ADDR":          "127.0.0.1:0",
 		"SECKILL_AUTH_SECRET":       secret,
 		"SECKILL_PG_DSN":            pgtest.NewDatabase(t),
 		"SECKILL_REDIS_ADDR":        os.Getenv("SECKILL_REDIS_ADDR"),

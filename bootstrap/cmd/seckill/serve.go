@@ -54,7 +54,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 				log.Error("seed demo activity", "error", err)
 			}
 		}
-		printWelcome(stdout, addr)
+		printWelcome(stdout, addr, app.OpsAddr())
 	})
 }
 
@@ -74,9 +74,10 @@ func seedDemo(ctx context.Context, app *bootstrap.App) error {
 	return err
 }
 
-func printWelcome(w io.Writer, addr net.Addr) {
+func printWelcome(w io.Writer, addr, ops net.Addr) {
 	fmt.Fprintf(w, `
-seckill is serving on http://%[1]s (Connect, gRPC and gRPC-Web; health; reflection; /metrics)
+seckill is serving on http://%[1]s (Connect, gRPC and gRPC-Web; health)
+operations on http://%[2]s (/metrics, /healthz, gRPC reflection)
 
 Try it (demo activity 1, SKU 1, 1000 units):
   TOKEN=$(./bin/seckill token --user 42)
@@ -85,8 +86,11 @@ Try it (demo activity 1, SKU 1, 1000 units):
     http://%[1]s/seckill.v1.OrderService/PlaceOrder
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d '{"orderId":"<order id from above>"}' http://%[1]s/seckill.v1.OrderService/GetOrder
-  grpcurl -plaintext %[1]s list
+  PAYER=$(./bin/seckill token --user 900 --payment)   # the payment side confirms payments
+  curl -s -H "Authorization: Bearer $PAYER" -H 'Content-Type: application/json' \
+    -d '{"orderId":"<order id>","paymentId":"pay-1"}' http://%[1]s/seckill.v1.OrderService/PayOrder
+  grpcurl -plaintext %[2]s list
 
 Stop with Ctrl-C.
-`, addr)
+`, addr, ops)
 }

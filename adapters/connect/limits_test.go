@@ -1,0 +1,118 @@
+package connect_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/domain/clientid"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+)
+
+// TestPlaceOrderConcurrencyIsBounded holds two PlaceOrder calls inside the
+// service with a bound of two: the third is answered ResourceExhausted
+// (OVERLOADED) at once, and once one call finishes a new one is taken.
+func TestPlaceOrderConcurrencyIsBounded(t *testing.T) {
+	limits := sconnect.DefaultLimits()
+	limits.PlaceOrderConcurrency = 2
+	f := &fakeOrders{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	e := startWith(t, limits, f)
+	orders := seckillv1connect.NewOrderServiceClient(e.client, e.base, connect.WithGRPC())
+	ctx := context.Background()
+	place := func(rid string) error {
+		_, err := orders.PlaceOrder(ctx, withToken(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: rid}, token(t, 3, false)))
+		return err
+	}
+	held := make(chan error, 2)
+	for _, rid := range []string{"a", "b"} {
+		go func() { held <- place(rid) }()
+	}
+	<-f.entered
+	<-f.entered
+	ce := wantCode(t, place("c"), connect.CodeResourceExhausted)
+	if got := reasonOf(t, ce); got != sconnect.ReasonOverloaded {
+		t.Fatalf("reason = %q, want %s", got, sconnect.ReasonOverloaded)
+	}
+	close(f.release)
+	for range 2 {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := place("d"); err != nil {
+		t.Fatalf("after the held calls finished: %v", err)
+	}
+}
+
+// TestPayOrderNeedsThePaymentSide: a buyer's token is PermissionDenied; a
+// token with the payment scope, or an admin's, reaches the service.
+func TestPayOrderNeedsThePaymentSide(t *testing.T) {
+	e := start(t)
+	orders := seckillv1connect.NewOrderServiceClient(e.client, e.base)
+	req := &seckillv1.PayOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5", PaymentId: "pay-1"}
+	_, err := orders.PayOrder(context.Background(), withToken(req, token(t, 5, false)))
+	wantCode(t, err, connect.CodePermissionDenied)
+	payer, perr := sconnect.MintScopedToken(secret, 5, []string{sconnect.ScopePayment}, time.Hour, time.Now())
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	for _, tok := range []string{payer, token(t, 5, true)} {
+		if _, err := orders.PayOrder(context.Background(), withToken(req, tok)); err != nil {
+			t.Fatalf("pay with %q scope: %v", tok[:8], err)
+		}
+	}
+}
+
+// FuzzPlaceOrderDecoding feeds arbitrary bodies (JSON and binary protobuf,
+// optionally gzip-announced) to the real handler: it never panics, never
+// answers 5xx, and whatever reaches the service carries a request_id that
+// follows the clientid rule and ids > 0.
+func FuzzPlaceOrderDecoding(f *testing.F) {
+	f.Add([]byte(`{"activityId":1,"skuId":1,"requestId":"r-1"}`), false, false)
+	f.Add([]byte(`{"activityId":"1","skuId":1,"requestId":"`+string(bytes.Repeat([]byte("é"), 65))+`"}`), false, false)
+	f.Add([]byte{0x08, 0x01, 0x10, 0x01, 0x1a, 0x01, 'r'}, true, false)
+	f.Add([]byte("\x1f\x8b\x08\x00"), false, true)
+	auth, err := sconnect.NewAuthenticator(secret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	orders := &fakeOrders{}
+	h := sconnect.NewHandler(orders, &fakeAdmin{}, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), sconnect.DefaultLimits())
+	tok, err := sconnect.MintToken(secret, 11, false, time.Hour, time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, binary, gz bool) {
+		req := httptest.NewRequest(http.MethodPost, seckillv1connect.OrderServicePlaceOrderProcedure, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if binary {
+			req.Header.Set("Content-Type", "application/proto")
+		}
+		if gz {
+			req.Header.Set("Content-Encoding", "gzip")
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body.String())
+		}
+		orders.mu.Lock()
+		defer orders.mu.Unlock()
+		for _, cmd := range orders.cmds {
+			if clientid.Validate(cmd.RequestID) != nil || cmd.ActivityID <= 0 || cmd.SKUID <= 0 || cmd.UserID != 11 {
+				t.Fatalf("an invalid command reached the service: %+v", cmd)
+			}
+		}
+		orders.cmds = orders.cmds[:0]
+	})
+}
