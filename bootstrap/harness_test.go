@@ -77,6 +77,8 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_REDIS_DB":            strconv.Itoa(s.redis.Options().DB),
 		"SECKILL_RATE_BURST":          "1000",
 		"SECKILL_RATE_PER_SECOND":     "1000",
+		"SECKILL_READ_BURST":          "1000",
+		"SECKILL_READ_RATE":           "1000",
 		"SECKILL_ROCKETMQ_ENDPOINT":   s.mq.Config.Endpoint,
 		"SECKILL_TOPIC_PREFIX":        s.mq.Prefix,
 		"SECKILL_ROCKETMQ_LOG_DIR":    s.mq.Config.ClientLogDir,
