@@ -170,6 +170,12 @@ func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 		p.logSend(ctx, slog.LevelError, "order-create send definitely failed, reservation released", r,
 			"DEFINITE_FAILURE", err, latency, slog.Bool("released", released), slog.Any("release_error", rerr))
 		return fmt.Errorf("order queue rejected the message: %w", ports.ErrTransient)
+	case errors.Is(err, ports.ErrBrokerUnavailable):
+		// Not attempted (the breaker is open): the scanner sends it after
+		// the broker is back; one line per request would flood the log.
+		if p.log.Enabled(ctx, slog.LevelDebug) {
+			p.logSend(ctx, slog.LevelDebug, "order-create send skipped, broker believed down; scanner will send", r, "SKIPPED", err, latency)
+		}
 	default:
 		p.logSend(ctx, slog.LevelWarn, "order-create send outcome unknown, scanner will resend", r, "UNKNOWN", err, latency)
 	}

@@ -49,6 +49,15 @@ func NewRelayOutbox(uow ports.UnitOfWork, publisher ports.Publisher, clock ports
 func (r *RelayOutbox) Run(ctx context.Context) error {
 	lastPrune := time.Time{}
 	for {
+		if w := brokerWait(r.publisher, time.Now()); w > 0 {
+			// The broker is believed down: claim nothing until the probe.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(w):
+			}
+			continue
+		}
 		n, err := r.RelayOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "relay batch failed", "error", err)
@@ -128,14 +137,22 @@ func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([
 		go func() {
 			defer wg.Done()
 			blocked := map[string]bool{} // a failed group stops its later rows
+			down := false
 			for _, rec := range l {
 				key := groupKey(rec.Message)
 				var err error
-				if blocked[key] {
+				switch {
+				case down:
+					err = ports.ErrBrokerUnavailable
+				case blocked[key]:
 					err = errors.New("an earlier message of the group failed")
-				} else {
+				default:
 					_, err = r.publisher.Publish(ctx, rec.Message)
 				}
+				// Once the broker is believed down, the lane's other rows
+				// are deferred without being tried (and without a log
+				// line each).
+				down = down || errors.Is(err, ports.ErrBrokerUnavailable)
 				mu.Lock()
 				if err == nil {
 					ok = append(ok, rec.ID)
@@ -144,8 +161,10 @@ func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([
 					f := failed[rec.Attempts]
 					f.ids, f.lastErr = append(f.ids, rec.ID), err.Error()
 					failed[rec.Attempts] = f
-					r.log.WarnContext(ctx, "outbox publish failed", "outbox_id", rec.ID, "message_id", rec.Message.MessageID,
-						"topic", rec.Message.Topic, "tag", rec.Message.Tag, "attempts", rec.Attempts, "error", err)
+					if !down {
+						r.log.WarnContext(ctx, "outbox publish failed", "outbox_id", rec.ID, "message_id", rec.Message.MessageID,
+							"topic", rec.Message.Topic, "tag", rec.Message.Tag, "attempts", rec.Attempts, "error", err)
+					}
 				}
 				mu.Unlock()
 			}

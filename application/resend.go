@@ -47,9 +47,19 @@ func NewResendPending(reservations ports.Reservations, publisher ports.Publisher
 		log: log.With("component", "scanner", "lease_owner", owner), owner: owner, cfg: cfg}
 }
 
-// Run scans until ctx is canceled.
+// Run scans until ctx is canceled. While the publisher reports the broker
+// down (ports.BrokerHealth), it claims nothing and waits for the next
+// probe time instead.
 func (s *ResendPending) Run(ctx context.Context) error {
 	for {
+		if w := brokerWait(s.publisher, time.Now()); w > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(w):
+			}
+			continue
+		}
 		n, err := s.ScanOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "scan failed", "error", err)
@@ -120,6 +130,14 @@ func (s *ResendPending) resend(ctx context.Context, r reservation.Snapshot) {
 		log.ErrorContext(ctx, "resend definitely failed, reservation released", "send_outcome", "DEFINITE_FAILURE",
 			"error_class", "SEND_REJECTED", "error", err, "released", released, "release_error", rerr,
 			"send_latency_ms", latency)
+	case errors.Is(err, ports.ErrBrokerUnavailable):
+		// Not attempted: no backoff growth, just the next probe.
+		s.metrics.ResendOutcome("SKIPPED")
+		log.DebugContext(ctx, "resend skipped, the broker is believed down", "error", err)
+		if err := s.reservations.ScheduleRetry(context.WithoutCancel(ctx), ref, s.owner,
+			s.clock.Now().Add(s.cfg.BackoffBase)); err != nil {
+			log.WarnContext(ctx, "reschedule failed", "error", err)
+		}
 	default:
 		s.metrics.ResendOutcome("UNKNOWN")
 		log.WarnContext(ctx, "resend outcome unknown", "send_outcome", "UNKNOWN", "error_class", "SEND_UNKNOWN",
@@ -134,6 +152,22 @@ func (s *ResendPending) reschedule(ctx context.Context, log *slog.Logger, ref po
 		// The lease expires and another scan takes it over.
 		log.WarnContext(ctx, "reschedule failed", "error", err)
 	}
+}
+
+// brokerWait returns how long a bulk sender should wait before claiming
+// work: zero when publisher keeps no view of the broker's health or the
+// broker is available, else the time until the next probe (at least
+// 10 ms).
+func brokerWait(publisher ports.Publisher, now time.Time) time.Duration {
+	h, ok := publisher.(ports.BrokerHealth)
+	if !ok {
+		return 0
+	}
+	available, retryAt := h.BrokerAvailable()
+	if available {
+		return 0
+	}
+	return max(retryAt.Sub(now), 10*time.Millisecond)
 }
 
 // Backoff returns the delay before retry number attempt (1-based):

@@ -29,8 +29,10 @@ type Worker struct {
 type App struct {
 	Config config.Config
 	// Server is the API listener; Ops the operations listener.
-	Server     *connect.Server
-	Ops        OpsServer
+	Server *connect.Server
+	Ops    OpsServer
+	// Health probes the dependencies for gRPC health and /readyz.
+	Health     *Health
 	Publisher  *rocketmq.Publisher
 	Admin      *application.Admin
 	Orders     *application.OrderService
@@ -86,6 +88,20 @@ func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 		mu.Unlock()
 		stopServer()
 	}
+	// Health flips to NOT_SERVING as soon as the drain starts, and probes
+	// until the workers stop.
+	go func() {
+		select {
+		case <-ctx.Done():
+			a.Health.Drain()
+		case <-workCtx.Done():
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fail("health", a.Health.Run(workCtx))
+	}()
 	for _, w := range a.Workers {
 		wg.Add(1)
 		go func() {

@@ -66,6 +66,7 @@ var AppSet = wire.NewSet(
 	provideAdmin,
 	provideServer,
 	provideOpsServer,
+	provideHealth,
 	provideProjection,
 	provideWorkers,
 	wire.Struct(new(App), "*"),
@@ -192,7 +193,7 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	log *slog.Logger) (*connect.Server, error) {
+	health *Health, log *slog.Logger) (*connect.Server, error) {
 	auth, err := connect.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 	h := connect.NewHandler(orders, admin, auth, log, connect.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
-	})
+	}, health)
 	l := connect.DefaultServerLimits()
 	l.ReadTimeout = cfg.API.ReadTimeout
 	return connect.NewServer(cfg.HTTPAddr, h, log, l), nil
@@ -210,12 +211,13 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 // a type of its own so that Wire tells it from the API server.
 type OpsServer struct{ *connect.Server }
 
-func provideOpsServer(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) OpsServer {
+func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Health, log *slog.Logger) OpsServer {
+	alive := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	h := connect.NewOpsHandler(
 		connect.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
-		connect.Route{Pattern: "/healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write([]byte("ok\n"))
-		})})
+		connect.Route{Pattern: "/livez", Handler: alive},
+		connect.Route{Pattern: "/healthz", Handler: alive},
+		connect.Route{Pattern: "/readyz", Handler: health.ReadyHandler()})
 	// Reflection streams: no read timeout on this listener.
 	l := connect.DefaultServerLimits()
 	l.ReadTimeout = 0

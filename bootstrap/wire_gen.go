@@ -70,14 +70,15 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
-	server, err := provideServer(cfg, orderService, admin, log)
+	health := provideHealth(postgresStore, client, publisher)
+	server, err := provideServer(cfg, orderService, admin, health, log)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	opsServer := provideOpsServer(cfg, registry, log)
+	opsServer := provideOpsServer(cfg, registry, health, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, rocketmqConfig, log)
 	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy)
 	if err != nil {
@@ -90,6 +91,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		Config:     cfg,
 		Server:     server,
 		Ops:        opsServer,
+		Health:     health,
 		Publisher:  publisher,
 		Admin:      admin,
 		Orders:     orderService,

@@ -37,10 +37,10 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 		{Name: "dlq-gauge", Run: func(ctx context.Context) error { return dl.RunGauge(ctx, 5*time.Second) }},
 		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
 			Interval: w.ScannerInterval, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
-			BackoffBase: 200 * time.Millisecond, BackoffMax: 10 * time.Second}).Run},
+			BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second}).Run},
 		{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
 			Interval: w.RelayInterval, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
-			BackoffBase: 200 * time.Millisecond, BackoffMax: 30 * time.Second}).Run},
+			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}).Run},
 	}
 	if w.ReconcileInterval > 0 {
 		workers = append(workers, Worker{Name: "reconciler", Run: func(ctx context.Context) error {

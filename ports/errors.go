@@ -61,6 +61,13 @@ var (
 	// reset, server-side internal error): the message may or may not be
 	// stored. Never compensate on it; resend with the same message_id.
 	ErrSendUnknown = errors.New("send outcome unknown")
+	// ErrBrokerUnavailable: the publisher did not attempt the send because
+	// it believes the broker is down (its circuit breaker is open). The
+	// message was not stored. It is always wrapped together with
+	// ErrSendUnknown, so callers that only know that one retry later with
+	// the same message id; callers that know it should pause instead of
+	// retrying at once.
+	ErrBrokerUnavailable = errors.New("broker unavailable, send not attempted")
 	// ErrSendRejected: a publish that definitely did not store the message
 	// (topic missing, forbidden, invalid message).
 	ErrSendRejected = errors.New("send definitely failed")

@@ -118,3 +118,13 @@ type BatchHandler interface {
 	// HandleBatch returns one decision per delivery.
 	HandleBatch(ctx context.Context, deliveries []Delivery) []Decision
 }
+
+// BrokerHealth is implemented by publishers that keep a view of the
+// broker's health (a circuit breaker). Workers that send in bulk (the
+// resend scanner, the outbox relay) ask it before claiming work, so that
+// nothing is claimed and sent just to time out while the broker is down.
+type BrokerHealth interface {
+	// BrokerAvailable reports whether sends are attempted now; when not,
+	// retryAt is when the next probe send will be let through.
+	BrokerAvailable() (ok bool, retryAt time.Time)
+}

@@ -36,12 +36,17 @@ type Route struct {
 }
 
 // NewHandler returns the API handler: both services and gRPC health
-// (grpc.health.v1, SERVING for both services). Each request passes, in
+// (grpc.health.v1) answered by health (nil: SERVING for both services
+// always). Each request passes, in
 // order, the wire body cap, authentication from the headers alone (no
 // body byte is read for an unauthenticated caller), then the decompressed
 // message cap, the trace, the scope check of the procedure and the
 // concurrency and per-user limits. Health answers without a token.
-func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits) http.Handler {
+func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits,
+	health grpchealth.Checker) http.Handler {
+	if health == nil {
+		health = grpchealth.NewStaticChecker(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
+	}
 	lim := newLimiter(limits, time.Now)
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(traceInterceptor(), authzInterceptor(), lim.interceptor()),
@@ -54,8 +59,7 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 	services.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, log), opts))
 	services.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
 	mux := http.NewServeMux()
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(
-		seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName), connect.WithReadMaxBytes(1<<10)))
+	mux.Handle(grpchealth.NewHandler(health, connect.WithReadMaxBytes(1<<10)))
 	mux.Handle("/", limitBody(limits.MaxBodyBytes, auth.Middleware(services)))
 	return mux
 }

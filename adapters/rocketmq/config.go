@@ -62,6 +62,9 @@ type Config struct {
 	// ClientLogLevel is the client library's log level: debug, info, warn
 	// or error. Empty means DefaultClientLogLevel.
 	ClientLogLevel string
+	// Breaker tunes the publisher's circuit breaker and adaptive send
+	// timeout; zero fields take their defaults.
+	Breaker BreakerConfig
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

@@ -31,6 +31,9 @@ type publisherMetrics struct {
 	total   *prometheus.CounterVec   // mq_publish_total{topic,outcome}
 	latency *prometheus.HistogramVec // mq_publish_latency_seconds{topic}
 	unknown *prometheus.CounterVec   // mq_publish_unknown_total{topic}
+	skipped *prometheus.CounterVec   // mq_publish_skipped_total{topic}
+	breaker *prometheus.GaugeVec     // mq_breaker_state{endpoint}
+	timeout prometheus.Gauge         // mq_send_timeout_seconds
 }
 
 // sendBuckets span 0.5 ms to about 1 s: a loopback send takes about a
@@ -57,6 +60,24 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 		Name: "mq_publish_unknown_total",
 		Help: "Publishes whose outcome is unknown (timeout, connection loss, server error).",
 	}, []string{"topic"})); err != nil {
+		return nil, err
+	}
+	if m.skipped, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mq_publish_skipped_total",
+		Help: "Publishes not attempted because the circuit breaker was open (the message was not stored).",
+	}, []string{"topic"})); err != nil {
+		return nil, err
+	}
+	if m.breaker, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mq_breaker_state",
+		Help: "The publisher's circuit breaker per endpoint: 0 closed, 1 half-open (probing), 2 open.",
+	}, []string{"endpoint"})); err != nil {
+		return nil, err
+	}
+	if m.timeout, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mq_send_timeout_seconds",
+		Help: "The adaptive send timeout: four times the smoothed send latency, within the configured bounds.",
+	})); err != nil {
 		return nil, err
 	}
 	return &m, nil

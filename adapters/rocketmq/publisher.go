@@ -35,6 +35,8 @@ type Publisher struct {
 	metrics *publisherMetrics
 	topics  map[ports.Topic]string
 
+	breaker *breaker
+
 	// mu guards producer; Publish holds it shared for the whole send so
 	// that Close waits for in-flight sends before stopping the producer
 	// (the library's stop races with a concurrent send otherwise).
@@ -42,7 +44,10 @@ type Publisher struct {
 	producer rmq.Producer
 }
 
-var _ ports.Publisher = (*Publisher)(nil)
+var (
+	_ ports.Publisher    = (*Publisher)(nil)
+	_ ports.BrokerHealth = (*Publisher)(nil)
+)
 
 // NewPublisher validates cfg, installs the client runtime (see
 // InstallRuntime) and registers the producer metrics with reg. Call Start
@@ -70,7 +75,8 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		}
 		topics[t] = name
 	}
-	return &Publisher{cfg: cfg, log: log, metrics: m, topics: topics}, nil
+	return &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
+		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now)}, nil
 }
 
 // Start starts the producer and preloads the routes of the five topics.
@@ -198,7 +204,13 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
 	}
 
-	sendCtx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+	timeout, probe, admitted, retryAt := p.breaker.admit()
+	if !admitted {
+		p.metrics.skipped.WithLabelValues(topic).Inc()
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (next probe at %s)", msg.MessageID, topic,
+			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, retryAt.Format(time.RFC3339Nano))
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	receipts, err := prod.Send(sendCtx, m)
@@ -210,6 +222,8 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 		err = fmt.Errorf("%w: %w", sendCtx.Err(), err)
 	}
 	outcome, class := classifySend(err)
+	p.breaker.record(probe, healthOf(outcome, ctx.Err()), elapsed, timeout)
+	p.observeBreaker()
 	brokerID := ""
 	if err == nil {
 		brokerID = receipts[0].MessageID
@@ -223,6 +237,30 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	default:
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
 	}
+}
+
+// healthOf tells what a send's outcome says about the broker: an answer
+// (confirmed or definitely refused), a transport failure, or nothing when
+// the caller's own context ended first.
+func healthOf(outcome string, callerErr error) sendResult {
+	switch {
+	case outcome != OutcomeUnknown:
+		return resultAnswered
+	case callerErr != nil:
+		return resultNeutral
+	}
+	return resultTransportFailure
+}
+
+// BrokerAvailable implements ports.BrokerHealth: false while the breaker
+// is open (or its one probe is in flight), with the next probe's time.
+func (p *Publisher) BrokerAvailable() (bool, time.Time) { return p.breaker.available() }
+
+// observeBreaker exports the breaker's state and the adaptive timeout.
+func (p *Publisher) observeBreaker() {
+	state, timeout := p.breaker.snapshot()
+	p.metrics.breaker.WithLabelValues(p.cfg.Endpoint).Set(float64(state))
+	p.metrics.timeout.Set(timeout.Seconds())
 }
 
 // reject records and returns a DEFINITE_FAILURE detected before sending.
