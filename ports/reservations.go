@@ -58,6 +58,24 @@ type ReservationRef struct {
 	ReservationID string
 }
 
+// ReleaseRequest asks ReleaseMany to release one reservation for Reason.
+type ReleaseRequest struct {
+	Ref    ReservationRef
+	Reason reservation.ReleaseReason
+}
+
+// ReleaseResult is the outcome of one ReleaseRequest.
+type ReleaseResult struct {
+	// Released reports whether this call released the reservation: false
+	// when it was RELEASED already (a repeated release is a no-op) or when
+	// Err is set.
+	Released bool
+	// Err is nil when the reservation is released (by this call or an
+	// earlier one); otherwise it says why the request was not applied or
+	// its outcome is unknown (see ReleaseMany).
+	Err error
+}
+
 // RequestClaim binds a client's request_id to the ids of the reservation
 // it creates. The ids are generated once, before anything is stored, and
 // never regenerated.
@@ -144,6 +162,22 @@ type Reservations interface {
 	// whether this call released it; releasing again returns false (I4).
 	// ErrNotFound when the reservation is unknown.
 	Release(ctx context.Context, ref ReservationRef, reason reservation.ReleaseReason) (bool, error)
+
+	// ReleaseMany is Release for a batch: it gives each requested
+	// reservation's unit back at most once (I4) with the same guard and
+	// effects as Release, in one atomic round trip per activity SKU (all
+	// keys of one activity SKU share a Redis Cluster slot), and returns one
+	// result per request, results[i] for reqs[i]. Requests of one activity
+	// SKU are applied in input order, so a reservation named twice is
+	// released by its first request and the later one reports false.
+	// A request for an unknown reservation gets an error matching
+	// ErrNotFound, one with an unknown reason an error matching
+	// reservation.ErrInvalid; neither affects the other requests. When
+	// the round trip of an activity SKU fails, each of its requests carries
+	// that error and its outcome is unknown (asking again is safe: a
+	// released reservation is never released twice). An empty reqs returns
+	// no results.
+	ReleaseMany(ctx context.Context, reqs []ReleaseRequest) []ReleaseResult
 
 	// MarkOrdered records that PostgreSQL created the orders:
 	// PENDING/SENT -> ORDERED, removed from the pending and unresolved

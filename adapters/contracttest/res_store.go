@@ -267,3 +267,158 @@ func testMarkSentBatch(t *testing.T, rs ports.Reservations) {
 		t.Fatalf("ClaimDue after MarkSentBatch = %v, want none pending", ids(due))
 	}
 }
+
+// testReleaseMany checks ReleaseMany on a mixed batch over two activity
+// SKUs: fresh reservations are released once with their reason, a
+// reservation named twice and one released before report false, an
+// unknown reservation and an unknown reason fail alone, a stale release
+// never frees a newer reservation's user slot, and released reservations
+// leave the scanner's and the reconciler's indexes.
+func testReleaseMany(t *testing.T, rs ports.Reservations) {
+	ctx := t.Context()
+	a := seeded(t, rs, 5)
+	b := seeded(t, rs, 5)
+	in := baseTime.Add(time.Minute)
+	r1 := reserve(t, rs, a, 1, in, in)
+	r2 := reserve(t, rs, a, 2, in, in)
+	r3 := reserve(t, rs, b, 3, in, in)
+	r4 := reserve(t, rs, a, 4, in, in)
+	r5 := reserve(t, rs, a, 5, in, in)
+	noErr(t, "MarkSent", rs.MarkSent(ctx, refOf(r2)))
+	noErr(t, "MarkOrdered", rs.MarkOrdered(ctx, []ports.ReservationRef{refOf(r3)}))
+	released, err := rs.Release(ctx, refOf(r4), reservation.ReasonSendFailed)
+	noErr(t, "Release", err)
+	if !released {
+		t.Fatal("Release of a PENDING reservation returned false")
+	}
+	if got := rs.ReleaseMany(ctx, nil); len(got) != 0 {
+		t.Fatalf("ReleaseMany(nil) = %+v, want no results", got)
+	}
+
+	unknown := ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: "rsv_" + uniq()}
+	reqs := []ports.ReleaseRequest{
+		{Ref: refOf(r1), Reason: reservation.ReasonOrderCanceled},
+		{Ref: refOf(r3), Reason: reservation.ReasonOrderCanceled},
+		{Ref: refOf(r1), Reason: reservation.ReasonExpired}, // named twice: the first request wins
+		{Ref: unknown, Reason: reservation.ReasonOrderCanceled},
+		{Ref: refOf(r4), Reason: reservation.ReasonOrderCanceled}, // released before
+		{Ref: refOf(r5), Reason: reservation.ReleaseReason("NO_SUCH_REASON")},
+		{Ref: refOf(r2), Reason: reservation.ReasonExpired},
+	}
+	got := rs.ReleaseMany(ctx, reqs)
+	if len(got) != len(reqs) {
+		t.Fatalf("ReleaseMany returned %d results for %d requests", len(got), len(reqs))
+	}
+	for i, want := range []bool{true, true, false, false, false, false, true} {
+		switch {
+		case i == 3:
+			wantErr(t, "ReleaseMany of an unknown reservation", got[i].Err, ports.ErrNotFound)
+		case i == 5:
+			wantErr(t, "ReleaseMany with an unknown reason", got[i].Err, reservation.ErrInvalid)
+		default:
+			noErr(t, "ReleaseMany request "+reqs[i].Ref.ReservationID, got[i].Err)
+		}
+		if got[i].Released != want {
+			t.Fatalf("ReleaseMany result %d (%s) = %+v, want released %v", i, reqs[i].Ref.ReservationID, got[i], want)
+		}
+	}
+	for _, c := range []struct {
+		r      reservation.Snapshot
+		reason reservation.ReleaseReason
+	}{{r1, reservation.ReasonOrderCanceled}, {r2, reservation.ReasonExpired}, {r3, reservation.ReasonOrderCanceled}, {r4, reservation.ReasonSendFailed}} {
+		if st := status(t, rs, c.r); st.Status != reservation.StatusReleased || st.ReleaseReason != c.reason {
+			t.Fatalf("reservation %s after ReleaseMany: %s %s, want RELEASED %s", c.r.ReservationID, st.Status, st.ReleaseReason, c.reason)
+		}
+	}
+	wantStatus(t, rs, r5, reservation.StatusPending)
+	if inv := available(t, rs, a); inv.Available != 4 || !slices.Equal(inv.Held, []string{r5.ReservationID}) {
+		t.Fatalf("Inventory of the first SKU = %+v, want 4 available and only %s held", inv, r5.ReservationID)
+	}
+	if inv := available(t, rs, b); inv.Available != 5 || len(inv.Held) != 0 {
+		t.Fatalf("Inventory of the second SKU = %+v, want 5 available, none held", inv)
+	}
+	list, err := rs.Unresolved(ctx, baseTime.Add(time.Hour), 10)
+	noErr(t, "Unresolved", err)
+	if !sameSet(ids(list), []string{r5.ReservationID}) {
+		t.Fatalf("Unresolved after ReleaseMany = %v, want only %s", ids(list), r5.ReservationID)
+	}
+	due, err := rs.ClaimDue(ctx, baseTime.Add(time.Hour), 10, "owner", time.Minute)
+	noErr(t, "ClaimDue", err)
+	if !sameSet(ids(due), []string{r5.ReservationID}) {
+		t.Fatalf("ClaimDue after ReleaseMany = %v, want only %s", ids(due), r5.ReservationID)
+	}
+
+	// User 1 buys again; a stale batch naming the old reservation changes
+	// nothing and leaves the new holder in place.
+	r6 := reserve(t, rs, a, 1, in, in)
+	got = rs.ReleaseMany(ctx, []ports.ReleaseRequest{{Ref: refOf(r1), Reason: reservation.ReasonOrderCanceled}})
+	if len(got) != 1 || got[0].Released || got[0].Err != nil {
+		t.Fatalf("stale ReleaseMany = %+v, want one result, not released, no error", got)
+	}
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, in), in)
+	wantErr(t, "Reserve while the user holds a newer reservation", err, ports.ErrAlreadyPurchased)
+	wantStatus(t, rs, r6, reservation.StatusPending)
+	if inv := available(t, rs, a); inv.Available != 3 {
+		t.Fatalf("Inventory after the stale ReleaseMany = %+v, want 3 available", inv)
+	}
+}
+
+// testReleaseManyConcurrent checks that overlapping batches released
+// concurrently (and a single Release among them) give every unit back
+// exactly once.
+func testReleaseManyConcurrent(t *testing.T, rs ports.Reservations) {
+	a := seeded(t, rs, 12)
+	b := seeded(t, rs, 12)
+	in := baseTime.Add(time.Minute)
+	var reqs []ports.ReleaseRequest
+	for i := range 8 {
+		for _, act := range []ports.Activity{a, b} {
+			r := reserve(t, rs, act, int64(100+i), in, in)
+			reqs = append(reqs, ports.ReleaseRequest{Ref: refOf(r), Reason: reservation.ReasonOrderCanceled})
+		}
+	}
+	const callers = 6
+	results := make([][]ports.ReleaseResult, callers)
+	single := make([]bool, callers)
+	singleErrs := make([]error, callers)
+	parallel(callers, func(i int) {
+		batch := slices.Clone(reqs)
+		if i%2 == 1 {
+			slices.Reverse(batch)
+		}
+		results[i] = rs.ReleaseMany(t.Context(), batch)
+		single[i], singleErrs[i] = rs.Release(t.Context(), reqs[0].Ref, reservation.ReasonOrderCanceled)
+	})
+	count := map[string]int{}
+	for i, res := range results {
+		noErr(t, "concurrent Release", singleErrs[i])
+		if len(res) != len(reqs) {
+			t.Fatalf("caller %d: %d results for %d requests", i, len(res), len(reqs))
+		}
+		for _, r := range res {
+			noErr(t, "concurrent ReleaseMany", r.Err)
+		}
+		batch := slices.Clone(reqs)
+		if i%2 == 1 {
+			slices.Reverse(batch)
+		}
+		for k, r := range res {
+			if r.Released {
+				count[batch[k].Ref.ReservationID]++
+			}
+		}
+		if single[i] {
+			count[reqs[0].Ref.ReservationID]++
+		}
+	}
+	for _, r := range reqs {
+		if count[r.Ref.ReservationID] != 1 {
+			t.Fatalf("reservation %s released %d times by %d concurrent callers, want once", r.Ref.ReservationID, count[r.Ref.ReservationID], callers)
+		}
+	}
+	for _, act := range []ports.Activity{a, b} {
+		if inv := available(t, rs, act); inv.Available != 12 || len(inv.Held) != 0 {
+			t.Fatalf("Inventory after concurrent releases = %+v, want 12 available, none held", inv)
+		}
+	}
+}

@@ -52,7 +52,10 @@ const (
 //     user;
 //   - status changes: MarkSent, MarkOrdered (PENDING or SENT only),
 //     Release exactly once (stock + 1, user slot freed only while it
-//     names the reservation), concurrent releases;
+//     names the reservation), concurrent releases; ReleaseMany (mixed
+//     batches over two activity SKUs, a reservation named twice or
+//     released before, unknown reservations and reasons, stale releases,
+//     overlapping concurrent batches: every unit back exactly once);
 //   - ClaimDue: due times, leases (not due before the lease ends, then
 //     claimable by another owner), send_attempt + 1, across activity
 //     SKUs, limit, only PENDING, disjoint concurrent claims;
@@ -86,6 +89,8 @@ func Reservations(t *testing.T, factory ReservationsFactory) {
 	t.Run("Backlog", func(t *testing.T) { s, _ := setup(t); testBacklog(t, s.Reservations, s.Backlog) })
 	t.Run("Unresolved", func(t *testing.T) { s, _ := setup(t); testUnresolved(t, s.Reservations) })
 	t.Run("MarkSentBatch", func(t *testing.T) { s, _ := setup(t); testMarkSentBatch(t, s.Reservations) })
+	t.Run("ReleaseMany", func(t *testing.T) { s, _ := setup(t); testReleaseMany(t, s.Reservations) })
+	t.Run("ReleaseManyConcurrent", func(t *testing.T) { s, _ := setup(t); testReleaseManyConcurrent(t, s.Reservations) })
 }
 
 // seeded seeds an activity SKU with random ids open from baseTime for two

@@ -112,7 +112,7 @@ var (
 // plus "ViewApply" and "ViewGet" for the order views.
 var redisMethods = []string{
 	"ClaimRequest", "ForgetRequest", "LookupOrder", "SeedActivity", "Reserve", "Get", "MarkSent",
-	"ScheduleRetry", "Release", "MarkOrdered", "ClaimDue", "Inventory", "Stats",
+	"ScheduleRetry", "Release", "ReleaseMany", "MarkOrdered", "ClaimDue", "Inventory", "Stats",
 	"ViewApply", "ViewGet",
 }
 

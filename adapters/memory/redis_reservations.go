@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -229,23 +230,70 @@ func (r *Redis) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	if err != nil {
 		return false, err
 	}
-	if !transition(e, reservation.StatusReleased) {
-		if after != nil {
-			return false, after
-		}
-		return false, nil
-	}
-	e.snap.ReleaseReason = reason
-	s.stock++
-	if s.holders[e.snap.UserID] == ref.ReservationID {
-		delete(s.holders, e.snap.UserID)
-	}
-	delete(s.pending, ref.ReservationID)
-	delete(s.unresolved, ref.ReservationID)
+	released := release(s, e, reason)
 	if after != nil {
 		return false, after
 	}
-	return true, nil
+	return released, nil
+}
+
+// release gives e's unit back unless it is RELEASED already: stock + 1,
+// the user's holder entry removed when it still names e, status RELEASED
+// with reason, out of every index. It reports whether it released e. The
+// caller holds r.mu.
+func release(s *rslot, e *rsvEntry, reason reservation.ReleaseReason) bool {
+	if !transition(e, reservation.StatusReleased) {
+		return false
+	}
+	id := e.snap.ReservationID
+	e.snap.ReleaseReason = reason
+	s.stock++
+	if s.holders[e.snap.UserID] == id {
+		delete(s.holders, e.snap.UserID)
+	}
+	delete(s.pending, id)
+	delete(s.unresolved, id)
+	return true
+}
+
+// ReleaseMany releases each requested reservation as Release does, in
+// input order and atomically as a whole (the real adapter is atomic per
+// activity SKU), and returns one result per request: Released true when
+// this call released it, false when it was RELEASED already (also by an
+// earlier request of the same call); ports.ErrNotFound for an unknown
+// reservation and reservation.ErrInvalid for an unknown reason, without
+// affecting the other requests. An injected fault fails every request:
+// before taking effect, or after it (AfterEffect: a lost reply).
+func (r *Redis) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []ports.ReleaseResult {
+	out := make([]ports.ReleaseResult, len(reqs))
+	after, err := r.enter(ctx, "ReleaseMany")
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	defer r.mu.Unlock()
+	for i, req := range reqs {
+		if !reservation.ValidReleaseReason(req.Reason) {
+			out[i].Err = fmt.Errorf("memory redis ReleaseMany: %w: unknown release reason %q", reservation.ErrInvalid, req.Reason)
+			continue
+		}
+		s, e, err := r.entry(req.Ref)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Released = release(s, e, req.Reason)
+	}
+	if after != nil {
+		for i := range out {
+			if !errors.Is(out[i].Err, reservation.ErrInvalid) {
+				out[i] = ports.ReleaseResult{Err: after}
+			}
+		}
+	}
+	return out
 }
 
 // MarkOrdered moves each PENDING or SENT reservation of refs to ORDERED

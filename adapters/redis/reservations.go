@@ -192,6 +192,73 @@ func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	return false, nil
 }
 
+// ReleaseMany releases a batch of reservations with one release_many
+// script call per activity SKU (the guard of Release, applied in input
+// order inside the script, so each reservation is released at most once)
+// and returns one result per request: Released true when this call
+// released it, false when it was RELEASED already; ports.ErrNotFound for
+// an unknown reservation and reservation.ErrInvalid for an unknown reason
+// (such a request is not sent). When an activity SKU's call fails, every
+// request of that SKU carries the error and its outcome is unknown.
+func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []ports.ReleaseResult {
+	out := make([]ports.ReleaseResult, len(reqs))
+	type slotReqs struct {
+		id  string
+		idx []int
+	}
+	var slots []*slotReqs
+	index := map[string]*slotReqs{}
+	for i, r := range reqs {
+		if !reservation.ValidReleaseReason(r.Reason) {
+			out[i].Err = fmt.Errorf("redis release %s: %w: unknown release reason %q", r.Ref.ReservationID, reservation.ErrInvalid, r.Reason)
+			continue
+		}
+		id := s.keys.slotID(r.Ref.ActivityID, r.Ref.SKUID)
+		g, ok := index[id]
+		if !ok {
+			g = &slotReqs{id: id}
+			index[id] = g
+			slots = append(slots, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	for _, g := range slots {
+		sk := s.keys.slotByID(g.id)
+		keys := make([]string, 0, 5+len(g.idx))
+		keys = append(keys, sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated)
+		args := make([]any, 0, 2*len(g.idx))
+		for _, i := range g.idx {
+			keys = append(keys, sk.rsv(reqs[i].Ref.ReservationID))
+			args = append(args, reqs[i].Ref.ReservationID, string(reqs[i].Reason))
+		}
+		codes, err := s.run(ctx, scriptReleaseMany, keys, args...).Int64Slice()
+		switch {
+		case err != nil:
+			err = wrapErr("release many "+g.id, err)
+		case len(codes) != len(g.idx):
+			err = unexpected("release many "+g.id, codes)
+		}
+		if err != nil {
+			for _, i := range g.idx {
+				out[i].Err = err
+			}
+			continue
+		}
+		released := 0
+		for k, i := range g.idx {
+			switch codes[k] {
+			case 1:
+				out[i].Released = true
+				released++
+			case -1:
+				out[i].Err = fmt.Errorf("release %s: %w", reqs[i].Ref.ReservationID, ports.ErrNotFound)
+			}
+		}
+		s.logger.InfoContext(ctx, "reservations released", "slot", g.id, "requested", len(g.idx), "released", released)
+	}
+	return out
+}
+
 // MarkSentBatch moves each PENDING reservation of refs to SENT and out of
 // the pending indexes, with one script call per activity SKU; unknown
 // reservations and those past PENDING are skipped.

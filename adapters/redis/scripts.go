@@ -21,6 +21,7 @@ const (
 	scriptMarkSentMany  = "mark_sent_many"
 	scriptScheduleRetry = "schedule_retry"
 	scriptRelease       = "release"
+	scriptReleaseMany   = "release_many"
 	scriptMarkOrdered   = "mark_ordered"
 	scriptClaimDue      = "claim_due"
 	scriptClaimRequest  = "claim_request"
@@ -33,7 +34,7 @@ const (
 func scriptNames() []string {
 	return []string{
 		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
-		scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
+		scriptReleaseMany, scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
 	}
 }
 
