@@ -39,33 +39,61 @@ func NewCompensateReservations(reservations ports.Reservations, uow ports.UnitOf
 		log: log.With("consumer_group", group), group: group}
 }
 
-// HandleBatch implements ports.BatchHandler.
+// compensateItem is one decoded compensation task of a received batch.
+type compensateItem struct {
+	idx      int // position in the received batch
+	delivery ports.Delivery
+	msg      message.ReleaseReservation
+}
+
+// HandleBatch implements ports.BatchHandler. The valid tasks of a received
+// batch are released together (ports.Reservations.ReleaseMany: one Redis
+// round trip per activity SKU, each reservation still released at most
+// once); the decision of each task is what handling it alone would give.
 func (h *CompensateReservations) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
 	out := make([]ports.Decision, len(ds))
+	items := make([]compensateItem, 0, len(ds))
 	for i, d := range ds {
-		out[i] = h.handle(ctx, d)
+		m, err := message.DecodeReleaseReservation(d.Body)
+		if err == nil && !reservation.ValidReleaseReason(reservation.ReleaseReason(m.Reason)) {
+			err = errors.Join(message.ErrInvalid, errors.New("unknown release reason "+m.Reason))
+		}
+		if err != nil {
+			out[i] = quarantine(ctx, h.uow, h.log, h.group, ports.TopicInventoryCompensate, d, m.MessageID, message.Class(err), err)
+			continue
+		}
+		items = append(items, compensateItem{idx: i, delivery: d, msg: m})
+	}
+	if len(items) == 0 {
+		return out
+	}
+	reqs := make([]ports.ReleaseRequest, len(items))
+	for i, it := range items {
+		reqs[i] = ports.ReleaseRequest{Reason: reservation.ReleaseReason(it.msg.Reason),
+			Ref: ports.ReservationRef{ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID, ReservationID: it.msg.ReservationID}}
+	}
+	results := h.reservations.ReleaseMany(ctx, reqs)
+	for i, it := range items {
+		res := ports.ReleaseResult{Err: errors.New("no release result")}
+		if i < len(results) {
+			res = results[i]
+		}
+		out[it.idx] = h.decide(ctx, it, res)
 	}
 	return out
 }
 
-func (h *CompensateReservations) handle(ctx context.Context, d ports.Delivery) ports.Decision {
-	m, err := message.DecodeReleaseReservation(d.Body)
-	if err == nil && !reservation.ValidReleaseReason(reservation.ReleaseReason(m.Reason)) {
-		err = errors.Join(message.ErrInvalid, errors.New("unknown release reason "+m.Reason))
-	}
-	if err != nil {
-		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicInventoryCompensate, d, m.MessageID, message.Class(err), err)
-	}
+// decide turns the release result of one task into its decision.
+func (h *CompensateReservations) decide(ctx context.Context, it compensateItem, res ports.ReleaseResult) ports.Decision {
+	m, d := it.msg, it.delivery
 	log := h.log.With("message_id", m.MessageID, "reservation_id", m.ReservationID, "order_id", m.OrderID,
 		"activity_id", m.ActivityID, "sku_id", m.SKUID, "user_id", m.UserID, "topic", d.Topic,
 		"delivery_attempt", d.DeliveryAttempt, "reason", m.Reason, "failure_class", m.FailureClass,
 		"trace_id", m.Trace.TraceID)
-	ref := ports.ReservationRef{ActivityID: m.ActivityID, SKUID: m.SKUID, ReservationID: m.ReservationID}
-	released, err := h.reservations.Release(ctx, ref, reservation.ReleaseReason(m.Reason))
-	switch {
+	switch err := res.Err; {
 	case err == nil:
-		h.metrics.CompensationApplied(released)
-		if released {
+		h.metrics.CompensationApplied(res.Released)
+		if res.Released {
 			log.InfoContext(ctx, "reservation released", "decision", "released")
 			return ports.Acked("released")
 		}
@@ -75,11 +103,11 @@ func (h *CompensateReservations) handle(ctx context.Context, d ports.Delivery) p
 		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicInventoryCompensate, d, m.MessageID, "RESERVATION_MISSING", err)
 	}
 	exhausted := d.DeliveryAttempt >= m.MaxAttempts || !h.clock.Now().Before(m.RetryUntil)
-	log.WarnContext(ctx, "release failed", "error_class", classify(err), "error", err, "budget_exhausted", exhausted)
+	log.WarnContext(ctx, "release failed", "error_class", classify(res.Err), "error", res.Err, "budget_exhausted", exhausted)
 	if exhausted {
 		// Leave it to the broker: without an ACK the group's retry limit
 		// moves it to the dead-letter queue; no faster retries from here.
 		return ports.RetryLater("exhausted", retryMax)
 	}
-	return retry(d, classify(err))
+	return retry(d, classify(res.Err))
 }
