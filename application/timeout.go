@@ -17,6 +17,17 @@ import (
 // its expires_at <= the database's now(), decided through the aggregate
 // with optimistic concurrency (so it races safely with PayOrder).
 //
+// A received batch is decided in ONE transaction (OrderLifecycle
+// cancelExpired: each order through the aggregate at its loaded version,
+// all events appended with version checks, stock, ledger and outbox rows
+// of every canceled order, the inbox rows finished), so a wave of orders
+// expiring together costs one commit per batch instead of one per order.
+// When the batch transaction fails (a concurrent PayOrder or CancelOrder
+// moved one of the streams, an unknown order, a database failure), every
+// message is handled alone, each in its own transaction that reloads and
+// decides again on a conflict, so the per-order semantics never depend on
+// the batching.
+//
 // A late or duplicated message, or one for a paid or already canceled
 // order, is a logged no-op. A message that arrives early (the broker's
 // timer may deliver up to a tick before the deadline) changes nothing and
@@ -34,26 +45,101 @@ func NewCancelExpiredOrders(life *OrderLifecycle, uow ports.UnitOfWork, metrics 
 	return &CancelExpiredOrders{life: life, uow: uow, metrics: metrics, log: log.With("consumer_group", group), group: group}
 }
 
-// HandleBatch implements ports.BatchHandler.
+// timeoutItem is one decoded message of a received batch.
+type timeoutItem struct {
+	idx      int // position in the received batch
+	delivery ports.Delivery
+	msg      message.CancelOrderIfUnpaid
+}
+
+func (it timeoutItem) inbox() ports.InboxEntry {
+	return ports.InboxEntry{MessageID: it.msg.MessageID, Topic: it.delivery.Topic, ReservationID: it.msg.ReservationID,
+		OrderID: it.msg.OrderID, DeliveryAttempt: it.delivery.DeliveryAttempt}
+}
+
+// HandleBatch implements ports.BatchHandler: undecodable messages are
+// quarantined, the others decided in one transaction (one by one when it
+// fails, or when only one is left).
 func (h *CancelExpiredOrders) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
 	out := make([]ports.Decision, len(ds))
+	items := make([]timeoutItem, 0, len(ds))
 	for i, d := range ds {
-		out[i] = h.handle(ctx, d)
+		m, err := message.DecodeCancelOrderIfUnpaid(d.Body)
+		if err != nil {
+			out[i] = quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, message.Class(err), err)
+			continue
+		}
+		items = append(items, timeoutItem{idx: i, delivery: d, msg: m})
+	}
+	if len(items) == 1 {
+		out[items[0].idx] = h.handle(ctx, items[0])
+		return out
+	}
+	if len(items) == 0 {
+		return out
+	}
+	checks := make([]expiryCheck, len(items))
+	for k, it := range items {
+		checks[k] = expiryCheck{orderID: it.msg.OrderID, inbox: it.inbox(), trace: it.msg.Trace}
+	}
+	results, err := h.life.cancelExpired(ctx, h.group, checks)
+	if err != nil {
+		h.log.WarnContext(ctx, "timeout batch transaction failed, checking one by one", "batch", len(items),
+			"error_class", classify(err), "error", err)
+		for _, it := range items {
+			out[it.idx] = h.handle(ctx, it)
+		}
+		return out
+	}
+	for k, it := range items {
+		out[it.idx] = h.decided(ctx, it, results[k])
 	}
 	return out
 }
 
-func (h *CancelExpiredOrders) handle(ctx context.Context, d ports.Delivery) ports.Decision {
-	m, err := message.DecodeCancelOrderIfUnpaid(d.Body)
-	if err != nil {
-		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, message.Class(err), err)
+// decided turns the batch's result for one message into its decision.
+func (h *CancelExpiredOrders) decided(ctx context.Context, it timeoutItem, r expiryResult) ports.Decision {
+	var outcome string
+	var decision ports.Decision
+	switch r.outcome {
+	case expiryCanceled:
+		outcome, decision = "CANCELED", ports.Acked("canceled")
+	case expiryNoopCanceled:
+		outcome, decision = "NOOP_CANCELED", ports.Acked("noop")
+	case expiryNoopPaid:
+		outcome, decision = "NOOP_PAID", ports.Acked("noop")
+	case expiryDuplicate:
+		outcome, decision = "DUPLICATE", ports.Acked("duplicate")
+	case expiryEarly:
+		wait := max(r.untilDeadline, 0) + time.Second // measured on the database clock
+		outcome, decision = "NOOP_NOT_EXPIRED", ports.RetryLater("early", wait)
+	default:
+		return h.handle(ctx, it) // not decided by the batch: never expected
 	}
-	ctx = ports.WithTrace(ctx, m.Trace)
-	log := h.log.With("message_id", m.MessageID, "order_id", m.OrderID, "reservation_id", m.ReservationID,
+	h.checked(ctx, it, outcome, r.snap)
+	return decision
+}
+
+// checked records the outcome of one check in metrics and the log.
+func (h *CancelExpiredOrders) checked(ctx context.Context, it timeoutItem, outcome string, s order.Snapshot) {
+	h.metrics.CancelOutcome(outcome)
+	h.logger(it).InfoContext(ports.WithTrace(ctx, it.msg.Trace), "payment timeout checked",
+		"decision", outcome, "status", s.Status, "aggregate_version", s.Version)
+}
+
+func (h *CancelExpiredOrders) logger(it timeoutItem) *slog.Logger {
+	m, d := it.msg, it.delivery
+	return h.log.With("message_id", m.MessageID, "order_id", m.OrderID, "reservation_id", m.ReservationID,
 		"topic", d.Topic, "delivery_attempt", d.DeliveryAttempt, "trace_id", m.Trace.TraceID)
+}
+
+// handle checks one message in its own transaction (OrderLifecycle
+// execute: a lost race reloads and decides again).
+func (h *CancelExpiredOrders) handle(ctx context.Context, it timeoutItem) ports.Decision {
+	m, d := it.msg, it.delivery
+	ctx = ports.WithTrace(ctx, m.Trace)
 	var untilDeadline time.Duration
-	inbox := &inboxClaim{group: h.group, entry: ports.InboxEntry{MessageID: m.MessageID, Topic: d.Topic,
-		ReservationID: m.ReservationID, OrderID: m.OrderID, DeliveryAttempt: d.DeliveryAttempt}}
+	inbox := &inboxClaim{group: h.group, entry: it.inbox()}
 	s, changed, err := h.life.execute(ctx, m.OrderID, 0, inbox, func(o *order.Order, now time.Time) error {
 		untilDeadline = o.Snapshot().ExpiresAt.Sub(now)
 		return o.Cancel(order.ReasonPaymentTimeout, now)
@@ -77,10 +163,9 @@ func (h *CancelExpiredOrders) handle(ctx context.Context, d ports.Delivery) port
 		// transaction, so a missing order is a foreign or corrupt message.
 		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, "ORDER_NOT_FOUND", err)
 	default:
-		log.WarnContext(ctx, "timeout check failed", "error_class", classify(err), "error", err)
+		h.logger(it).WarnContext(ctx, "timeout check failed", "error_class", classify(err), "error", err)
 		return retry(d, classify(err))
 	}
-	h.metrics.CancelOutcome(outcome)
-	log.InfoContext(ctx, "payment timeout checked", "decision", outcome, "status", s.Status, "aggregate_version", s.Version)
+	h.checked(ctx, it, outcome, s)
 	return decision
 }
