@@ -9,7 +9,7 @@ import (
 // topic name (with the configured environment prefix).
 type Topic string
 
-// The logical topics of DESIGN.md.
+// The logical topics of the design (docs/architecture.md).
 const (
 	// TopicOrderCreate: OrderCreateRequested, NORMAL.
 	TopicOrderCreate Topic = "ORDER_CREATE"

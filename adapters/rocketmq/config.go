@@ -107,7 +107,7 @@ func (c Config) validate() error {
 // prefix).
 type Group string
 
-// The consumer groups of DESIGN.md, plus the dead-letter reader.
+// The consumer groups of the design (docs/architecture.md), plus the dead-letter reader.
 const (
 	GroupOrderCreate         Group = "CG_SECKILL_ORDER_CREATE_PG_V1"
 	GroupOrderTimeout        Group = "CG_SECKILL_ORDER_TIMEOUT_V1"

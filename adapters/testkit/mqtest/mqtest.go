@@ -4,7 +4,7 @@
 //
 // NewEnv reads SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC) and
 // SECKILL_ROCKETMQ_BROKER (broker remoting), picks a unique prefix
-// ("T<hex>_"), creates the five DESIGN.md topics with their message types,
+// ("T<hex>_"), creates the five topics of docs/architecture.md with their message types,
 // their dead-letter topics, the five consumer groups and the dead-letter
 // reader group under that prefix through the remoting admin client, and
 // deletes them all when the test ends.
