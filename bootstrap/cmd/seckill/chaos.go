@@ -1,0 +1,507 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+)
+
+// chaosScenarios are the faults `seckill chaos` knows: kill-X sends
+// SIGKILL and restarts X after the outage; pause-X sends SIGSTOP and
+// SIGCONT after it. X is one of the two service instances ("service") or a
+// process of the local stack (redis, postgres, namesrv, proxy).
+var chaosScenarios = []string{
+	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
+	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
+}
+
+// chaos runs a sale against two service processes sharing the local stack
+// while one fault is injected per scenario, then checks the history of
+// every buyer's answers against PostgreSQL and prints one table row per
+// scenario. It fails when an invariant column is not 0. It kills and
+// restarts processes of the local stack: never run it beside `make test`.
+func chaos(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	list := fs.String("scenarios", strings.Join(chaosScenarios, ","), "comma-separated scenarios: "+strings.Join(chaosScenarios, ", "))
+	stock := fs.Int("stock", 1000, "units on sale per scenario")
+	buyers := fs.Int("buyers", 3000, "buyers per scenario (each retries its one request_id until a definite answer)")
+	clients := fs.Int("clients", 32, "concurrent buyers")
+	down := fs.Duration("down", 5*time.Second, "how long the component stays killed or paused")
+	settle := fs.Duration("settle", 90*time.Second, "how long to wait for every acknowledged reservation to resolve")
+	stackScript := fs.String("stack", "deploy/local/stack.sh", "the local stack script (restarts a killed component)")
+	keep := fs.Bool("keep", false, "keep each scenario's scratch database for inspection (its name is printed)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	scenarios := strings.Split(*list, ",")
+	for _, s := range scenarios {
+		if !validScenario(s) {
+			return fmt.Errorf("unknown scenario %q: %w", s, flag.ErrHelp)
+		}
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seckill chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
+		*stock, *buyers, *clients, *down)
+	fmt.Fprintf(stdout, "%-16s %12s %8s %9s %9s %5s %10s %10s %9s\n", "scenario", "acknowledged", "created", "released",
+		"oversell", "lost", "dup-users", "dup-effect", "recovery")
+	var failed []string
+	for _, name := range scenarios {
+		r, err := runChaosScenario(ctx, chaosRun{cfg: cfg, log: log, exe: exe, scenario: name, stock: *stock,
+			buyers: *buyers, clients: *clients, down: *down, settle: *settle, stackScript: *stackScript, keep: *keep})
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", name, err)
+		}
+		fmt.Fprintln(stdout, r.row())
+		if r.violations() > 0 {
+			failed = append(failed, name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("invariants violated in %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func validScenario(s string) bool {
+	for _, k := range chaosScenarios {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// chaosRun is one scenario's setting.
+type chaosRun struct {
+	cfg                        config.Config
+	log                        *slog.Logger
+	exe, scenario, stackScript string
+	stock, buyers, clients     int
+	down, settle               time.Duration
+	keep                       bool
+}
+
+// chaosResult is one scenario's row.
+type chaosResult struct {
+	scenario                                        string
+	acknowledged, created, released                 int
+	oversell, lost, dupUsers, dupEffects, unsettled int
+	recovery                                        time.Duration
+}
+
+func (r chaosResult) violations() int {
+	return r.oversell + r.lost + r.dupUsers + r.dupEffects + r.unsettled
+}
+
+func (r chaosResult) row() string {
+	rec := fmt.Sprintf("%.1fs", r.recovery.Seconds())
+	if r.unsettled > 0 {
+		rec = fmt.Sprintf("%d open", r.unsettled)
+	}
+	return fmt.Sprintf("%-16s %12d %8d %9d %9d %5d %10d %10d %9s", r.scenario, r.acknowledged, r.created, r.released,
+		r.oversell, r.lost, r.dupUsers, r.dupEffects, rec)
+}
+
+// instance is one `seckill serve` process of the scenario.
+type instance struct {
+	name     string
+	api, ops string
+	env      []string
+	exe      string
+	logFile  *os.File
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+}
+
+func (in *instance) start() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	cmd := exec.Command(in.exe, "serve")
+	cmd.Env = in.env
+	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", in.name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	in.cmd, in.done = cmd, done
+	return nil
+}
+
+// signal sends sig to the running process.
+func (in *instance) signal(sig syscall.Signal) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.cmd.Process.Signal(sig)
+}
+
+// stop ends the process (SIGTERM, then SIGKILL after 15 s) and waits.
+func (in *instance) stop() {
+	in.mu.Lock()
+	cmd, done := in.cmd, in.done
+	in.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// killAndWait sends SIGKILL and waits for the process to be gone.
+func (in *instance) killAndWait() {
+	in.mu.Lock()
+	cmd, done := in.cmd, in.done
+	in.mu.Unlock()
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// waitLive waits until the operations listener answers /livez.
+func (in *instance) waitLive(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get("http://" + in.ops + "/livez")
+		if err == nil {
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s did not come up within 60 s (log: %s)", in.name, in.logFile.Name())
+}
+
+// freeAddr returns a loopback address with a free port.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String(), nil
+}
+
+// buyerAnswer is what one buyer was finally told.
+type buyerAnswer struct {
+	orderID  string // set when acknowledged (QUEUING or later)
+	definite bool   // a definite answer arrived (acknowledged or refused)
+}
+
+func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
+	res := chaosResult{scenario: r.scenario}
+	dsn, dropDB, err := scratchDatabase(ctx, string(r.cfg.Postgres.DSN), r.log)
+	if err != nil {
+		return res, err
+	}
+	if r.keep {
+		r.log.Warn("keeping the scratch database", "scenario", r.scenario, "dsn", dsn)
+	} else {
+		defer dropDB()
+	}
+	rc, releaseRedis, err := scratchRedis(ctx, r.cfg, 8)
+	if err != nil {
+		return res, err
+	}
+	defer releaseRedis()
+	env, err := newBenchEnv(ctx, r.log)
+	if err != nil {
+		return res, err
+	}
+	defer env.Close()
+	logDir, err := os.MkdirTemp("", "seckill-chaos-")
+	if err != nil {
+		return res, err
+	}
+
+	var instances []*instance
+	for i := range 2 {
+		api, err := freeAddr()
+		if err != nil {
+			return res, err
+		}
+		ops, err := freeAddr()
+		if err != nil {
+			return res, err
+		}
+		lf, err := os.Create(filepath.Join(logDir, fmt.Sprintf("service-%d.log", i)))
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = lf.Close() }()
+		in := &instance{name: fmt.Sprintf("service-%d", i), api: api, ops: ops, exe: r.exe, logFile: lf,
+			env: append(os.Environ(),
+				"SECKILL_PG_DSN="+dsn, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
+				"SECKILL_TOPIC_PREFIX="+env.prefix, "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
+				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.prefix),
+				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
+		if err := in.start(); err != nil {
+			return res, err
+		}
+		defer in.stop()
+		instances = append(instances, in)
+	}
+	for _, in := range instances {
+		if err := in.waitLive(ctx); err != nil {
+			return res, err
+		}
+	}
+	secret := []byte(r.cfg.AuthSecret)
+	httpc := &http.Client{Timeout: 10 * time.Second}
+	activityID := benchActivityID()
+	if err := createChaosActivity(ctx, httpc, "http://"+instances[1].api, secret, activityID, int64(r.stock)); err != nil {
+		return res, err
+	}
+
+	// The sale: buyers retry their one request_id, on either instance,
+	// until a definite answer or the deadline.
+	answers := make([]buyerAnswer, r.buyers)
+	var next atomic.Int64
+	var answered atomic.Int64
+	saleCtx, stopSale := context.WithTimeout(ctx, r.down+r.settle)
+	defer stopSale()
+	var wg sync.WaitGroup
+	for range r.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= r.buyers {
+					return
+				}
+				answers[i] = chaosBuy(saleCtx, httpc, instances, secret, activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i))
+				answered.Add(1)
+			}
+		}()
+	}
+	// The fault, once a third of the buyers were answered.
+	for answered.Load() < int64(r.buyers/3) && saleCtx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	backAt, err := injectFault(ctx, r, instances)
+	if err != nil {
+		stopSale()
+		wg.Wait()
+		return res, err
+	}
+	wg.Wait()
+
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	for _, a := range answers {
+		if a.orderID != "" {
+			res.acknowledged++
+		}
+	}
+	// Settle: every acknowledged reservation is an order or released.
+	deadline := time.Now().Add(r.settle)
+	for {
+		res.created, res.released, res.lost, err = resolveAcknowledged(ctx, pool, answers)
+		if err != nil {
+			return res, err
+		}
+		if res.lost == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if res.lost > 0 {
+		res.unsettled = res.lost
+	}
+	q := func(sql string, args ...any) int {
+		var n int
+		if err == nil {
+			err = pool.QueryRow(ctx, sql, args...).Scan(&n)
+		}
+		return n
+	}
+	live := q(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activityID)
+	res.oversell = max(0, live-r.stock)
+	res.dupUsers = q(`SELECT count(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'
+		GROUP BY user_id HAVING count(*) > 1) d`, activityID)
+	res.dupEffects = q(`SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
+		AND reason = 'ORDER_CREATED' GROUP BY message_id HAVING count(*) > 1) d`, activityID)
+	var last time.Time
+	if err == nil {
+		err = pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, activityID).Scan(&last)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.recovery = max(0, last.Sub(backAt))
+	return res, nil
+}
+
+// resolveAcknowledged counts the acknowledged answers that became orders,
+// that were released (their reservation was rejected), and neither yet.
+func resolveAcknowledged(ctx context.Context, pool *pgxpool.Pool, answers []buyerAnswer) (created, released, open int, err error) {
+	var ids []string
+	for _, a := range answers {
+		if a.orderID != "" {
+			ids = append(ids, a.orderID)
+		}
+	}
+	err = pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE o.order_id IS NOT NULL),
+		       count(*) FILTER (WHERE o.order_id IS NULL AND EXISTS (
+		           SELECT 1 FROM order_rejections r WHERE r.order_id = i.id)),
+		       count(*) FILTER (WHERE o.order_id IS NULL AND NOT EXISTS (
+		           SELECT 1 FROM order_rejections r WHERE r.order_id = i.id))
+		FROM unnest($1::text[]) AS i(id) LEFT JOIN orders o ON o.order_id = i.id`, ids).Scan(&created, &released, &open)
+	return created, released, open, err
+}
+
+// chaosBuy places one buyer's order, retrying the same request_id on
+// either instance until a definite answer (acknowledged, sold out,
+// already purchased) or ctx ends.
+func chaosBuy(ctx context.Context, httpc *http.Client, instances []*instance, secret []byte, activityID, user int64, requestID string) buyerAnswer {
+	tok, err := sconnect.MintToken(secret, user, false, time.Hour, time.Now())
+	if err != nil {
+		return buyerAnswer{}
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		in := instances[(int(user)+attempt)%len(instances)]
+		c := seckillv1connect.NewOrderServiceClient(httpc, "http://"+in.api)
+		req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1, RequestId: requestID})
+		req.Header().Set("Authorization", "Bearer "+tok)
+		out, err := c.PlaceOrder(ctx, req)
+		if err == nil {
+			return buyerAnswer{orderID: out.Msg.GetOrderId(), definite: true}
+		}
+		switch connect.CodeOf(err) {
+		case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument, connect.CodePermissionDenied:
+			return buyerAnswer{definite: true}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	return buyerAnswer{}
+}
+
+func createChaosActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64) error {
+	tok, err := sconnect.MintToken(secret, 1, true, time.Hour, time.Now())
+	if err != nil {
+		return err
+	}
+	admin := seckillv1connect.NewAdminServiceClient(httpc, base)
+	now := time.Now()
+	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
+		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(time.Hour)),
+		PaymentTimeout: durationpb.New(time.Hour), ReservationTtl: durationpb.New(10 * time.Minute)})
+	req.Header().Set("Authorization", "Bearer "+tok)
+	_, err = admin.CreateActivity(ctx, req)
+	return err
+}
+
+// injectFault applies the scenario's fault and returns when the
+// component was back.
+func injectFault(ctx context.Context, r chaosRun, instances []*instance) (time.Time, error) {
+	action, target, _ := strings.Cut(r.scenario, "-")
+	if target == "service" {
+		victim := instances[0]
+		if action == "pause" {
+			if err := victim.signal(syscall.SIGSTOP); err != nil {
+				return time.Time{}, err
+			}
+			time.Sleep(r.down)
+			return time.Now(), victim.signal(syscall.SIGCONT)
+		}
+		victim.killAndWait()
+		time.Sleep(r.down)
+		if err := victim.start(); err != nil {
+			return time.Time{}, err
+		}
+		if err := victim.waitLive(ctx); err != nil {
+			return time.Time{}, err
+		}
+		return time.Now(), nil
+	}
+	pid, err := stackPID(target)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if action == "pause" {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return time.Time{}, fmt.Errorf("SIGSTOP %s (pid %d): %w", target, pid, err)
+		}
+		time.Sleep(r.down)
+		return time.Now(), syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return time.Time{}, fmt.Errorf("SIGKILL %s (pid %d): %w", target, pid, err)
+	}
+	time.Sleep(r.down)
+	up := exec.CommandContext(ctx, r.stackScript, "up")
+	if out, err := up.CombinedOutput(); err != nil {
+		return time.Time{}, fmt.Errorf("%s up after killing %s: %w\n%s", r.stackScript, target, err, out)
+	}
+	return time.Now(), nil
+}
+
+// stackPID reads the pid the local stack recorded for component.
+func stackPID(component string) (int, error) {
+	dir := os.Getenv("SECKILL_STACK_DIR")
+	if dir == "" {
+		return 0, errors.New("SECKILL_STACK_DIR is not set: run through `make chaos` or eval \"$(deploy/local/stack.sh env)\"")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run", component+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("pid of %s: %w", component, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("pid of %s: %q is not a pid", component, b)
+	}
+	return pid, nil
+}
