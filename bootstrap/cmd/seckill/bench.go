@@ -24,13 +24,15 @@ import (
 // removed afterwards, so a running `make run` service is not disturbed.
 func bench(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: seckill bench place|consume [flags]: %w", flag.ErrHelp)
+		return fmt.Errorf("usage: seckill bench place|consume|timeouts [flags]: %w", flag.ErrHelp)
 	}
 	switch args[0] {
 	case "place":
 		return benchPlace(ctx, args[1:], stdout)
 	case "consume":
 		return benchConsume(ctx, args[1:], stdout)
+	case "timeouts":
+		return benchTimeouts(ctx, args[1:], stdout)
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], flag.ErrHelp)
 }
