@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -252,6 +253,15 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		return res, err
 	}
 	defer env.Close()
+	// The whole service runs here, its dead-letter reader too: it needs
+	// the groups' %DLQ% topics.
+	for _, g := range env.groups {
+		name := rocketmq.DLQTopic(g)
+		if err := env.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Queues: 1}); err != nil {
+			return res, fmt.Errorf("create topic %s: %w", name, err)
+		}
+		env.topics = append(env.topics, name)
+	}
 	logDir, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
 		return res, err
