@@ -78,7 +78,7 @@ func newHarness(t *testing.T) *harness {
 	h.relay = application.NewRelayOutbox(h.store, h.broker, h.clock, h.fp, log,
 		application.RelayConfig{Interval: time.Second, Batch: 500, Workers: 4, Retention: time.Hour,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
-	h.reconciler = application.NewReconciler(h.store, h.redis, h.activities, h.life, h.broker, h.clock, h.metrics, log, policy,
+	h.reconciler = application.NewReconciler(h.store, h.redis, h.activities, h.life, h.clock, h.metrics, log, policy,
 		application.ReconcileConfig{Grace: time.Second, Batch: 100})
 	h.deadLetters = application.NewDeadLetters(h.store, h.broker, h.redis, ids, h.metrics, log, application.DeadLetterConfig{
 		ReplayCap: 3, CreateGroup: groupCreate, CompensateGroup: groupCompensate,

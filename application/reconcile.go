@@ -37,14 +37,8 @@ type ReconcileReport struct {
 	// PendingSend: unresolved and still valid, left to the scanner.
 	PendingSend int
 	// SentNotConsumed: confirmed by the broker, still valid, no outcome
-	// yet after the grace: the order-create message is published again
-	// with its original message id (the inbox absorbs a duplicate). A
-	// broker does not always hand a message back to the group when the
-	// consumer that received it died (seen with RocketMQ 5.5's pop
-	// consumption), so the message is not trusted to come back by itself.
+	// yet: reported (the consumer, its retries and the DLQ own them).
 	SentNotConsumed int
-	// Resent counts the SentNotConsumed messages published again.
-	Resent int
 	// CanceledExpired: unpaid orders past their deadline whose timeout
 	// message never took effect; canceled now.
 	CanceledExpired int
@@ -71,7 +65,6 @@ type Reconciler struct {
 	reservations ports.Reservations
 	activities   *Activities
 	life         *OrderLifecycle
-	publisher    ports.Publisher
 	clock        ports.Clock
 	metrics      ports.Metrics
 	log          *slog.Logger
@@ -81,10 +74,9 @@ type Reconciler struct {
 
 // NewReconciler wires the reconciler.
 func NewReconciler(uow ports.UnitOfWork, reservations ports.Reservations, activities *Activities, life *OrderLifecycle,
-	publisher ports.Publisher, clock ports.Clock, metrics ports.Metrics, log *slog.Logger, policy CompensationPolicy,
-	cfg ReconcileConfig) *Reconciler {
-	return &Reconciler{uow: uow, reservations: reservations, activities: activities, life: life, publisher: publisher,
-		clock: clock, metrics: metrics, log: log.With("component", "reconcile"), policy: policy, cfg: cfg}
+	clock ports.Clock, metrics ports.Metrics, log *slog.Logger, policy CompensationPolicy, cfg ReconcileConfig) *Reconciler {
+	return &Reconciler{uow: uow, reservations: reservations, activities: activities, life: life, clock: clock,
+		metrics: metrics, log: log.With("component", "reconcile"), policy: policy, cfg: cfg}
 }
 
 // Run reconciles every interval until ctx is canceled, each pass audited
@@ -105,7 +97,7 @@ func (r *Reconciler) Run(ctx context.Context, actor string, interval time.Durati
 		}
 		r.log.InfoContext(ctx, "reconciled", "examined", rep.Examined, "repaired_ordered", rep.RepairedOrdered,
 			"released", rep.Released, "rejected_expired", rep.RejectedExpired, "pending_send", rep.PendingSend,
-			"sent_not_consumed", rep.SentNotConsumed, "resent", rep.Resent, "canceled_expired", rep.CanceledExpired)
+			"sent_not_consumed", rep.SentNotConsumed, "canceled_expired", rep.CanceledExpired)
 	}
 }
 
@@ -153,7 +145,7 @@ func reconcileParams(rep ReconcileReport) map[string]any {
 	return map[string]any{
 		"examined": rep.Examined, "repaired_ordered": rep.RepairedOrdered, "released": rep.Released,
 		"rejected_expired": rep.RejectedExpired, "pending_send": rep.PendingSend,
-		"sent_not_consumed": rep.SentNotConsumed, "resent": rep.Resent, "canceled_expired": rep.CanceledExpired,
+		"sent_not_consumed": rep.SentNotConsumed, "canceled_expired": rep.CanceledExpired,
 		"skus_checked": len(rep.Drift), "skus_drifting": n, "drift": drifting,
 	}
 }
@@ -244,32 +236,11 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 			}
 		case s.Status == reservation.StatusSent:
 			rep.SentNotConsumed++
-			if r.resend(ctx, s) {
-				rep.Resent++
-			}
 		default:
 			rep.PendingSend++
 		}
 	}
 	return nil
-}
-
-// resend publishes a sent but unconsumed reservation's order-create
-// message again, with its original message id. A failure is logged and
-// left to the next pass.
-func (r *Reconciler) resend(ctx context.Context, s reservation.Snapshot) bool {
-	msg, err := orderCreateMessage(s, int32(s.SendAttempt), r.clock.Now(), ports.TraceFrom(ctx))
-	if err == nil {
-		_, err = r.publisher.Publish(ctx, msg)
-	}
-	if err != nil {
-		r.log.WarnContext(ctx, "resend of a sent but unconsumed reservation failed; next pass retries",
-			"reservation_id", s.ReservationID, "message_id", s.MessageID, "error", err)
-		return false
-	}
-	r.log.InfoContext(ctx, "sent but unconsumed reservation resent", "reservation_id", s.ReservationID,
-		"message_id", s.MessageID, "order_id", s.OrderID)
-	return true
 }
 
 func (r *Reconciler) release(ctx context.Context, ref ports.ReservationRef, reason reservation.ReleaseReason, rep *ReconcileReport) error {

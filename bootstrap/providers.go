@@ -165,10 +165,8 @@ func provideLifecycle(uow ports.UnitOfWork, p application.CompensationPolicy, lo
 }
 
 func provideReconciler(uow ports.UnitOfWork, r ports.Reservations, acts *application.Activities, life *application.OrderLifecycle,
-	pub ports.Publisher, clock ports.Clock, m ports.Metrics, p application.CompensationPolicy, cfg config.Config,
-	log *slog.Logger) *application.Reconciler {
-	return application.NewReconciler(uow, r, acts, life, pub, clock, m, log, p,
-		application.ReconcileConfig{Grace: cfg.Workers.ReconcileGrace, Batch: 1000})
+	clock ports.Clock, m ports.Metrics, p application.CompensationPolicy, cfg config.Config, log *slog.Logger) *application.Reconciler {
+	return application.NewReconciler(uow, r, acts, life, clock, m, log, p, application.ReconcileConfig{Grace: cfg.Workers.ReconcileGrace, Batch: 1000})
 }
 
 func provideDeadLetters(uow ports.UnitOfWork, p ports.Publisher, r ports.Reservations, ids ports.IDGenerator,

@@ -67,7 +67,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	compensationPolicy := provideCompensationPolicy(cfg)
 	orderLifecycle := provideLifecycle(postgresStore, compensationPolicy, log)
 	orderService := application.NewOrderService(placeOrder, queries, orderLifecycle)
-	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, publisher, clock, metrics, compensationPolicy, cfg, log)
+	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
 	health := provideHealth(postgresStore, client, publisher)

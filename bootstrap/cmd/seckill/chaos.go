@@ -287,10 +287,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 				"SECKILL_PG_DSN="+dsn, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
 				"SECKILL_TOPIC_PREFIX="+env.prefix, "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
 				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.prefix),
-				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn",
-				// A message a dead consumer held is published again by the
-				// reconciler; a short period bounds the recovery.
-				"SECKILL_RECONCILE_INTERVAL=5s", "SECKILL_RECONCILE_GRACE=20s")}
+				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
 		if err := in.start(); err != nil {
 			return res, err
 		}
