@@ -142,7 +142,10 @@ type Workers struct {
 	RelayBatch      int           // SECKILL_RELAY_BATCH
 	OutboxRetention time.Duration // SECKILL_OUTBOX_RETENTION
 	// InvisibleDuration is how long a received message stays hidden from
-	// other consumers (SECKILL_INVISIBLE_DURATION).
+	// other consumers (SECKILL_INVISIBLE_DURATION, default 10 s, the
+	// proxy's default minimum). It bounds how long the messages a crashed
+	// consumer held wait before another consumer gets them; a running
+	// handler's messages are renewed every half of it.
 	InvisibleDuration time.Duration
 	// ReconcileInterval runs the reconciler periodically
 	// (SECKILL_RECONCILE_INTERVAL, 0 disables).
@@ -204,7 +207,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			RelayInterval:     r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond),
 			RelayBatch:        r.integer("SECKILL_RELAY_BATCH", 200),
 			OutboxRetention:   r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour),
-			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 20*time.Second),
+			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 10*time.Second),
 			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute),
 			ReconcileGrace:    r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second),
 		},
