@@ -310,7 +310,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	// until a definite answer or the deadline.
 	answers := make([]buyerAnswer, r.buyers)
 	var next atomic.Int64
-	var answered atomic.Int64
+	var acknowledged atomic.Int64
 	saleCtx, stopSale := context.WithTimeout(ctx, r.down+r.settle)
 	defer stopSale()
 	var wg sync.WaitGroup
@@ -324,12 +324,14 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 					return
 				}
 				answers[i] = chaosBuy(saleCtx, httpc, instances, secret, activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i))
-				answered.Add(1)
+				if answers[i].orderID != "" {
+					acknowledged.Add(1)
+				}
 			}
 		}()
 	}
-	// The fault, once a third of the buyers were answered.
-	for answered.Load() < int64(r.buyers/3) && saleCtx.Err() == nil {
+	// The fault, once a third of the stock was acknowledged: mid-sale.
+	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
 	backAt, err := injectFault(ctx, r, instances)
