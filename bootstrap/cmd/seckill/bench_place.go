@@ -57,6 +57,9 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	duration := fs.Duration("duration", 5*time.Second, "measuring time per level")
 	ceilingClients := fs.Int("ceiling-clients", 64, "clients of the ceiling and baseline loops")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the PlaceOrder levels to this file")
+	beside := fs.String("beside", "", "base URL of a running service (e.g. http://127.0.0.1:7080): measure its PlaceOrder latency before and during the benchmark's first level")
+	besideActivity := fs.Int64("beside-activity", 1, "activity (SKU 1) of the running service that --beside buys from")
+	besideClients := fs.Int("beside-clients", 8, "clients buying from the running service")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,20 +137,45 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	// The running service's buyers: users far from the benchmark's own.
+	liveUsers := benchActivityID()%1_000_000*1_000_000 + 1_000_000_000_000
+	if *beside != "" {
+		r, err := placeLevel(ctx, *beside, []byte(cfg.AuthSecret), *besideActivity, liveUsers, *besideClients, *duration)
+		if err != nil {
+			return fmt.Errorf("the running service at %s: %w", *beside, err)
+		}
+		r.name = "running service, bench idle"
+		fmt.Fprintln(stdout, r.row())
+	}
 	var results []placeResult
-	for _, c := range clientLevels {
+	for i, c := range clientLevels {
 		act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
 			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 			PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
 		if _, err := app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
 			return err
 		}
-		r, err := placeLevel(ctx, base, []byte(cfg.AuthSecret), act.ActivityID, c, *duration)
+		var live chan placeResult
+		if *beside != "" && i == 0 {
+			live = make(chan placeResult, 1)
+			go func() {
+				r, err := placeLevel(ctx, *beside, []byte(cfg.AuthSecret), *besideActivity, liveUsers+1_000_000/2, *besideClients, *duration)
+				if err != nil {
+					log.Warn("the running service during the benchmark", "error", err)
+				}
+				r.name = "running service, bench running"
+				live <- r
+			}()
+		}
+		r, err := placeLevel(ctx, base, []byte(cfg.AuthSecret), act.ActivityID, act.ActivityID%1_000_000_000*10, c, *duration)
 		if err != nil {
 			return err
 		}
 		results = append(results, r)
 		fmt.Fprintln(stdout, r.row())
+		if live != nil {
+			fmt.Fprintln(stdout, (<-live).row())
+		}
 	}
 
 	if *cpuProfile != "" {
@@ -243,15 +271,15 @@ func closedLoop(ctx context.Context, name string, clients int, d time.Duration, 
 	return res, nil
 }
 
-// placeLevel runs clients concurrent buyers for d; every request is a new
-// user with a new request id.
-func placeLevel(ctx context.Context, base string, secret []byte, activityID int64, clients int, d time.Duration) (placeResult, error) {
+// placeLevel runs clients concurrent buyers for d against the service at
+// base; every request is a new user (from firstUser+1 on) with a new
+// request id.
+func placeLevel(ctx context.Context, base string, secret []byte, activityID, firstUser int64, clients int, d time.Duration) (placeResult, error) {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: p}
 	defer tr.CloseIdleConnections()
 	client := seckillv1connect.NewOrderServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
-	firstUser := activityID % 1_000_000_000 * 10
 	// Tokens are minted before the clock starts: the load generator shares
 	// the machine with the service, and signing is the client's cost.
 	tokens := make([]string, int(d.Seconds()*8000))
