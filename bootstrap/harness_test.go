@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
@@ -178,6 +179,21 @@ func (s *system) token(user int64, admin bool) string {
 		s.t.Fatal(err)
 	}
 	return tok
+}
+
+// brokerThroughProxy is a beforeRun hook that starts a fault proxy in
+// front of the broker, stores it in *p (closed when the test ends) and
+// routes the system's broker connections through it.
+func brokerThroughProxy(t *testing.T, p **faultproxy.Proxy) func(*system) {
+	return func(s *system) {
+		proxy, err := faultproxy.New(s.mq.Config.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		s.mq.RedirectThrough(proxy.Addr())
+		*p = proxy
+	}
 }
 
 // paymentToken is a token of the payment side (scope "payment"), the only

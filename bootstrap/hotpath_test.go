@@ -137,15 +137,7 @@ func TestCrashAfterReserveBeforeSend(t *testing.T) {
 // same message id, and exactly one order results.
 func TestBlackholedBrokerRepliesAreResent(t *testing.T) {
 	var proxy *faultproxy.Proxy
-	s := startSystem(t, options{beforeRun: func(s *system) {
-		var err error
-		proxy, err = faultproxy.New(s.mq.Config.Endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = proxy.Close() })
-		s.mq.RedirectThrough(proxy.Addr())
-	}})
+	s := startSystem(t, options{beforeRun: brokerThroughProxy(t, &proxy)})
 	s.activity(3, 10, time.Minute, time.Minute)
 	proxy.SetBlackhole()
 	res, err := s.place(context.Background(), 88, 3, "blackhole-1")

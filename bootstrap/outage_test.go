@@ -55,15 +55,7 @@ const serving = healthpb.HealthCheckResponse_SERVING
 // acknowledged reservation becomes exactly one order, with I1-I7 holding.
 func TestBrokerOutageOpensTheBreakerAndRecovers(t *testing.T) {
 	var proxy *faultproxy.Proxy
-	s := startSystem(t, options{beforeRun: func(s *system) {
-		var err error
-		proxy, err = faultproxy.New(s.mq.Config.Endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = proxy.Close() })
-		s.mq.RedirectThrough(proxy.Addr())
-	}})
+	s := startSystem(t, options{beforeRun: brokerThroughProxy(t, &proxy)})
 	const activity = 64
 	s.activity(activity, 1000, time.Hour, time.Hour)
 	s.eventually(10*time.Second, "both roles are ready", func() bool {
