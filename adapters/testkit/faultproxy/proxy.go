@@ -97,6 +97,14 @@ func New(target string) (*Proxy, error) {
 	return p, nil
 }
 
+// SetMaxConns changes the bound on proxied connections (DefaultMaxConns at
+// first); it applies to connections accepted from now on.
+func (p *Proxy) SetMaxConns(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.max = n
+}
+
 // Addr returns the proxy's listening address ("127.0.0.1:port").
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 

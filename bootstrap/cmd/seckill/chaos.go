@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -35,11 +37,19 @@ import (
 // chaosScenarios are the faults `seckill chaos` knows: kill-X sends
 // SIGKILL and restarts X after the outage; pause-X sends SIGSTOP and
 // SIGCONT after it. X is one of the two service instances ("service") or a
-// process of the local stack (redis, postgres, namesrv, proxy).
+// process of the local stack (redis, postgres, namesrv, proxy). delay-X
+// (200 ms per chunk), blackhole-X (nothing forwarded, connections kept)
+// and reset-X (every connection reset) act on the services' connections
+// to redis or postgres through a fault proxy for the outage.
 var chaosScenarios = []string{
 	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
 	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
+	"delay-redis", "blackhole-redis", "reset-redis", "delay-postgres", "blackhole-postgres", "reset-postgres",
 }
+
+// connectionFaults are the scenario actions applied to the service's
+// connections through a fault proxy instead of to a process.
+var connectionFaults = map[string]bool{"delay": true, "blackhole": true, "reset": true}
 
 // chaos runs a sale against two service processes sharing the local stack
 // while one fault is injected per scenario, then checks the history of
@@ -75,7 +85,7 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "seckill chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
 		*stock, *buyers, *clients, *down)
-	fmt.Fprintf(stdout, "%-16s %12s %8s %9s %9s %5s %10s %10s %9s\n", "scenario", "acknowledged", "created", "released",
+	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %9s\n", "scenario", "acknowledged", "created", "released",
 		"oversell", "lost", "dup-users", "dup-effect", "recovery")
 	var failed []string
 	for _, name := range scenarios {
@@ -131,7 +141,7 @@ func (r chaosResult) row() string {
 	if r.unsettled > 0 {
 		rec = fmt.Sprintf("%d open", r.unsettled)
 	}
-	return fmt.Sprintf("%-16s %12d %8d %9d %9d %5d %10d %10d %9s", r.scenario, r.acknowledged, r.created, r.released,
+	return fmt.Sprintf("%-19s %12d %8d %9d %9d %5d %10d %10d %9s", r.scenario, r.acknowledged, r.created, r.released,
 		r.oversell, r.lost, r.dupUsers, r.dupEffects, rec)
 }
 
@@ -266,6 +276,33 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	if err != nil {
 		return res, err
 	}
+	// A connection fault needs the services to reach the component
+	// through a fault proxy.
+	action, target, _ := strings.Cut(r.scenario, "-")
+	redisAddr, serviceDSN := r.cfg.Redis.Addr, dsn
+	var fp *faultproxy.Proxy
+	if connectionFaults[action] {
+		via := redisAddr
+		if target == "postgres" {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				return res, err
+			}
+			via = u.Host
+		}
+		if fp, err = faultproxy.New(via); err != nil {
+			return res, err
+		}
+		defer func() { _ = fp.Close() }()
+		fp.SetMaxConns(1024)
+		if target == "postgres" {
+			u, _ := url.Parse(dsn)
+			u.Host = fp.Addr()
+			serviceDSN = u.String()
+		} else {
+			redisAddr = fp.Addr()
+		}
+	}
 
 	var instances []*instance
 	for i := range 2 {
@@ -284,7 +321,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		defer func() { _ = lf.Close() }()
 		in := &instance{name: fmt.Sprintf("service-%d", i), api: api, ops: ops, exe: r.exe, logFile: lf,
 			env: append(os.Environ(),
-				"SECKILL_PG_DSN="+dsn, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
+				"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
 				"SECKILL_TOPIC_PREFIX="+env.prefix, "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
 				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.prefix),
 				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
@@ -334,7 +371,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	backAt, err := injectFault(ctx, r, instances)
+	backAt, err := injectFault(ctx, r, instances, fp)
 	if err != nil {
 		stopSale()
 		wg.Wait()
@@ -458,8 +495,21 @@ func createChaosActivity(ctx context.Context, httpc *http.Client, base string, s
 
 // injectFault applies the scenario's fault and returns when the
 // component was back.
-func injectFault(ctx context.Context, r chaosRun, instances []*instance) (time.Time, error) {
+func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *faultproxy.Proxy) (time.Time, error) {
 	action, target, _ := strings.Cut(r.scenario, "-")
+	if connectionFaults[action] {
+		switch action {
+		case "delay":
+			fp.SetDelay(200 * time.Millisecond)
+		case "blackhole":
+			fp.SetBlackhole()
+		case "reset":
+			fp.SetReset()
+		}
+		time.Sleep(r.down)
+		fp.SetPass()
+		return time.Now(), nil
+	}
 	if target == "service" {
 		victim := instances[0]
 		if action == "pause" {
