@@ -5,7 +5,8 @@
 // Actions: error (the operation is abandoned as if the process had died
 // at that point), delay(<duration>) (sleep, then continue), exit (the
 // process exits with status 137, like a SIGKILL, for crash tests that run
-// the binary). Points can be changed at run time (Set, Clear), which
+// the binary), exit(<p>) (the same with probability p per hit, 0 < p <= 1,
+// for crashes at random points of a long run). Points can be changed at run time (Set, Clear), which
 // in-process tests use. When no point is configured, bootstrap wires a nil
 // ports.Failpoints, so disabled failpoints cost nothing.
 package failpoint
@@ -14,7 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +30,7 @@ var ErrInjected = errors.New("failpoint: injected failure")
 type Action struct {
 	kind  string // error, delay, exit
 	delay time.Duration
+	p     float64 // exit probability; 1 for a plain exit
 }
 
 // Registry holds the configured points. Safe for concurrent use.
@@ -56,12 +60,19 @@ func New(spec string) (*Registry, error) {
 	return r, nil
 }
 
-// Set configures a point; action is error, exit or delay(<duration>).
+// Set configures a point; action is error, exit, exit(<p>) or
+// delay(<duration>).
 func (r *Registry) Set(name, action string) error {
-	var a Action
+	a := Action{p: 1}
 	switch {
 	case action == "error", action == "exit":
 		a.kind = action
+	case strings.HasPrefix(action, "exit(") && strings.HasSuffix(action, ")"):
+		p, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(action, "exit("), ")"), 64)
+		if err != nil || p <= 0 || p > 1 {
+			return fmt.Errorf("failpoint %s: exit probability %q must be in (0, 1]", name, action)
+		}
+		a.kind, a.p = "exit", p
 	case strings.HasPrefix(action, "delay(") && strings.HasSuffix(action, ")"):
 		d, err := time.ParseDuration(strings.TrimSuffix(strings.TrimPrefix(action, "delay("), ")"))
 		if err != nil {
@@ -69,7 +80,7 @@ func (r *Registry) Set(name, action string) error {
 		}
 		a.kind, a.delay = "delay", d
 	default:
-		return fmt.Errorf("failpoint %s: unknown action %q (error, exit, delay(d))", name, action)
+		return fmt.Errorf("failpoint %s: unknown action %q (error, exit, exit(p), delay(d))", name, action)
 	}
 	r.mu.Lock()
 	r.points[name] = a
@@ -111,6 +122,9 @@ func (r *Registry) Inject(ctx context.Context, name string) error {
 			return ctx.Err()
 		}
 	case "exit":
+		if a.p < 1 && rand.Float64() >= a.p {
+			return nil // this hit survives
+		}
 		r.exit(137)
 	}
 	return fmt.Errorf("%s: %w", name, ErrInjected)

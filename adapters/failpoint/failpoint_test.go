@@ -47,3 +47,26 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestProbabilisticExit: exit(p) exits on about a share p of the hits and
+// lets the others through; probabilities outside (0, 1] are refused.
+func TestProbabilisticExit(t *testing.T) {
+	r, err := New("c=exit(0.25)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := 0
+	r.exit = func(int) { exited++ }
+	const hits = 4000
+	for range hits {
+		_ = r.Inject(context.Background(), "c")
+	}
+	if exited < hits/8 || exited > hits*3/8 {
+		t.Fatalf("exit(0.25) exited on %d of %d hits", exited, hits)
+	}
+	for _, bad := range []string{"x=exit(0)", "x=exit(1.5)", "x=exit(often)"} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

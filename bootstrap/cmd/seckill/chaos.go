@@ -41,11 +41,20 @@ import (
 // (200 ms per chunk), blackhole-X (nothing forwarded, connections kept)
 // and reset-X (every connection reset) act on the services' connections
 // to redis or postgres through a fault proxy for the outage.
+// crash-consumers runs the whole sale with consumer processes that crash
+// at random points between receive and acknowledge (each instance is
+// restarted whenever it dies) and reports how many crashes it survived.
 var chaosScenarios = []string{
 	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
 	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
 	"delay-redis", "blackhole-redis", "reset-redis", "delay-postgres", "blackhole-postgres", "reset-postgres",
+	"crash-consumers",
 }
+
+// consumerCrashes is the failpoint spec of crash-consumers: each consumer
+// transaction may end the process inside the transaction or after the
+// commit, before the acknowledgement.
+const consumerCrashes = "consumer.in_tx=exit(0.1);consumer.after_commit=exit(0.1)"
 
 // connectionFaults are the scenario actions applied to the service's
 // connections through a fault proxy instead of to a process.
@@ -85,8 +94,8 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "seckill chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
 		*stock, *buyers, *clients, *down)
-	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %9s\n", "scenario", "acknowledged", "created", "released",
-		"oversell", "lost", "dup-users", "dup-effect", "recovery")
+	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %9s %8s\n", "scenario", "acknowledged", "created", "released",
+		"oversell", "lost", "dup-users", "dup-effect", "recovery", "crashes")
 	var failed []string
 	for _, name := range scenarios {
 		r, err := runChaosScenario(ctx, chaosRun{cfg: cfg, log: log, exe: exe, scenario: name, stock: *stock,
@@ -130,6 +139,7 @@ type chaosResult struct {
 	acknowledged, created, released                 int
 	oversell, lost, dupUsers, dupEffects, unsettled int
 	recovery                                        time.Duration
+	crashes                                         int
 }
 
 func (r chaosResult) violations() int {
@@ -141,8 +151,8 @@ func (r chaosResult) row() string {
 	if r.unsettled > 0 {
 		rec = fmt.Sprintf("%d open", r.unsettled)
 	}
-	return fmt.Sprintf("%-19s %12d %8d %9d %9d %5d %10d %10d %9s", r.scenario, r.acknowledged, r.created, r.released,
-		r.oversell, r.lost, r.dupUsers, r.dupEffects, rec)
+	return fmt.Sprintf("%-19s %12d %8d %9d %9d %5d %10d %10d %9s %8d", r.scenario, r.acknowledged, r.created, r.released,
+		r.oversell, r.lost, r.dupUsers, r.dupEffects, rec, r.crashes)
 }
 
 // instance is one `seckill serve` process of the scenario.
@@ -155,6 +165,7 @@ type instance struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	done     chan struct{}
+	stopping atomic.Bool
 }
 
 func (in *instance) start() error {
@@ -179,8 +190,31 @@ func (in *instance) signal(sig syscall.Signal) error {
 	return in.cmd.Process.Signal(sig)
 }
 
+// superviseCrashes restarts the instance whenever it exits until stop is
+// called or ctx ends, counting the restarts in crashes (at most max).
+func (in *instance) superviseCrashes(ctx context.Context, crashes *atomic.Int64, max int64) {
+	for ctx.Err() == nil && !in.stopping.Load() && crashes.Load() < max {
+		in.mu.Lock()
+		done := in.done
+		in.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+		}
+		if in.stopping.Load() {
+			return
+		}
+		crashes.Add(1)
+		if err := in.start(); err != nil {
+			return
+		}
+	}
+}
+
 // stop ends the process (SIGTERM, then SIGKILL after 15 s) and waits.
 func (in *instance) stop() {
+	in.stopping.Store(true)
 	in.mu.Lock()
 	cmd, done := in.cmd, in.done
 	in.mu.Unlock()
@@ -325,6 +359,10 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 				"SECKILL_TOPIC_PREFIX="+env.prefix, "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
 				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.prefix),
 				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
+		if action == "crash" {
+			// One message per transaction: many transactions to crash in.
+			in.env = append(in.env, "SECKILL_FAILPOINTS="+consumerCrashes, "SECKILL_CONSUMER_BATCH=1")
+		}
 		if err := in.start(); err != nil {
 			return res, err
 		}
@@ -367,6 +405,14 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 			}
 		}()
 	}
+	var crashes atomic.Int64
+	if action == "crash" {
+		superviseCtx, stopSupervising := context.WithCancel(ctx)
+		defer stopSupervising()
+		for _, in := range instances {
+			go in.superviseCrashes(superviseCtx, &crashes, 5000)
+		}
+	}
 	// The fault, once a third of the stock was acknowledged: mid-sale.
 	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
@@ -378,6 +424,9 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		return res, err
 	}
 	wg.Wait()
+	if action == "crash" {
+		backAt = time.Now() // the crashes go on; recovery counts from the sale's end
+	}
 
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -425,6 +474,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		return res, err
 	}
 	res.recovery = max(0, last.Sub(backAt))
+	res.crashes = int(crashes.Load())
 	return res, nil
 }
 
@@ -497,6 +547,9 @@ func createChaosActivity(ctx context.Context, httpc *http.Client, base string, s
 // component was back.
 func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *faultproxy.Proxy) (time.Time, error) {
 	action, target, _ := strings.Cut(r.scenario, "-")
+	if action == "crash" {
+		return time.Now(), nil // the failpoints crash the consumers all along
+	}
 	if connectionFaults[action] {
 		switch action {
 		case "delay":
