@@ -14,7 +14,10 @@ import (
 	"strings"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -80,6 +83,81 @@ func newBenchEnv(ctx context.Context, log *slog.Logger) (*benchEnv, error) {
 		e.groups = append(e.groups, name)
 	}
 	return e, nil
+}
+
+// addDeadLetterTopics creates the %DLQ% topic of every group of the
+// namespace (deleted with it): a whole service runs its dead-letter
+// reader, which cannot start without them.
+func (e *benchEnv) addDeadLetterTopics(ctx context.Context) error {
+	for _, g := range e.groups {
+		name := rocketmq.DLQTopic(g)
+		if err := e.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Queues: 1}); err != nil {
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+		e.topics = append(e.topics, name)
+	}
+	return nil
+}
+
+// scratch is an isolated copy of the local stack for one run of a
+// benchmark or of the chaos command: a broker namespace (with its
+// dead-letter topics), a PostgreSQL database with every migration, and a
+// leased Redis logical database. Nothing of the service's data is read or
+// written.
+type scratch struct {
+	env   *benchEnv
+	dsn   string
+	redis *goredis.Client
+	// cfg is the configuration pointed at the scratch stack, with an
+	// ephemeral API and operations address and no rate limit.
+	cfg     config.Config
+	closers []func()
+}
+
+// newScratch builds a scratch stack for cfg; redisPool sizes the Redis
+// client (0: go-redis's default).
+func newScratch(ctx context.Context, cfg config.Config, log *slog.Logger, redisPool int) (*scratch, error) {
+	sc := &scratch{}
+	env, err := newBenchEnv(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	sc.closers = append(sc.closers, env.Close)
+	sc.env = env
+	if err := env.addDeadLetterTopics(ctx); err != nil {
+		sc.Close()
+		return nil, err
+	}
+	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
+	if err != nil {
+		sc.Close()
+		return nil, err
+	}
+	sc.closers = append(sc.closers, dropDB)
+	sc.dsn = dsn
+	rc, releaseRedis, err := scratchRedis(ctx, cfg, redisPool)
+	if err != nil {
+		sc.Close()
+		return nil, err
+	}
+	sc.closers = append(sc.closers, releaseRedis)
+	sc.redis = rc
+	cfg.Postgres.DSN = config.Secret(dsn)
+	cfg.RocketMQ.TopicPrefix = env.prefix
+	cfg.Redis.DB = rc.Options().DB
+	cfg.Redis.Namespace = "bench"
+	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Redis.RateBurst, cfg.Redis.RatePerSecond = 1_000_000, 1_000_000
+	cfg.Orders.BacklogCloseRatio = 1
+	sc.cfg = cfg
+	return sc, nil
+}
+
+// Close removes the scratch stack, newest part first.
+func (sc *scratch) Close() {
+	for i := len(sc.closers) - 1; i >= 0; i-- {
+		sc.closers[i]()
+	}
 }
 
 // Close deletes the namespace.

@@ -71,33 +71,16 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env, err := newBenchEnv(ctx, log)
+	// A scratch stack: the activities created here must not stay behind in
+	// the service's database (the reconciler would find them without their
+	// Redis inventory), and the benchmark never scans or slows the
+	// service's keyspace.
+	sc, err := newScratch(ctx, cfg, log, 300)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
-	// A scratch database: the activities created here must not stay behind
-	// in the service's database, where the reconciler would find them
-	// without their (purged) Redis inventory.
-	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
-	if err != nil {
-		return err
-	}
-	defer dropDB()
-	cfg.Postgres.DSN = config.Secret(dsn)
-	cfg.RocketMQ.TopicPrefix = env.prefix
-	// A scratch Redis database for the same reason, and so that the
-	// benchmark never scans or slows the service's keyspace.
-	rc, releaseRedis, err := scratchRedis(ctx, cfg, 300)
-	if err != nil {
-		return err
-	}
-	defer releaseRedis()
-	cfg.Redis.DB = rc.Options().DB
-	cfg.Redis.Namespace = "bench"
-	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis.RateBurst, cfg.Redis.RatePerSecond = 1_000_000, 1_000_000
-	cfg.Orders.BacklogCloseRatio = 1
+	defer sc.Close()
+	cfg, rc := sc.cfg, sc.redis
 	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
 	if err != nil {
 		return err

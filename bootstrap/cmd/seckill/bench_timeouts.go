@@ -22,7 +22,6 @@ import (
 	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -62,39 +61,12 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env, err := newBenchEnv(ctx, log)
+	sc, err := newScratch(ctx, cfg, log, 0)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
-	// The dead-letter reader subscribes to every group's dead-letter topic:
-	// create them in the namespace too (deleted with it).
-	for _, g := range rocketmq.Groups() {
-		name := rocketmq.DLQTopic(env.prefix + string(g))
-		if err := env.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Queues: 1}); err != nil {
-			return fmt.Errorf("create topic %s: %w", name, err)
-		}
-		env.topics = append(env.topics, name)
-	}
-	// A scratch database and a scratch Redis database: nothing of the
-	// service's data is read or written.
-	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
-	if err != nil {
-		return err
-	}
-	defer dropDB()
-	rc, releaseRedis, err := scratchRedis(ctx, cfg, 0)
-	if err != nil {
-		return err
-	}
-	defer releaseRedis()
-	cfg.Postgres.DSN = config.Secret(dsn)
-	cfg.RocketMQ.TopicPrefix = env.prefix
-	cfg.Redis.DB = rc.Options().DB
-	cfg.Redis.Namespace = "bench"
-	cfg.HTTPAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis.RateBurst, cfg.Redis.RatePerSecond = 1_000_000, 1_000_000
-	cfg.Orders.BacklogCloseRatio = 1
+	defer sc.Close()
+	cfg, dsn, rc := sc.cfg, sc.dsn, sc.redis
 	cfg.Workers.ReconcileInterval = *reconcile
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {

@@ -27,7 +27,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -74,7 +73,6 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	down := fs.Duration("down", 5*time.Second, "how long the component stays killed or paused")
 	settle := fs.Duration("settle", 90*time.Second, "how long to wait for every acknowledged reservation to resolve")
 	stackScript := fs.String("stack", "deploy/local/stack.sh", "the local stack script (restarts a killed component)")
-	keep := fs.Bool("keep", false, "keep each scenario's scratch database for inspection (its name is printed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,7 +97,7 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	var failed []string
 	for _, name := range scenarios {
 		r, err := runChaosScenario(ctx, chaosRun{cfg: cfg, log: log, exe: exe, scenario: name, stock: *stock,
-			buyers: *buyers, clients: *clients, down: *down, settle: *settle, stackScript: *stackScript, keep: *keep})
+			buyers: *buyers, clients: *clients, down: *down, settle: *settle, stackScript: *stackScript})
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
 		}
@@ -130,7 +128,6 @@ type chaosRun struct {
 	exe, scenario, stackScript string
 	stock, buyers, clients     int
 	down, settle               time.Duration
-	keep                       bool
 }
 
 // chaosResult is one scenario's row.
@@ -278,34 +275,12 @@ type buyerAnswer struct {
 
 func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	res := chaosResult{scenario: r.scenario}
-	dsn, dropDB, err := scratchDatabase(ctx, string(r.cfg.Postgres.DSN), r.log)
+	sc, err := newScratch(ctx, r.cfg, r.log, 8)
 	if err != nil {
 		return res, err
 	}
-	if r.keep {
-		r.log.Warn("keeping the scratch database", "scenario", r.scenario, "dsn", dsn)
-	} else {
-		defer dropDB()
-	}
-	rc, releaseRedis, err := scratchRedis(ctx, r.cfg, 8)
-	if err != nil {
-		return res, err
-	}
-	defer releaseRedis()
-	env, err := newBenchEnv(ctx, r.log)
-	if err != nil {
-		return res, err
-	}
-	defer env.Close()
-	// The whole service runs here, its dead-letter reader too: it needs
-	// the groups' %DLQ% topics.
-	for _, g := range env.groups {
-		name := rocketmq.DLQTopic(g)
-		if err := env.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Queues: 1}); err != nil {
-			return res, fmt.Errorf("create topic %s: %w", name, err)
-		}
-		env.topics = append(env.topics, name)
-	}
+	defer sc.Close()
+	dsn, rc, env := sc.dsn, sc.redis, sc.env
 	logDir, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
 		return res, err
