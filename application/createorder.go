@@ -372,7 +372,8 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 	var ordered []ports.ReservationRef
 	for _, it := range items {
 		if it.outcome == "created" {
-			ordered = append(ordered, ports.ReservationRef{ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID, ReservationID: it.msg.ReservationID})
+			ordered = append(ordered, ports.ReservationRef{ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID,
+				ReservationID: it.msg.ReservationID, UserID: it.msg.UserID})
 		}
 	}
 	if len(ordered) > 0 {

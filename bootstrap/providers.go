@@ -33,8 +33,10 @@ var InfraSet = wire.NewSet(
 	providePostgres,
 	wire.Bind(new(ports.UnitOfWork), new(*postgres.Store)),
 	wire.Bind(new(ports.OrderQueries), new(*postgres.Store)),
+	provideRedisGuard,
 	provideRedisClient,
 	provideRedis,
+	wire.Bind(new(ports.StockBooks), new(*redis.Store)),
 	wire.Bind(new(ports.Admission), new(*redis.Store)),
 	wire.Bind(new(ports.Reservations), new(*redis.Store)),
 	wire.Bind(new(ports.Backlog), new(*redis.Store)),
@@ -62,6 +64,7 @@ var AppSet = wire.NewSet(
 	provideLifecycle,
 	application.NewOrderService,
 	provideReconciler,
+	provideStockRecovery,
 	provideDeadLetters,
 	provideAdmin,
 	provideServer,
@@ -87,14 +90,20 @@ func providePostgres(ctx context.Context, cfg config.Config, reg prometheus.Regi
 	return s, s.Close, nil
 }
 
-func provideRedisClient(cfg config.Config) (*goredis.Client, func(), error) {
+func provideRedisGuard(cfg config.Config, log *slog.Logger) (*redis.Guard, error) {
+	return redis.NewGuard(cfg.Redis.Namespace, log.With("adapter", "redis"))
+}
+
+// provideRedisClient returns the service's Redis client; guard checks the
+// Redis process behind every new connection before it is used.
+func provideRedisClient(cfg config.Config, guard *redis.Guard) (*goredis.Client, func(), error) {
 	c := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), DB: cfg.Redis.DB,
-		PoolSize: 64, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		PoolSize: 64, ReadTimeout: time.Second, WriteTimeout: time.Second, OnConnect: guard.OnConnect})
 	return c, func() { _ = c.Close() }, nil
 }
 
-func provideRedis(c *goredis.Client, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (*redis.Store, error) {
-	return redis.New(c, redis.Config{Namespace: cfg.Redis.Namespace,
+func provideRedis(c *goredis.Client, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (*redis.Store, error) {
+	return redis.New(c, redis.Config{Namespace: cfg.Redis.Namespace, Guard: guard,
 		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}},
 		reg, log.With("adapter", "redis"))
 }
@@ -228,4 +237,8 @@ func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Healt
 func LoggerFor(cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).
 		With("service", "seckill", "instance", cfg.InstanceID)
+}
+
+func provideStockRecovery(books ports.StockBooks, uow ports.UnitOfWork, cfg config.Config, log *slog.Logger) *application.StockRecovery {
+	return application.NewStockRecovery(books, uow, log, application.StockRecoveryConfig{Settle: cfg.Workers.RecoverySettle})
 }

@@ -19,12 +19,16 @@ import (
 // NewApp assembles the service from cfg. The returned cleanup closes every
 // adapter in reverse order of construction.
 func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, func(), error) {
-	client, cleanup, err := provideRedisClient(cfg)
+	guard, err := provideRedisGuard(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, cleanup, err := provideRedisClient(cfg, guard)
 	if err != nil {
 		return nil, nil, err
 	}
 	registry := provideRegistry()
-	store, err := provideRedis(client, cfg, registry, log)
+	store, err := provideRedis(client, guard, cfg, registry, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -80,7 +84,8 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	}
 	opsServer := provideOpsServer(cfg, registry, health, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, rocketmqConfig, log)
-	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy)
+	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
+	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard)
 	if err != nil {
 		cleanup3()
 		cleanup2()

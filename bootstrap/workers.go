@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -16,13 +17,14 @@ import (
 
 // provideWorkers assembles every background loop of the service: the
 // backlog gate, the sent marker, the dead-letter gauge, the resend scanner,
-// the outbox relay, the reconciler and one consumer runner per group (plus
+// the outbox relay, the reconciler, the stock-books recovery and one consumer runner per group (plus
 // the dead-letter reader), each consumer bounded as configured.
 func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork, r ports.Reservations,
 	pub ports.Publisher, clock ports.Clock, m ports.Metrics, fp ports.Failpoints, reg prometheus.Registerer,
 	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
 	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
-	marker *application.SentMarker, policy application.CompensationPolicy) ([]Worker, error) {
+	marker *application.SentMarker, policy application.CompensationPolicy, recovery *application.StockRecovery,
+	guard *redis.Guard) ([]Worker, error) {
 	runner := func(rc rocketmq.RunnerConfig, h ports.BatchHandler) (func(context.Context) error, error) {
 		rn, err := rocketmq.NewRunner(bc, rc, h, log.With("consumer_group", rc.Group), reg)
 		if err != nil {
@@ -34,6 +36,7 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	workers := []Worker{
 		{Name: "backlog-gate", Run: gate.Run},
 		{Name: "sent-marker", Run: marker.Run},
+		{Name: "stock-recovery", Run: func(ctx context.Context) error { return recovery.Run(ctx, guard.Wake()) }},
 		{Name: "dlq-gauge", Run: func(ctx context.Context) error { return dl.RunGauge(ctx, 5*time.Second) }},
 		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
 			Interval: w.ScannerInterval, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,

@@ -29,6 +29,10 @@ var (
 	// ErrBacklog: admission is closed because the order-create backlog is
 	// too old compared to reservation validity.
 	ErrBacklog = errors.New("backlog too old, admission closed")
+	// ErrStockPaused: selling of the activity SKU is paused while its Redis
+	// books are verified and rebuilt after Redis came back as a different
+	// process (StockBooks); retry in a few seconds.
+	ErrStockPaused = errors.New("stock paused for verification")
 	// ErrRateLimited: the user's request rate exceeded the token bucket.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrRequestIDReused: a request_id was reused for a different activity

@@ -101,6 +101,9 @@ type AuditStore interface {
 	// AuditStock measures the PostgreSQL terms of invariant I6 for one
 	// activity SKU, classifying the given Redis-held reservations.
 	AuditStock(ctx context.Context, activityID, skuID int64, held []string) (StockAudit, error)
+	// LiveHolders returns the user and reservation of every non-canceled
+	// order of one activity SKU (StockBooks rebuild).
+	LiveHolders(ctx context.Context, activityID, skuID int64) ([]Holder, error)
 	// ReservationStates returns what PostgreSQL knows of each reservation
 	// id (every input id appears in the result).
 	ReservationStates(ctx context.Context, reservationIDs []string) ([]ReservationState, error)

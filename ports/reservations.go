@@ -56,6 +56,9 @@ type ReservationRef struct {
 	ActivityID    int64
 	SKUID         int64
 	ReservationID string
+	// UserID is optional; MarkOrdered uses it to adopt an order whose
+	// reservation Redis lost (StockBooks).
+	UserID int64
 }
 
 // ReleaseRequest asks ReleaseMany to release one reservation for Reason.

@@ -31,6 +31,7 @@ const (
 	ReasonReplayRefused      = "REPLAY_REFUSED"
 	ReasonPaymentExpired     = "PAYMENT_EXPIRED"
 	ReasonPaymentIDReused    = "PAYMENT_ID_REUSED"
+	ReasonStockPaused        = "STOCK_PAUSED"
 )
 
 // businessError maps a business sentinel to its code, ErrorInfo reason and
@@ -45,6 +46,8 @@ func businessError(err error) (code connect.Code, reason, msg string, ok bool) {
 		return connect.CodeFailedPrecondition, ReasonActivityClosed, "the activity is not open", true
 	case errors.Is(err, ports.ErrBacklog):
 		return connect.CodeResourceExhausted, ReasonBacklog, "the queue is too long, try again later", true
+	case errors.Is(err, ports.ErrStockPaused):
+		return connect.CodeUnavailable, ReasonStockPaused, "selling is paused for a few seconds, try again", true
 	case errors.Is(err, ports.ErrRateLimited):
 		return connect.CodeResourceExhausted, ReasonRateLimited, "too many requests, slow down", true
 	case errors.Is(err, ports.ErrRequestIDReused):

@@ -102,7 +102,7 @@ var storeMethods = []string{
 	"ClaimReservations", "FinishReservations",
 	"RecordDeadLetter", "ListDeadLetters", "GetDeadLetter", "MarkReplayed", "MarkResolved",
 	"AppendAudit", "DeadLetterStats",
-	"AuditStock", "ReservationStates", "ExpiredUnpaidOrders", "OrderStreams", "Rejections", "ListActivities",
+	"AuditStock", "LiveHolders", "ReservationStates", "ExpiredUnpaidOrders", "OrderStreams", "Rejections", "ListActivities",
 }
 
 // NewStore returns an empty store whose transactions read the time from

@@ -302,3 +302,25 @@ func decodeAuditParams(raw []byte) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// LiveHolders returns the user and reservation of every non-canceled order
+// of one activity SKU, ordered by user id.
+func (t *tx) LiveHolders(ctx context.Context, activityID, skuID int64) ([]ports.Holder, error) {
+	after, err := t.enter(ctx, "LiveHolders")
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	if after != nil {
+		return nil, after
+	}
+	var hs []ports.Holder
+	t.orders.each(func(_ string, o order.Snapshot) bool {
+		if o.ActivityID == activityID && o.SKUID == skuID && o.Status != order.StatusCanceled {
+			hs = append(hs, ports.Holder{UserID: o.UserID, ReservationID: o.ReservationID})
+		}
+		return true
+	})
+	slices.SortFunc(hs, func(a, b ports.Holder) int { return cmp.Compare(a.UserID, b.UserID) })
+	return hs, nil
+}

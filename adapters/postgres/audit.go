@@ -77,6 +77,21 @@ func (t *tx) AuditStock(ctx context.Context, activityID, skuID int64, held []str
 	return a, nil
 }
 
+// LiveHolders implements ports.AuditStore: the user and reservation of
+// every non-canceled order of one activity SKU, by user id (the partial
+// index orders_one_active_per_user holds exactly these rows).
+func (t *tx) LiveHolders(ctx context.Context, activityID, skuID int64) ([]ports.Holder, error) {
+	return query(ctx, t, "live holders", `
+		SELECT user_id, reservation_id FROM orders
+		WHERE activity_id = $1 AND sku_id = $2 AND status <> 'CANCELED'
+		ORDER BY user_id`,
+		func(r pgx.CollectableRow) (ports.Holder, error) {
+			var h ports.Holder
+			err := r.Scan(&h.UserID, &h.ReservationID)
+			return h, err
+		}, activityID, skuID)
+}
+
 // ReservationStates implements ports.AuditStore in one statement: one
 // state per input id, in input order (a repeated id is repeated). The
 // outcome is the reservation_outcomes row's; a PROCESSING row (visible

@@ -86,7 +86,12 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 		}
 		return stored.Snapshot, nil
 	case "CLOSED":
+		if s.paused() {
+			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrStockPaused)
+		}
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityClosed)
+	case "PAUSED":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrStockPaused)
 	case "HOLDER":
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", r.ActivityID, r.SKUID, r.UserID, ports.ErrAlreadyPurchased)
 	case "SOLD_OUT":
@@ -281,9 +286,10 @@ func (s *Store) MarkSentBatch(ctx context.Context, refs []ports.ReservationRef) 
 
 // slotBatch is the reservations of one activity SKU.
 type slotBatch struct {
-	id  string
-	sk  slotKeys
-	ids []string
+	id                string
+	activityID, skuID int64
+	sk                slotKeys
+	ids               []string
 }
 
 // bySlot groups refs by activity SKU, in first-seen order.
@@ -294,7 +300,7 @@ func (s *Store) bySlot(refs []ports.ReservationRef) []*slotBatch {
 		id := s.keys.slotID(ref.ActivityID, ref.SKUID)
 		g, ok := index[id]
 		if !ok {
-			g = &slotBatch{id: id, sk: s.keys.slotByID(id)}
+			g = &slotBatch{id: id, activityID: ref.ActivityID, skuID: ref.SKUID, sk: s.keys.slotByID(id)}
 			index[id] = g
 			out = append(out, g)
 		}
@@ -305,16 +311,25 @@ func (s *Store) bySlot(refs []ports.ReservationRef) []*slotBatch {
 
 // MarkOrdered moves each PENDING or SENT reservation of refs to ORDERED and
 // out of the pending and unresolved indexes, with one script call per
-// activity SKU; unknown, ORDERED and RELEASED ones are skipped.
+// activity SKU; ORDERED and RELEASED ones are skipped, and so are unknown
+// ones unless the books were rebuilt and the ref carries the user: then
+// the order is adopted (ports.StockBooks).
 func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) error {
+	users := make(map[string]int64, len(refs))
+	for _, r := range refs {
+		if r.UserID > 0 {
+			users[r.ReservationID] = r.UserID
+		}
+	}
 	var errs []error
 	for _, g := range s.bySlot(refs) {
-		keys := make([]string, 0, 3+len(g.ids))
-		keys = append(keys, g.sk.pending, g.sk.unresolved, g.sk.pendingCreated)
-		args := make([]any, 0, len(g.ids))
+		keys := make([]string, 0, 6+len(g.ids))
+		keys = append(keys, g.sk.pending, g.sk.unresolved, g.sk.pendingCreated, g.sk.rules, g.sk.stock, g.sk.holders)
+		args := make([]any, 0, 2+2*len(g.ids))
+		args = append(args, itoa(g.activityID), itoa(g.skuID))
 		for _, rid := range g.ids {
 			keys = append(keys, g.sk.rsv(rid))
-			args = append(args, rid)
+			args = append(args, rid, itoa(users[rid]))
 		}
 		if err := s.run(ctx, scriptMarkOrdered, keys, args...).Err(); err != nil {
 			errs = append(errs, wrapErr("mark ordered "+g.id, err))

@@ -15,19 +15,21 @@ var luaFS embed.FS
 // Script names, also the values of the script label of
 // redis_script_duration_seconds.
 const (
-	scriptSeed          = "seed"
-	scriptReserve       = "reserve"
-	scriptMarkSent      = "mark_sent"
-	scriptMarkSentMany  = "mark_sent_many"
-	scriptScheduleRetry = "schedule_retry"
-	scriptRelease       = "release"
-	scriptReleaseMany   = "release_many"
-	scriptMarkOrdered   = "mark_ordered"
-	scriptClaimDue      = "claim_due"
-	scriptClaimRequest  = "claim_request"
-	scriptForgetRequest = "forget_request"
-	scriptViewApply     = "view_apply"
-	scriptInventory     = "inventory"
+	scriptSeed           = "seed"
+	scriptReserve        = "reserve"
+	scriptMarkSent       = "mark_sent"
+	scriptMarkSentMany   = "mark_sent_many"
+	scriptScheduleRetry  = "schedule_retry"
+	scriptRelease        = "release"
+	scriptReleaseMany    = "release_many"
+	scriptMarkOrdered    = "mark_ordered"
+	scriptClaimDue       = "claim_due"
+	scriptClaimRequest   = "claim_request"
+	scriptForgetRequest  = "forget_request"
+	scriptViewApply      = "view_apply"
+	scriptInventory      = "inventory"
+	scriptRebuild        = "rebuild"
+	scriptFinishRecovery = "finish_recovery"
 )
 
 // scriptNames lists every script; each is lua/<name>.lua.
@@ -35,6 +37,7 @@ func scriptNames() []string {
 	return []string{
 		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
 		scriptReleaseMany, scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
+		scriptRebuild, scriptFinishRecovery,
 	}
 }
 

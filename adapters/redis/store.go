@@ -66,6 +66,10 @@ type Config struct {
 	// ScrapeTimeout bounds the Redis reads behind one metrics scrape.
 	// Default 2s.
 	ScrapeTimeout time.Duration
+	// Guard, when set, is the guard installed as the client's OnConnect
+	// hook; Reserve then answers ports.ErrStockPaused for an activity SKU
+	// Redis lost while a recovery is pending.
+	Guard *Guard
 	// Clock, when set, is the token bucket's clock (passed to the script in
 	// milliseconds) and the clock of the metrics' ages. When nil the
 	// bucket uses Redis' TIME and the metrics time.Now.

@@ -147,6 +147,10 @@ type Workers struct {
 	// consumer held wait before another consumer gets them; a running
 	// handler's messages are renewed every half of it.
 	InvisibleDuration time.Duration
+	// RecoverySettle is how long the rebuild of the Redis stock books
+	// waits, after Redis came back as a new process, for the order-create
+	// messages already in the broker (SECKILL_RECOVERY_SETTLE, default 2 s).
+	RecoverySettle time.Duration
 	// ReconcileInterval runs the reconciler periodically
 	// (SECKILL_RECONCILE_INTERVAL, 0 disables).
 	ReconcileInterval time.Duration
@@ -208,6 +212,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			RelayBatch:        r.integer("SECKILL_RELAY_BATCH", 200),
 			OutboxRetention:   r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour),
 			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 10*time.Second),
+			RecoverySettle:    r.duration("SECKILL_RECOVERY_SETTLE", 2*time.Second),
 			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute),
 			ReconcileGrace:    r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second),
 		},
@@ -262,6 +267,7 @@ func (c Config) validate() []error {
 	check(c.Workers.ScannerBatch >= 1 && c.Workers.ScannerWorkers >= 1 && c.Workers.RelayBatch >= 1, "worker batches and pools must be >= 1")
 	check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
 	check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
+	check(c.Workers.RecoverySettle >= 0, "SECKILL_RECOVERY_SETTLE must be >= 0")
 	check(c.Workers.InvisibleDuration >= time.Second, "SECKILL_INVISIBLE_DURATION must be >= 1s (and >= the proxy's minInvisibleTimeMillsForRecv, 10s by default)")
 	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
 	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")

@@ -42,7 +42,9 @@ type ReleaseReason string
 
 // The release reasons. The REJECTED_* reasons come from the order-create
 // consumer; ORDER_CANCELED from a cancellation; SEND_FAILED from a definite
-// send failure; RECONCILED from the reconciler.
+// send failure; RECONCILED from the reconciler; BOOKS_REBUILT from a
+// rebuild of the stock books after Redis lost writes, for a reservation
+// PostgreSQL had released already (the rebuilt counter counts its unit).
 const (
 	ReasonSendFailed        ReleaseReason = "SEND_FAILED"
 	ReasonExpired           ReleaseReason = "RESERVATION_EXPIRED"
@@ -50,13 +52,14 @@ const (
 	ReasonDuplicateOrder    ReleaseReason = "DUPLICATE_VALID_ORDER"
 	ReasonOrderCanceled     ReleaseReason = "ORDER_CANCELED"
 	ReasonReconciledExpired ReleaseReason = "RECONCILED_EXPIRED"
+	ReasonBooksRebuilt      ReleaseReason = "BOOKS_REBUILT"
 )
 
 // ValidReleaseReason reports whether r is one of the release reasons.
 func ValidReleaseReason(r ReleaseReason) bool {
 	switch r {
 	case ReasonSendFailed, ReasonExpired, ReasonNoFinalStock, ReasonDuplicateOrder,
-		ReasonOrderCanceled, ReasonReconciledExpired:
+		ReasonOrderCanceled, ReasonReconciledExpired, ReasonBooksRebuilt:
 		return true
 	}
 	return false

@@ -5,14 +5,18 @@
 -- ARGV[4] reservation_id, ARGV[5..] field/value pairs of the reservation hash
 -- Returns {'EXISTS', HGETALL} when the reservation is stored already (nothing
 -- changes), {'CLOSED'} outside the activity window or for an unknown
--- activity, {'HOLDER'} when the user holds a unit, {'SOLD_OUT'} without
+-- activity, {'PAUSED'} while the activity SKU is frozen for verification
+-- (guard.lua, rebuild.lua), {'HOLDER'} when the user holds a unit, {'SOLD_OUT'} without
 -- stock, {'CREATED'} after the reservation was stored.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {'EXISTS', redis.call('HGETALL', KEYS[1])}
 end
-local window = redis.call('HMGET', KEYS[2], 'starts_ms', 'ends_ms')
+local window = redis.call('HMGET', KEYS[2], 'starts_ms', 'ends_ms', 'frozen')
 if not window[1] or not window[2] then
   return {'CLOSED'}
+end
+if window[3] then
+  return {'PAUSED'}
 end
 local now = tonumber(ARGV[2])
 if now < tonumber(window[1]) or now >= tonumber(window[2]) then
