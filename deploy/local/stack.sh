@@ -941,7 +941,7 @@ rmq_spec() {
 	local p=${SECKILL_TOPIC_PREFIX:-} q=${SECKILL_TOPIC_QUEUES:-8} g r o t max_src=0 spec name rest
 	local create=${SECKILL_RETRY_MAX_CREATE:-5} timeout=${SECKILL_RETRY_MAX_TIMEOUT:-5}
 	local compensate=${SECKILL_RETRY_MAX_COMPENSATE:-8} projection=${SECKILL_RETRY_MAX_PROJECTION:-5}
-	local audit=${SECKILL_RETRY_MAX_AUDIT:-3} dlqreader=${SECKILL_RETRY_MAX_DLQ_READER:-16}
+	local audit=${SECKILL_RETRY_MAX_AUDIT:-3} dlqreader=${SECKILL_RETRY_MAX_DLQ_READER:-32}
 	local extra_re='^[a-zA-Z0-9_%|:, -]*$'
 	[[ $p =~ ^[a-zA-Z0-9_-]*$ ]] || die "SECKILL_TOPIC_PREFIX may only contain letters, digits, '_' and '-' (got '$p')"
 	[[ ${SECKILL_EXTRA_GROUPS:-} =~ $extra_re ]] || die "SECKILL_EXTRA_GROUPS: use 'NAME[:RETRY[:orderly]]' items separated by spaces or commas"
@@ -1217,6 +1217,9 @@ print_exports() {
 	printf "export SECKILL_ROCKETMQ_BROKER='127.0.0.1:%s'\n" "$BROKER_PORT"
 	printf "export SECKILL_TOPIC_PREFIX='%s'\n" "${SECKILL_TOPIC_PREFIX:-}"
 	printf "export SECKILL_STACK_DIR='%s'\n" "$STATE_DIR"
+	# This proxy accepts invisible durations from 1 s (minInvisibleTimeMillsForRecv), so the messages a crashed
+	# consumer held come back after 4 s instead of the service's 10 s default (docs/operations.md).
+	printf "export SECKILL_INVISIBLE_DURATION='%s'\n" "${SECKILL_INVISIBLE_DURATION:-4s}"
 }
 
 cmd_up() {

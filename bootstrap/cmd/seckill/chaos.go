@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +24,12 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -47,7 +50,7 @@ var chaosScenarios = []string{
 	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
 	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
 	"delay-redis", "blackhole-redis", "reset-redis", "delay-postgres", "blackhole-postgres", "reset-postgres",
-	"crash-consumers",
+	"crash-consumers", "restore-redis",
 }
 
 // consumerCrashes is the failpoint spec of crash-consumers: each consumer
@@ -72,6 +75,8 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	clients := fs.Int("clients", 32, "concurrent buyers")
 	down := fs.Duration("down", 5*time.Second, "how long the component stays killed or paused")
 	settle := fs.Duration("settle", 90*time.Second, "how long to wait for every acknowledged reservation to resolve")
+	private := fs.Bool("private-redis", false, "give each scenario its own redis-server process instead of the stack's (Redis faults then never touch the stack)")
+	crashTarget := fs.Int64("crashes", 220, "crash-consumers: consumer process crashes before the crash phase ends")
 	stackScript := fs.String("stack", "deploy/local/stack.sh", "the local stack script (restarts a killed component)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,8 +101,18 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 		"oversell", "lost", "dup-users", "dup-effect", "recovery", "crashes")
 	var failed []string
 	for _, name := range scenarios {
-		r, err := runChaosScenario(ctx, chaosRun{cfg: cfg, log: log, exe: exe, scenario: name, stock: *stock,
-			buyers: *buyers, clients: *clients, down: *down, settle: *settle, stackScript: *stackScript})
+		run := chaosRun{cfg: cfg, log: log, exe: exe, scenario: name, stock: *stock,
+			buyers: *buyers, clients: *clients, down: *down, settle: *settle, stackScript: *stackScript,
+			crashTarget: *crashTarget}
+		if *private {
+			if run.redis, err = startPrivateRedis(ctx); err != nil {
+				return fmt.Errorf("scenario %s: %w", name, err)
+			}
+		}
+		r, err := runChaosScenario(ctx, run)
+		if run.redis != nil {
+			run.redis.stop()
+		}
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
 		}
@@ -128,6 +143,13 @@ type chaosRun struct {
 	exe, scenario, stackScript string
 	stock, buyers, clients     int
 	down, settle               time.Duration
+	// acked counts the acknowledged buyers of the running sale.
+	acked *atomic.Int64
+	// redis, when set, is the scenario's own Redis (--private-redis).
+	redis *privateRedis
+	// crashTarget ends crash-consumers' crash phase: once this many
+	// consumer processes crashed, every instance runs without failpoints.
+	crashTarget int64
 }
 
 // chaosResult is one scenario's row.
@@ -157,6 +179,7 @@ type instance struct {
 	name     string
 	api, ops string
 	env      []string
+	cleanEnv []string // env without failpoints (crash-consumers after its crash phase)
 	exe      string
 	logFile  *os.File
 	mu       sync.Mutex
@@ -188,9 +211,11 @@ func (in *instance) signal(sig syscall.Signal) error {
 }
 
 // superviseCrashes restarts the instance whenever it exits until stop is
-// called or ctx ends, counting the restarts in crashes (at most max).
-func (in *instance) superviseCrashes(ctx context.Context, crashes *atomic.Int64, max int64) {
-	for ctx.Err() == nil && !in.stopping.Load() && crashes.Load() < max {
+// called or ctx ends, counting the restarts in crashes. Once crashes
+// reaches target the instance restarts with cleanEnv (no failpoints); it
+// stops supervising after limit restarts.
+func (in *instance) superviseCrashes(ctx context.Context, crashes *atomic.Int64, target, limit int64) {
+	for ctx.Err() == nil && !in.stopping.Load() && crashes.Load() < limit {
 		in.mu.Lock()
 		done := in.done
 		in.mu.Unlock()
@@ -202,7 +227,11 @@ func (in *instance) superviseCrashes(ctx context.Context, crashes *atomic.Int64,
 		if in.stopping.Load() {
 			return
 		}
-		crashes.Add(1)
+		if crashes.Add(1) >= target {
+			in.mu.Lock()
+			in.env = in.cleanEnv
+			in.mu.Unlock()
+		}
 		if err := in.start(); err != nil {
 			return
 		}
@@ -281,6 +310,12 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	}
 	defer sc.Close()
 	dsn, rc, env := sc.dsn, sc.redis, sc.env
+	redisAddr := r.cfg.Redis.Addr
+	if r.redis != nil {
+		rc = goredis.NewClient(&goredis.Options{Addr: r.redis.addr()})
+		defer func() { _ = rc.Close() }()
+		redisAddr = r.redis.addr()
+	}
 	logDir, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
 		return res, err
@@ -288,7 +323,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	// A connection fault needs the services to reach the component
 	// through a fault proxy.
 	action, target, _ := strings.Cut(r.scenario, "-")
-	redisAddr, serviceDSN := r.cfg.Redis.Addr, dsn
+	serviceDSN := dsn
 	var fp *faultproxy.Proxy
 	if connectionFaults[action] {
 		via := redisAddr
@@ -334,9 +369,14 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 				"SECKILL_TOPIC_PREFIX="+env.prefix, "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
 				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.prefix),
 				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
+		in.cleanEnv = in.env
 		if action == "crash" {
-			// One message per transaction: many transactions to crash in.
-			in.env = append(in.env, "SECKILL_FAILPOINTS="+consumerCrashes, "SECKILL_CONSUMER_BATCH=1")
+			// One message per transaction and one transaction at a time
+			// (a pool budget of 0.04 of 32 connections: concurrency 1):
+			// each crash hits the message being processed, not twenty
+			// others held beside it, so crashes exhaust no retry budget.
+			in.cleanEnv = append(in.env, "SECKILL_CONSUMER_BATCH=1", "SECKILL_PG_CONSUMER_BUDGET=0.04")
+			in.env = append(slices.Clip(in.cleanEnv), "SECKILL_FAILPOINTS="+consumerCrashes)
 		}
 		if err := in.start(); err != nil {
 			return res, err
@@ -385,23 +425,21 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		superviseCtx, stopSupervising := context.WithCancel(ctx)
 		defer stopSupervising()
 		for _, in := range instances {
-			go in.superviseCrashes(superviseCtx, &crashes, 5000)
+			go in.superviseCrashes(superviseCtx, &crashes, r.crashTarget, 5000)
 		}
 	}
 	// The fault, once a third of the stock was acknowledged: mid-sale.
 	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	backAt, err := injectFault(ctx, r, instances, fp)
+	r.acked = &acknowledged
+	backAt, err := injectFault(ctx, r, instances, fp, &crashes)
 	if err != nil {
 		stopSale()
 		wg.Wait()
 		return res, err
 	}
 	wg.Wait()
-	if action == "crash" {
-		backAt = time.Now() // the crashes go on; recovery counts from the sale's end
-	}
 
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -427,6 +465,8 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	}
 	if res.lost > 0 {
 		res.unsettled = res.lost
+		reportDeadLetters(ctx, pool, os.Stderr)
+		reportOpen(ctx, pool, rc, r.cfg.Redis.Namespace, answers, os.Stderr)
 	}
 	q := func(sql string, args ...any) int {
 		var n int
@@ -436,7 +476,17 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		return n
 	}
 	live := q(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activityID)
-	res.oversell = max(0, live-r.stock)
+	// Oversell: more live orders than units (PostgreSQL's books), or
+	// buyers told "accepted" whose order then found no stock (the entry's
+	// books: Redis acknowledged more than it had).
+	var acked []string
+	for _, a := range answers {
+		if a.orderID != "" {
+			acked = append(acked, a.orderID)
+		}
+	}
+	res.oversell = max(0, live-r.stock) + q(`SELECT count(*) FROM order_rejections
+		WHERE order_id = ANY($1::text[]) AND reason = 'NO_FINAL_STOCK'`, acked)
 	res.dupUsers = q(`SELECT count(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'
 		GROUP BY user_id HAVING count(*) > 1) d`, activityID)
 	res.dupEffects = q(`SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
@@ -451,6 +501,68 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	res.recovery = max(0, last.Sub(backAt))
 	res.crashes = int(crashes.Load())
 	return res, nil
+}
+
+// reportDeadLetters prints the scenario's dead letters by consumer group
+// and error class: where unsettled reservations went when they did not
+// become orders.
+func reportDeadLetters(ctx context.Context, pool *pgxpool.Pool, w io.Writer) {
+	rows, err := pool.Query(ctx, `SELECT consumer_group, error_class, count(*) FROM dead_letters GROUP BY 1, 2 ORDER BY 1, 2`)
+	if err != nil {
+		fmt.Fprintf(w, "  dead letters: %v\n", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var group, class string
+		var n int
+		if err := rows.Scan(&group, &class, &n); err == nil {
+			fmt.Fprintf(w, "  dead letters: group %s class %s: %d\n", group, class, n)
+		}
+	}
+}
+
+// reportOpen prints, for up to five acknowledged orders that are neither
+// created nor released, their reservation in Redis and their messages in
+// the consumers' inbox: where they stopped.
+func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns string, answers []buyerAnswer, w io.Writer) {
+	store, err := redisadapter.New(rc, redisadapter.Config{Namespace: ns}, nil, nil)
+	if err != nil {
+		return
+	}
+	shown := 0
+	for i, a := range answers {
+		if a.orderID == "" || shown == 5 {
+			continue
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE order_id = $1`, a.orderID).Scan(&n); err != nil || n > 0 {
+			continue
+		}
+		shown++
+		user := int64(1_000_000 + i)
+		ref, err := store.LookupOrder(ctx, user, a.orderID)
+		if err != nil {
+			fmt.Fprintf(w, "  open %s (user %d): no Redis lookup: %v\n", a.orderID, user, err)
+			continue
+		}
+		rsv, err := store.Get(ctx, ref)
+		fmt.Fprintf(w, "  open %s: reservation %s status %s send_attempt %d (err %v)\n", a.orderID,
+			ref.ReservationID, rsv.Status, rsv.SendAttempt, err)
+		rows, err := pool.Query(ctx, `SELECT consumer_group, status, delivery_attempt, coalesce(detail, '') FROM consumer_inbox
+			WHERE order_id = $1 OR reservation_id = $2`, a.orderID, ref.ReservationID)
+		if err != nil {
+			continue
+		}
+		for rows.Next() {
+			var group, status, detail string
+			var attempt int
+			if rows.Scan(&group, &status, &attempt, &detail) == nil {
+				fmt.Fprintf(w, "    inbox %s %s attempt %d %s\n", group, status, attempt, detail)
+			}
+		}
+		rows.Close()
+	}
 }
 
 // resolveAcknowledged counts the acknowledged answers that became orders,
@@ -518,12 +630,48 @@ func createChaosActivity(ctx context.Context, httpc *http.Client, base string, s
 	return err
 }
 
+// endCrashPhase waits until crashTarget consumer processes crashed (or the
+// sale's time ran out), then replaces every instance still running with
+// failpoints by a clean one (SIGKILL, restarted by its supervisor) and
+// returns when all instances run clean and live: the moment the last
+// crash is over, from which recovery counts.
+func endCrashPhase(ctx context.Context, r chaosRun, instances []*instance, crashes *atomic.Int64) (time.Time, error) {
+	deadline := time.Now().Add(r.down + r.settle)
+	for crashes.Load() < r.crashTarget && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, in := range instances {
+		in.mu.Lock()
+		crashy := !slices.Equal(in.env, in.cleanEnv)
+		in.env = in.cleanEnv
+		in.mu.Unlock()
+		if crashy {
+			_ = in.signal(syscall.SIGKILL)
+		}
+	}
+	for _, in := range instances {
+		for {
+			in.mu.Lock()
+			clean := slices.Equal(in.cmd.Env, in.cleanEnv)
+			in.mu.Unlock()
+			if clean || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := in.waitLive(ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Now(), nil
+}
+
 // injectFault applies the scenario's fault and returns when the
 // component was back.
-func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *faultproxy.Proxy) (time.Time, error) {
+func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *faultproxy.Proxy, crashes *atomic.Int64) (time.Time, error) {
 	action, target, _ := strings.Cut(r.scenario, "-")
 	if action == "crash" {
-		return time.Now(), nil // the failpoints crash the consumers all along
+		return endCrashPhase(ctx, r, instances, crashes)
 	}
 	if connectionFaults[action] {
 		switch action {
@@ -557,9 +705,26 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 		}
 		return time.Now(), nil
 	}
+	if target == "redis" && r.redis != nil {
+		return faultPrivateRedis(ctx, r, action)
+	}
 	pid, err := stackPID(target)
 	if err != nil {
 		return time.Time{}, err
+	}
+	var snapshot string
+	if action == "restore" {
+		// An older copy of Redis' data: what a restore from a backup or a
+		// failover to a lagging replica brings back.
+		aof, err := redisAOFDir()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if snapshot, err = copyDir(aof); err != nil {
+			return time.Time{}, err
+		}
+		defer func() { _ = os.RemoveAll(snapshot) }()
+		r.sellOnAfterSnapshot()
 	}
 	if action == "pause" {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -571,7 +736,17 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return time.Time{}, fmt.Errorf("SIGKILL %s (pid %d): %w", target, pid, err)
 	}
-	time.Sleep(r.down)
+	if snapshot != "" {
+		if err := waitGone(ctx, pid); err != nil {
+			return time.Time{}, err
+		}
+		aof, _ := redisAOFDir()
+		if err := replaceDir(aof, snapshot); err != nil {
+			return time.Time{}, err
+		}
+	} else {
+		time.Sleep(r.down)
+	}
 	up := exec.CommandContext(ctx, r.stackScript, "up")
 	if out, err := up.CombinedOutput(); err != nil {
 		return time.Time{}, fmt.Errorf("%s up after killing %s: %w\n%s", r.stackScript, target, err, out)
@@ -579,11 +754,113 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 	return time.Now(), nil
 }
 
-// stackPID reads the pid the local stack recorded for component.
-func stackPID(component string) (int, error) {
+// stackDir is the local stack's state directory.
+func stackDir() (string, error) {
 	dir := os.Getenv("SECKILL_STACK_DIR")
 	if dir == "" {
-		return 0, errors.New("SECKILL_STACK_DIR is not set: run through `make chaos` or eval \"$(deploy/local/stack.sh env)\"")
+		return "", errors.New("SECKILL_STACK_DIR is not set: run through `make chaos` or eval \"$(deploy/local/stack.sh env)\"")
+	}
+	return dir, nil
+}
+
+// redisAOFDir is the local stack's Redis append-only directory.
+func redisAOFDir() (string, error) {
+	dir, err := stackDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "redis", "appendonlydir"), nil
+}
+
+// copyDir copies src to a new temporary directory (for Redis' AOF
+// directory: what a crash at this instant would leave) and returns it.
+func copyDir(src string) (string, error) {
+	dst, err := os.MkdirTemp("", "seckill-chaos-aof-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		_ = os.RemoveAll(dst)
+		return "", fmt.Errorf("copy %s: %w", src, err)
+	}
+	return dst, nil
+}
+
+// replaceDir replaces dir's content by a copy of snapshot's.
+func replaceDir(dir, snapshot string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.CopyFS(dir, os.DirFS(snapshot)); err != nil {
+		return fmt.Errorf("restore %s: %w", dir, err)
+	}
+	return nil
+}
+
+// waitGone waits up to 5 s until process pid no longer exists.
+func waitGone(ctx context.Context, pid int) error {
+	for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// sellOnAfterSnapshot lets the sale go on after a Redis snapshot was
+// taken (a third of the stock acknowledged) until two thirds are
+// acknowledged or down passed, whichever comes first: the restored Redis
+// then misses reservations of a sale still selling.
+func (r chaosRun) sellOnAfterSnapshot() {
+	deadline := time.Now().Add(r.down)
+	for r.acked.Load() < int64(2*r.stock/3) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// faultPrivateRedis applies action to the scenario's own Redis: kill
+// (SIGKILL, down, restart on the same data), pause (SIGSTOP, down,
+// SIGCONT) or restore (copy the data, down, SIGKILL, restart on the copy).
+func faultPrivateRedis(ctx context.Context, r chaosRun, action string) (time.Time, error) {
+	p := r.redis
+	switch action {
+	case "pause":
+		p.mu.Lock()
+		proc := p.cmd.Process
+		p.mu.Unlock()
+		if err := proc.Signal(syscall.SIGSTOP); err != nil {
+			return time.Time{}, err
+		}
+		time.Sleep(r.down)
+		return time.Now(), proc.Signal(syscall.SIGCONT)
+	case "restore":
+		snapshot, err := copyDir(p.aofDir())
+		if err != nil {
+			return time.Time{}, err
+		}
+		defer func() { _ = os.RemoveAll(snapshot) }()
+		r.sellOnAfterSnapshot()
+		p.kill()
+		if err := replaceDir(p.aofDir(), snapshot); err != nil {
+			return time.Time{}, err
+		}
+	default:
+		p.kill()
+		time.Sleep(r.down)
+	}
+	if err := p.start(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return time.Now(), nil
+}
+
+// stackPID reads the pid the local stack recorded for component.
+func stackPID(component string) (int, error) {
+	dir, err := stackDir()
+	if err != nil {
+		return 0, err
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "run", component+".pid"))
 	if err != nil {
