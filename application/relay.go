@@ -147,7 +147,9 @@ func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([
 				case blocked[key]:
 					err = errors.New("an earlier message of the group failed")
 				default:
-					_, err = r.publisher.Publish(ctx, rec.Message)
+					m := rec.Message
+					m.Retry = rec.Attempts > 0
+					_, err = r.publisher.Publish(ctx, m)
 				}
 				// Once the broker is believed down, the lane's other rows
 				// are deferred without being tried (and without a log

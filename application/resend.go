@@ -113,6 +113,7 @@ func (s *ResendPending) resend(ctx context.Context, r reservation.Snapshot) {
 		s.reschedule(ctx, log, ref, r.SendAttempt)
 		return
 	}
+	msg.Retry = true // PlaceOrder made the first attempt
 	start := s.clock.Now()
 	receipt, err := s.publisher.Publish(ctx, msg)
 	latency := s.clock.Now().Sub(start).Milliseconds()

@@ -39,6 +39,12 @@ type OutboundMessage struct {
 	DeliverAt    time.Time
 	Body         []byte
 	Properties   map[string]string
+	// Retry marks a send of a message whose earlier send failed or has an
+	// unknown outcome (the resend scanner, the outbox relay's later
+	// attempts). Retries share the publisher's retry budget: when it is
+	// spent the send is not attempted and the error matches
+	// ErrBrokerUnavailable, like a send skipped by an open breaker.
+	Retry bool
 }
 
 // SendReceipt is the broker's confirmation of a stored message.

@@ -34,6 +34,8 @@ type publisherMetrics struct {
 	skipped *prometheus.CounterVec   // mq_publish_skipped_total{topic}
 	breaker *prometheus.GaugeVec     // mq_breaker_state{endpoint}
 	timeout prometheus.Gauge         // mq_send_timeout_seconds
+	// retryWindow is mq_retry_window: the retry budget's current limit.
+	retryWindow prometheus.Gauge
 }
 
 // sendBuckets span 0.5 ms to about 1 s: a loopback send takes about a
@@ -77,6 +79,12 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 	if m.timeout, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "mq_send_timeout_seconds",
 		Help: "The adaptive send timeout: four times the smoothed send latency, within the configured bounds.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.retryWindow, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mq_retry_window",
+		Help: "How many retry sends (resends, relay retries) may be outstanding: +1 per answered retry, halved per failed one.",
 	})); err != nil {
 		return nil, err
 	}

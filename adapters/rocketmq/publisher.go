@@ -36,6 +36,7 @@ type Publisher struct {
 	topics  map[ports.Topic]string
 
 	breaker *breaker
+	retries *retryWindow
 
 	// mu guards producer; Publish holds it shared for the whole send so
 	// that Close waits for in-flight sends before stopping the producer
@@ -76,7 +77,7 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		topics[t] = name
 	}
 	return &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
-		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now)}, nil
+		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow()}, nil
 }
 
 // Start starts the producer and preloads the routes of the five topics.
@@ -210,6 +211,13 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (next probe at %s)", msg.MessageID, topic,
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, retryAt.Format(time.RFC3339Nano))
 	}
+	if msg.Retry && !probe {
+		if !p.retries.acquire() {
+			p.metrics.skipped.WithLabelValues(topic).Inc()
+			return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID, topic,
+				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.size())
+		}
+	}
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -222,7 +230,11 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 		err = fmt.Errorf("%w: %w", sendCtx.Err(), err)
 	}
 	outcome, class := classifySend(err)
-	p.breaker.record(probe, healthOf(outcome, ctx.Err()), elapsed, timeout)
+	health := healthOf(outcome, ctx.Err())
+	p.breaker.record(probe, health, elapsed, timeout)
+	if msg.Retry && !probe {
+		p.retries.release(health)
+	}
 	p.observeBreaker()
 	brokerID := ""
 	if err == nil {
@@ -261,6 +273,7 @@ func (p *Publisher) observeBreaker() {
 	state, timeout := p.breaker.snapshot()
 	p.metrics.breaker.WithLabelValues(p.cfg.Endpoint).Set(float64(state))
 	p.metrics.timeout.Set(timeout.Seconds())
+	p.metrics.retryWindow.Set(float64(p.retries.size()))
 }
 
 // reject records and returns a DEFINITE_FAILURE detected before sending.
