@@ -118,6 +118,36 @@ func TestBrokerOutageOpensTheBreakerAndRecovers(t *testing.T) {
 	s.invariants(activity)
 }
 
+// TestServiceStartsWhileTheBrokerIsDown: a service started during a broker
+// outage comes up (its producer and consumers keep starting in the
+// background), reserves and answers QUEUING, and every acknowledged
+// reservation becomes an order once the broker answers.
+func TestServiceStartsWhileTheBrokerIsDown(t *testing.T) {
+	var proxy *faultproxy.Proxy
+	s := startSystem(t, options{beforeRun: func(s *system) {
+		brokerThroughProxy(t, &proxy)(s)
+		proxy.SetBlackhole()
+	}})
+	const activity = 65
+	s.activity(activity, 100, time.Hour, time.Hour)
+	ctx := context.Background()
+	const buyers = 20
+	for user := int64(1); user <= buyers; user++ {
+		res, err := s.place(ctx, user, activity, fmt.Sprintf("down-at-start-%d", user))
+		if err != nil || res.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_QUEUING {
+			t.Fatalf("with the broker down since the start: %v %v, want QUEUING", res, err)
+		}
+	}
+	if code, st := s.ready(); code != http.StatusOK || st.Broker || !st.Entry {
+		t.Fatalf("/readyz with the broker down since the start: %d %+v", code, st)
+	}
+	proxy.SetPass()
+	s.eventually(90*time.Second, "every acknowledged reservation is an order", func() bool {
+		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) == buyers
+	})
+	s.invariants(activity)
+}
+
 // TestHealthIsNotServingOnceTheDrainStarts: the moment the service is
 // told to stop, every role reports NOT_SERVING.
 func TestHealthIsNotServingOnceTheDrainStarts(t *testing.T) {

@@ -43,6 +43,12 @@ type Publisher struct {
 	// (the library's stop races with a concurrent send otherwise).
 	mu       sync.RWMutex
 	producer rmq.Producer
+	closed   bool
+
+	// stop ends the background start (Start when the broker was not
+	// reachable); starting is its goroutine, owned by Close.
+	stop     chan struct{}
+	starting sync.WaitGroup
 }
 
 var (
@@ -77,16 +83,61 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		topics[t] = name
 	}
 	return &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
-		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow()}, nil
+		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow(),
+		stop: make(chan struct{})}, nil
 }
 
-// Start starts the producer and preloads the routes of the five topics.
+// Start starts the producer (see start). When the broker cannot be
+// reached, Start logs it and returns nil: the producer keeps starting in
+// the background (retrying every 0.5 s to 5 s) until it succeeds or Close
+// is called, and until then Publish attempts nothing and fails as UNKNOWN
+// matching ports.ErrBrokerUnavailable, and BrokerAvailable reports false.
+// A service can so come up, reserve and answer QUEUING during a broker
+// outage. Start must be called once; ctx bounds the first attempt only.
+func (p *Publisher) Start(ctx context.Context) error {
+	err := p.start(ctx)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	p.log.Warn("broker not reachable: the producer keeps starting in the background; sends are skipped until then",
+		slog.String("error", err.Error()))
+	p.starting.Add(1)
+	go func() {
+		defer p.starting.Done()
+		backoff := newBackoff(500*time.Millisecond, 5*time.Second)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(backoff.next()):
+			}
+			stopCtx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-p.stop:
+					cancel()
+				case <-stopCtx.Done():
+				}
+			}()
+			err := p.start(stopCtx)
+			cancel()
+			if err == nil {
+				p.log.Info("producer started")
+				return
+			}
+			p.log.Warn("producer start failed; retrying", slog.String("error", err.Error()))
+		}
+	}()
+	return nil
+}
+
+// start starts the producer and preloads the routes of the five topics.
 // A topic the proxy reports missing (TOPIC_NOT_FOUND) is left out of the
 // preload rather than failing the start, so that Publish to it fails with
 // ErrSendRejected while the other topics work; its route is then looked up
 // by each send (inside the send's deadline) until the topic exists. Other
-// start failures are returned. Start must be called once.
-func (p *Publisher) Start(ctx context.Context) error {
+// start failures are returned.
+func (p *Publisher) start(ctx context.Context) error {
 	names := make([]string, 0, len(p.topics))
 	for _, t := range ports.Topics {
 		names = append(names, p.topics[t])
@@ -156,9 +207,14 @@ func (p *Publisher) startProducer(topics []string) (rmq.Producer, error) {
 	return prod, nil
 }
 
+// setProducer installs prod, or stops it when Close ran meanwhile.
 func (p *Publisher) setProducer(prod rmq.Producer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		_ = prod.GracefulStop()
+		return
+	}
 	p.producer = prod
 }
 
@@ -169,9 +225,14 @@ func (p *Publisher) setProducer(prod rmq.Producer) {
 // (README.md).
 func (p *Publisher) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.stop)
+	}
 	prod := p.producer
 	p.producer = nil
 	p.mu.Unlock()
+	p.starting.Wait()
 	if prod == nil {
 		return nil
 	}
@@ -200,9 +261,10 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	defer p.mu.RUnlock()
 	prod := p.producer
 	if prod == nil {
-		err := errors.New("publisher not started or closed")
+		err := errors.New("producer not started (broker not reachable yet) or closed")
 		p.observe(msg, topic, OutcomeUnknown, "NOT_RUNNING", "", 0, err)
-		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown,
+			ports.ErrBrokerUnavailable, err)
 	}
 
 	timeout, probe, admitted, retryAt := p.breaker.admit()
@@ -266,7 +328,15 @@ func healthOf(outcome string, callerErr error) sendResult {
 
 // BrokerAvailable implements ports.BrokerHealth: false while the breaker
 // is open (or its one probe is in flight), with the next probe's time.
-func (p *Publisher) BrokerAvailable() (bool, time.Time) { return p.breaker.available() }
+func (p *Publisher) BrokerAvailable() (bool, time.Time) {
+	p.mu.RLock()
+	running := p.producer != nil
+	p.mu.RUnlock()
+	if !running {
+		return false, time.Now().Add(500 * time.Millisecond)
+	}
+	return p.breaker.available()
+}
 
 // observeBreaker exports the breaker's state and the adaptive timeout.
 func (p *Publisher) observeBreaker() {

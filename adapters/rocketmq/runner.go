@@ -63,9 +63,9 @@ type RunnerConfig struct {
 	// in-flight handlers get this long before their context is canceled.
 	// Zero means DefaultDrainTimeout.
 	DrainTimeout time.Duration
-	// StartTimeout bounds the retries of the consumer's start (topic route
-	// lookup) and the period during which "settings not ready" receive
-	// errors are expected. Zero means DefaultStartTimeout.
+	// StartTimeout is the period after the consumer started during which
+	// "settings not ready" receive errors are expected (and not logged as
+	// failures). Zero means DefaultStartTimeout.
 	StartTimeout time.Duration
 }
 
@@ -170,7 +170,8 @@ func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slo
 // is canceled DrainTimeout later), applies their decisions (a message is
 // acknowledged only when its handler returned an acknowledging decision),
 // stops the consumer and returns nil. It returns an error if the consumer
-// cannot start within StartTimeout. Run must be called once.
+// cannot be created (invalid configuration); one that cannot reach the
+// broker keeps trying until ctx ends. Run must be called once.
 func (r *Runner) Run(ctx context.Context) error {
 	consumer, err := r.start(ctx)
 	if err != nil {
@@ -208,7 +209,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// start creates and starts the consumer, retrying for StartTimeout.
+// start creates and starts the consumer, retrying (0.5 s to 5 s apart)
+// until it starts or ctx ends: a broker that is down when the service
+// starts delays its consumers, it does not stop the service.
 func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
 	subs := make(map[string]*rmq.FilterExpression, len(r.rc.Subscriptions))
 	for topic, expr := range r.rc.Subscriptions {
@@ -217,7 +220,7 @@ func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
 		}
 		subs[topic] = rmq.NewFilterExpression(expr)
 	}
-	deadline := time.Now().Add(r.rc.StartTimeout)
+	backoff := newBackoff(500*time.Millisecond, 5*time.Second)
 	for {
 		consumer, err := rmq.NewSimpleConsumer(clientConfig(r.cfg, r.rc.Group),
 			rmq.WithAwaitDuration(r.rc.AwaitDuration),
@@ -231,14 +234,11 @@ func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
 		if err == nil {
 			return consumer, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("start consumer %s: %w", r.rc.Group, err)
-		}
 		r.log.Warn("consumer start failed; retrying", slog.String("error", err.Error()))
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("start consumer %s: %w", r.rc.Group, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(backoff.next()):
 		}
 	}
 }
