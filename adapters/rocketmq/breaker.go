@@ -111,6 +111,13 @@ func (b *breaker) record(probe bool, result sendResult, elapsed, timeout time.Du
 		b.lastSuccess = now
 		b.state = BreakerClosed
 		b.openFor = 0
+		if probe {
+			// A broker back from an outage is warming up (a restarted
+			// proxy answers in hundreds of milliseconds for a while):
+			// start from the longest timeout and let the answers bring
+			// it down, rather than time out sends it would have stored.
+			b.latency = max(b.latency, b.cfg.TimeoutMax/4)
+		}
 		if b.latency == 0 {
 			b.latency = elapsed
 		} else {

@@ -66,8 +66,20 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	if ok, _ := b.available(); !ok {
 		t.Fatal("a successful probe did not close the breaker")
 	}
-	if state, _ := b.snapshot(); state != BreakerClosed {
+	state, timeout := b.snapshot()
+	if state != BreakerClosed {
 		t.Fatalf("state %d after a successful probe", state)
+	}
+	// Back from an outage the broker warms up: the first sends after the
+	// probe get (nearly) the longest timeout, then answers bring it down.
+	if timeout < 800*time.Millisecond {
+		t.Fatalf("timeout right after the probe closed the breaker = %s, want near TimeoutMax (1s)", timeout)
+	}
+	for range 60 {
+		b.record(false, resultAnswered, 5*time.Millisecond, timeout)
+	}
+	if _, to := b.snapshot(); to != 50*time.Millisecond {
+		t.Fatalf("timeout after the broker warmed up = %s, want back at the floor 50ms", to)
 	}
 }
 

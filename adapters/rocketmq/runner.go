@@ -247,7 +247,9 @@ func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
 // hands each batch to a worker goroutine that holds the slot.
 func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.SimpleConsumer, slots chan struct{}, workers *sync.WaitGroup) {
 	settingsGrace := time.Now().Add(r.rc.StartTimeout)
-	backoff := newBackoff(100*time.Millisecond, 5*time.Second)
+	// Receive failures back off to at most 1 s: after a proxy restart the
+	// consumers are back within a second of it.
+	backoff := newBackoff(100*time.Millisecond, time.Second)
 	for {
 		select {
 		case <-ctx.Done():
