@@ -19,6 +19,10 @@ type PlaceOrderConfig struct {
 	// ScanGrace delays the scanner's first look at a new reservation so it
 	// does not race the inline send (a few send timeouts).
 	ScanGrace time.Duration
+	// SoldOutTTL is how long a SOLD_OUT answer of the stock gate lets the
+	// next requests for the SKU be answered SOLD_OUT without reserving
+	// (see soldOutMarks); 0 disables the mark.
+	SoldOutTTL time.Duration
 }
 
 // PlaceOrder is the hot path: admission, Redis reservation, bounded
@@ -45,6 +49,7 @@ type PlaceOrder struct {
 	fp           ports.Failpoints
 	log          *slog.Logger
 	cfg          PlaceOrderConfig
+	soldOut      *soldOutMarks
 }
 
 // NewPlaceOrder wires the use case. fp may be nil.
@@ -53,7 +58,7 @@ func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, p
 	clock ports.Clock, metrics ports.Metrics, fp ports.Failpoints, log *slog.Logger, cfg PlaceOrderConfig) *PlaceOrder {
 	return &PlaceOrder{admission: admission, reservations: reservations, publisher: publisher,
 		activities: activities, gate: gate, queries: queries, marker: marker, ids: ids, clock: clock,
-		metrics: metrics, fp: fp, log: log, cfg: cfg}
+		metrics: metrics, fp: fp, log: log, cfg: cfg, soldOut: newSoldOutMarks(cfg.SoldOutTTL)}
 }
 
 // Place reserves one unit for cmd.UserID and queues the order's creation.
@@ -66,6 +71,15 @@ func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, p
 func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
 	if err := validatePlace(cmd); err != nil {
 		return ports.PlaceOrderResult{}, err
+	}
+	if p.soldOut.soldOut(cmd.ActivityID, cmd.SKUID, p.clock.Now()) {
+		// Only a request seen before can have reserved: it takes the
+		// full path and gets its own answer.
+		bound, err := p.admission.RequestBound(ctx, cmd.UserID, cmd.RequestID)
+		if err == nil && !bound {
+			p.metrics.AdmissionRejected("SOLD_OUT_MARK")
+			return ports.PlaceOrderResult{}, fmt.Errorf("activity %d/%d (sold-out mark): %w", cmd.ActivityID, cmd.SKUID, ports.ErrSoldOut)
+		}
 	}
 	claim, existing, err := p.admission.ClaimRequest(ctx, ports.RequestClaim{
 		UserID: cmd.UserID, RequestID: cmd.RequestID, ActivityID: cmd.ActivityID, SKUID: cmd.SKUID,
@@ -119,6 +133,12 @@ func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, c
 		return ports.PlaceOrderResult{}, false, fmt.Errorf("new reservation: %w", err)
 	}
 	stored, err := p.reservations.Reserve(ctx, r.Snapshot(), now.Add(p.cfg.ScanGrace))
+	switch {
+	case errors.Is(err, ports.ErrSoldOut):
+		p.soldOut.mark(cmd.ActivityID, cmd.SKUID, p.clock.Now())
+	case err == nil:
+		p.soldOut.clear(cmd.ActivityID, cmd.SKUID)
+	}
 	if errors.Is(err, ports.ErrSoldOut) || errors.Is(err, ports.ErrAlreadyPurchased) || errors.Is(err, ports.ErrActivityClosed) {
 		return ports.PlaceOrderResult{}, false, fmt.Errorf("reserve: %w", err)
 	}

@@ -166,7 +166,8 @@ func providePlaceOrder(a ports.Admission, r ports.Reservations, p ports.Publishe
 	gate *application.BacklogGate, q *application.Queries, marker *application.SentMarker, ids ports.IDGenerator,
 	clock ports.Clock, m ports.Metrics, fp ports.Failpoints, cfg config.Config, log *slog.Logger) *application.PlaceOrder {
 	return application.NewPlaceOrder(a, r, p, acts, gate, q, marker, ids, clock, m, fp, log, application.PlaceOrderConfig{
-		RequestClaimTTL: 24 * time.Hour, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second)})
+		RequestClaimTTL: 24 * time.Hour, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second),
+		SoldOutTTL: cfg.API.SoldOutTTL})
 }
 
 func provideLifecycle(uow ports.UnitOfWork, p application.CompensationPolicy, log *slog.Logger) *application.OrderLifecycle {

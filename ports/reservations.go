@@ -109,6 +109,10 @@ type Admission interface {
 	// would have), so a request that reserves nothing leaves no long-lived
 	// key behind. Otherwise it changes nothing. Idempotent.
 	ForgetRequest(ctx context.Context, userID int64, requestID string, claim RequestClaim, ttl time.Duration) error
+	// RequestBound reports whether (userID, requestID) is bound to a claim
+	// (ClaimRequest ran for it and the claim has not expired). Read-only:
+	// it takes no rate-limit token and writes nothing.
+	RequestBound(ctx context.Context, userID int64, requestID string) (bool, error)
 	// LookupOrder returns the reservation behind one of userID's order ids,
 	// as bound by ClaimRequest. ErrNotFound when there is none.
 	LookupOrder(ctx context.Context, userID int64, orderID string) (ReservationRef, error)

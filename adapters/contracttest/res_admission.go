@@ -56,6 +56,18 @@ func testClaimRequest(t *testing.T, adm ports.Admission) {
 	wantErr(t, "LookupOrder of another user's order", err, ports.ErrNotFound)
 	_, err = adm.LookupOrder(ctx, 1, retry.OrderID)
 	wantErr(t, "LookupOrder of ids never bound", err, ports.ErrNotFound)
+
+	for _, tc := range []struct {
+		user    int64
+		request string
+		want    bool
+	}{{1, c.RequestID, true}, {2, c.RequestID, true}, {3, c.RequestID, false}, {1, "req-never-" + uniq(), false}} {
+		got, err := adm.RequestBound(ctx, tc.user, tc.request)
+		noErr(t, "RequestBound", err)
+		if got != tc.want {
+			t.Fatalf("RequestBound(user %d, %q) = %v, want %v", tc.user, tc.request, got, tc.want)
+		}
+	}
 }
 
 func testRateLimit(t *testing.T, adm ports.Admission, clock *suiteClock) {

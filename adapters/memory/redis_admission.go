@@ -109,9 +109,24 @@ func (r *Redis) ForgetRequest(ctx context.Context, userID int64, requestID strin
 	return after
 }
 
-// LookupOrder returns the reservation bound by ClaimRequest to userID's
-// order id, or ports.ErrNotFound (never bound, expired, or another user's
-// order).
+// RequestBound reports whether (userID, requestID) has an unexpired
+// claim; read-only.
+func (r *Redis) RequestBound(ctx context.Context, userID int64, requestID string) (bool, error) {
+	after, err := r.enter(ctx, "RequestBound")
+	if err != nil {
+		return false, err
+	}
+	defer r.mu.Unlock()
+	if after != nil {
+		return false, after
+	}
+	cur, ok := r.claims[requestKey{userID, requestID}]
+	return ok && cur.expiresAt.After(r.cfg.Clock.Now()), nil
+}
+
+// LookupOrder returns the reservation behind one of userID's order ids
+// bound by ClaimRequest; ports.ErrNotFound when there is none or it
+// expired.
 func (r *Redis) LookupOrder(ctx context.Context, userID int64, orderID string) (ports.ReservationRef, error) {
 	after, err := r.enter(ctx, "LookupOrder")
 	if err != nil {

@@ -87,6 +87,16 @@ func (s *Store) ForgetRequest(ctx context.Context, userID int64, requestID strin
 	return nil
 }
 
+// RequestBound implements ports.Admission with one EXISTS of the claim
+// key.
+func (s *Store) RequestBound(ctx context.Context, userID int64, requestID string) (bool, error) {
+	n, err := s.client.Exists(ctx, s.keys.request(userID, requestID)).Result()
+	if err != nil {
+		return false, wrapErr("request bound", err)
+	}
+	return n == 1, nil
+}
+
 // LookupOrder reads the order lookup key written by ClaimRequest and
 // returns the reservation behind userID's order orderID;
 // ports.ErrNotFound when there is none (never bound, expired, or another

@@ -80,6 +80,12 @@ type API struct {
 	// process; beyond it callers get ResourceExhausted (OVERLOADED)
 	// (SECKILL_PLACE_CONCURRENCY).
 	PlaceOrderConcurrency int
+	// SoldOutTTL is how long a SOLD_OUT answer of the stock gate lets this
+	// process answer SOLD_OUT for the SKU without reserving (one Redis
+	// read instead of three scripts); a unit that comes back is visible
+	// again at most this much later (SECKILL_SOLD_OUT_TTL, default 250 ms,
+	// 0 disables).
+	SoldOutTTL time.Duration
 	// ReadRate and ReadBurst shape the per-user limit of GetOrder,
 	// CancelOrder and the admin API (SECKILL_READ_RATE,
 	// SECKILL_READ_BURST).
@@ -170,6 +176,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		API: API{
 			MaxBodyBytes:          r.integer("SECKILL_MAX_BODY_BYTES", 64<<10),
 			PlaceOrderConcurrency: r.integer("SECKILL_PLACE_CONCURRENCY", 512),
+			SoldOutTTL:            r.duration("SECKILL_SOLD_OUT_TTL", 250*time.Millisecond),
 			ReadRate:              r.float("SECKILL_READ_RATE", 20),
 			ReadBurst:             r.integer("SECKILL_READ_BURST", 40),
 			ReadTimeout:           r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second),
@@ -245,6 +252,7 @@ func (c Config) validate() []error {
 		"SECKILL_AUTH_SECRET is the public development default while SECKILL_HTTP_ADDR (%s) is not a loopback address: anyone could mint tokens; set a secret of your own", c.HTTPAddr)
 	check(c.API.MaxBodyBytes >= 1<<10 && c.API.MaxBodyBytes <= 16<<20, "SECKILL_MAX_BODY_BYTES must be 1024..16777216")
 	check(c.API.ReadTimeout >= 100*time.Millisecond, "SECKILL_API_READ_TIMEOUT must be >= 100ms")
+	check(c.API.SoldOutTTL >= 0, "SECKILL_SOLD_OUT_TTL must be >= 0 (0: no sold-out mark)")
 	check(c.API.PlaceOrderConcurrency >= 0, "SECKILL_PLACE_CONCURRENCY must be >= 0 (0: no bound)")
 	check(c.API.ReadRate >= 0 && c.API.ReadBurst >= 0, "SECKILL_READ_RATE and SECKILL_READ_BURST must be >= 0 (0: no limit)")
 	if u, err := url.Parse(string(c.Postgres.DSN)); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
