@@ -29,9 +29,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/postgres"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
@@ -97,8 +99,8 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "seckill chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
 		*stock, *buyers, *clients, *down)
-	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %9s %8s\n", "scenario", "acknowledged", "created", "released",
-		"oversell", "lost", "dup-users", "dup-effect", "recovery", "crashes")
+	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %6s %9s %8s\n", "scenario", "acknowledged", "created", "released",
+		"oversell", "lost", "dup-users", "dup-effect", "drift", "recovery", "crashes")
 	var failed []string
 	for _, name := range scenarios {
 		run := chaosRun{cfg: cfg, log: log, exe: exe, scenario: name, stock: *stock,
@@ -157,12 +159,20 @@ type chaosResult struct {
 	scenario                                        string
 	acknowledged, created, released                 int
 	oversell, lost, dupUsers, dupEffects, unsettled int
-	recovery                                        time.Duration
-	crashes                                         int
+	// drift is the I6 drift of the stock books after the sale (initial
+	// stock minus Redis' available, the reservations in flight, the live
+	// orders and the releases in flight): a unit given back twice or lost.
+	drift    int64
+	recovery time.Duration
+	crashes  int
 }
 
 func (r chaosResult) violations() int {
-	return r.oversell + r.lost + r.dupUsers + r.dupEffects + r.unsettled
+	n := r.oversell + r.lost + r.dupUsers + r.dupEffects + r.unsettled
+	if r.drift != 0 {
+		n++
+	}
+	return n
 }
 
 func (r chaosResult) row() string {
@@ -170,8 +180,8 @@ func (r chaosResult) row() string {
 	if r.unsettled > 0 {
 		rec = fmt.Sprintf("%d open", r.unsettled)
 	}
-	return fmt.Sprintf("%-19s %12d %8d %9d %9d %5d %10d %10d %9s %8d", r.scenario, r.acknowledged, r.created, r.released,
-		r.oversell, r.lost, r.dupUsers, r.dupEffects, rec, r.crashes)
+	return fmt.Sprintf("%-19s %12d %8d %9d %9d %5d %10d %10d %6d %9s %8d", r.scenario, r.acknowledged, r.created, r.released,
+		r.oversell, r.lost, r.dupUsers, r.dupEffects, r.drift, rec, r.crashes)
 }
 
 // instance is one `seckill serve` process of the scenario.
@@ -491,6 +501,9 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		GROUP BY user_id HAVING count(*) > 1) d`, activityID)
 	res.dupEffects = q(`SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
 		AND reason = 'ORDER_CREATED' GROUP BY message_id HAVING count(*) > 1) d`, activityID)
+	if err == nil {
+		res.drift, err = stockDrift(ctx, dsn, rc, r.cfg.Redis.Namespace, activityID)
+	}
 	var last time.Time
 	if err == nil {
 		err = pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, activityID).Scan(&last)
@@ -501,6 +514,35 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	res.recovery = max(0, last.Sub(backAt))
 	res.crashes = int(crashes.Load())
 	return res, nil
+}
+
+// stockDrift measures the I6 drift of the scenario's activity from its
+// Redis books and PostgreSQL, as the reconciler does.
+func stockDrift(ctx context.Context, dsn string, rc *goredis.Client, ns string, activityID int64) (int64, error) {
+	store, err := redisadapter.New(rc, redisadapter.Config{Namespace: ns}, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	inv, err := store.Inventory(ctx, activityID, 1)
+	if err != nil {
+		return 0, fmt.Errorf("redis inventory: %w", err)
+	}
+	pg, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 2}, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer pg.Close()
+	var audit ports.StockAudit
+	if err := pg.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		audit, err = tx.AuditStock(ctx, activityID, 1, inv.Held)
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("audit stock: %w", err)
+	}
+	rep := ports.StockReport{InitialStock: audit.InitialStock, RedisAvailable: inv.Available,
+		PendingReservations: int64(len(inv.Held) - len(audit.OrderedHeld) - len(audit.ReleasedHeld)),
+		NonCanceledOrders:   audit.NonCanceledOrders, ReleasesInFlight: int64(len(audit.ReleasedHeld))}
+	return rep.Drift(), nil
 }
 
 // reportDeadLetters prints the scenario's dead letters by consumer group

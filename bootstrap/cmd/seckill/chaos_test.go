@@ -40,7 +40,7 @@ func TestChaosSubset(t *testing.T) {
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 10 {
+		if len(f) == 11 {
 			rows[f[0]] = f[1:]
 		}
 	}
@@ -56,13 +56,13 @@ func TestChaosSubset(t *testing.T) {
 			t.Errorf("%s: acknowledged %d, created %d, released %d: every acknowledged reservation must end as one order or one release\n%s",
 				name, acknowledged, created, released, out)
 		}
-		for i, col := range []string{"oversell", "lost", "dup-users", "dup-effect"} {
+		for i, col := range []string{"oversell", "lost", "dup-users", "dup-effect", "drift"} {
 			if r[3+i] != "0" {
 				t.Errorf("%s: %s = %s\n%s", name, col, r[3+i], out)
 			}
 		}
 	}
-	if crashes, _ := strconv.Atoi(rows["crash-consumers"][8]); crashes == 0 {
+	if crashes, _ := strconv.Atoi(rows["crash-consumers"][9]); crashes == 0 {
 		t.Errorf("crash-consumers crashed no consumer\n%s", out)
 	}
 	t.Logf("\n%s", out)
