@@ -73,10 +73,10 @@ func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (po
 		return ports.PlaceOrderResult{}, err
 	}
 	if p.soldOut.soldOut(cmd.ActivityID, cmd.SKUID, p.clock.Now()) {
-		// Only a request seen before can have reserved: it takes the
-		// full path and gets its own answer.
-		bound, err := p.admission.RequestBound(ctx, cmd.UserID, cmd.RequestID)
-		if err == nil && !bound {
+		// Only a request seen before can have reserved, and a holder is
+		// answered ALREADY_PURCHASED: both take the full path.
+		st, err := p.admission.BuyerState(ctx, cmd.UserID, cmd.RequestID, cmd.ActivityID, cmd.SKUID)
+		if err == nil && !st.RequestBound && !st.HoldsUnit {
 			p.metrics.AdmissionRejected("SOLD_OUT_MARK")
 			return ports.PlaceOrderResult{}, fmt.Errorf("activity %d/%d (sold-out mark): %w", cmd.ActivityID, cmd.SKUID, ports.ErrSoldOut)
 		}

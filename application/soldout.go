@@ -7,10 +7,11 @@ import (
 
 // soldOutMarks remembers, per activity SKU, that the stock gate answered
 // SOLD_OUT, for a short time. While a SKU is marked, PlaceOrder answers a
-// new request SOLD_OUT after one read-only look at the request's claim
-// (a retried request that was accepted before still gets its order),
-// without the claim, rate-limit, reservation and forget scripts: a
-// sold-out answer costs one Redis read instead of three scripts. A unit
+// new request SOLD_OUT after one read-only look at the buyer
+// (Admission.BuyerState: a retried request that was accepted before still
+// gets its order, a holder still hears ALREADY_PURCHASED), without the
+// claim, rate-limit, reservation and forget scripts: a sold-out answer
+// costs one pipelined Redis read instead of three scripts. A unit
 // that comes back (a release, a cancellation, in any instance) is visible
 // again at most TTL later; a reservation this process makes clears the
 // mark at once. Safe for concurrent use.

@@ -49,6 +49,11 @@ func TestSoldOutMarkAnswersWithoutReserving(t *testing.T) {
 	if got := h.metrics.Snapshot().AdmissionRejected["SOLD_OUT_MARK"]; got != 10 {
 		t.Fatalf("SOLD_OUT_MARK answers = %d, want 10", got)
 	}
+	// The holder asking again with a new request_id takes the full path
+	// (ALREADY_PURCHASED, not SOLD_OUT).
+	if _, err := buy(1, "r-1-again"); !errors.Is(err, claimBroken) {
+		t.Fatalf("the holder's new request while marked: %v, want the full path (claim)", err)
+	}
 	// A retry of the accepted request takes the full path.
 	if _, err := buy(1, "r-1"); !errors.Is(err, claimBroken) {
 		t.Fatalf("retry of an accepted request while marked: %v, want the full path (claim)", err)

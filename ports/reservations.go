@@ -109,13 +109,22 @@ type Admission interface {
 	// would have), so a request that reserves nothing leaves no long-lived
 	// key behind. Otherwise it changes nothing. Idempotent.
 	ForgetRequest(ctx context.Context, userID int64, requestID string, claim RequestClaim, ttl time.Duration) error
-	// RequestBound reports whether (userID, requestID) is bound to a claim
-	// (ClaimRequest ran for it and the claim has not expired). Read-only:
-	// it takes no rate-limit token and writes nothing.
-	RequestBound(ctx context.Context, userID int64, requestID string) (bool, error)
+	// BuyerState looks, read-only (no rate-limit token, nothing written),
+	// at what a buyer already has before any reservation work: whether
+	// (userID, requestID) is bound to an unexpired claim and whether the
+	// user holds a unit of the activity SKU.
+	BuyerState(ctx context.Context, userID int64, requestID string, activityID, skuID int64) (BuyerState, error)
 	// LookupOrder returns the reservation behind one of userID's order ids,
 	// as bound by ClaimRequest. ErrNotFound when there is none.
 	LookupOrder(ctx context.Context, userID int64, orderID string) (ReservationRef, error)
+}
+
+// BuyerState is what Admission.BuyerState finds.
+type BuyerState struct {
+	// RequestBound: the request was claimed before (it may have reserved).
+	RequestBound bool
+	// HoldsUnit: the user holds a unit of the SKU (a reservation or order).
+	HoldsUnit bool
 }
 
 // RedisInventory is the Redis side of one activity SKU's stock.

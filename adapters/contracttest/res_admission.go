@@ -62,10 +62,10 @@ func testClaimRequest(t *testing.T, adm ports.Admission) {
 		request string
 		want    bool
 	}{{1, c.RequestID, true}, {2, c.RequestID, true}, {3, c.RequestID, false}, {1, "req-never-" + uniq(), false}} {
-		got, err := adm.RequestBound(ctx, tc.user, tc.request)
-		noErr(t, "RequestBound", err)
-		if got != tc.want {
-			t.Fatalf("RequestBound(user %d, %q) = %v, want %v", tc.user, tc.request, got, tc.want)
+		got, err := adm.BuyerState(ctx, tc.user, tc.request, a, s)
+		noErr(t, "BuyerState", err)
+		if got.RequestBound != tc.want || got.HoldsUnit {
+			t.Fatalf("BuyerState(user %d, %q) = %+v, want bound %v, no unit", tc.user, tc.request, got, tc.want)
 		}
 	}
 }

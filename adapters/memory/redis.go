@@ -111,7 +111,7 @@ var (
 // the methods of ports.Admission, ports.Reservations and ports.Backlog,
 // plus "ViewApply" and "ViewGet" for the order views.
 var redisMethods = []string{
-	"ClaimRequest", "ForgetRequest", "RequestBound", "LookupOrder", "SeedActivity", "Reserve", "Get", "MarkSent",
+	"ClaimRequest", "ForgetRequest", "BuyerState", "LookupOrder", "SeedActivity", "Reserve", "Get", "MarkSent",
 	"ScheduleRetry", "Release", "ReleaseMany", "MarkOrdered", "ClaimDue", "Inventory", "Stats",
 	"ViewApply", "ViewGet",
 }

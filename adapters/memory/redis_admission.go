@@ -109,19 +109,23 @@ func (r *Redis) ForgetRequest(ctx context.Context, userID int64, requestID strin
 	return after
 }
 
-// RequestBound reports whether (userID, requestID) has an unexpired
-// claim; read-only.
-func (r *Redis) RequestBound(ctx context.Context, userID int64, requestID string) (bool, error) {
-	after, err := r.enter(ctx, "RequestBound")
+// BuyerState reports whether (userID, requestID) has an unexpired claim
+// and whether the user holds a unit of the SKU; read-only.
+func (r *Redis) BuyerState(ctx context.Context, userID int64, requestID string, activityID, skuID int64) (ports.BuyerState, error) {
+	after, err := r.enter(ctx, "BuyerState")
 	if err != nil {
-		return false, err
+		return ports.BuyerState{}, err
 	}
 	defer r.mu.Unlock()
 	if after != nil {
-		return false, after
+		return ports.BuyerState{}, after
 	}
 	cur, ok := r.claims[requestKey{userID, requestID}]
-	return ok && cur.expiresAt.After(r.cfg.Clock.Now()), nil
+	st := ports.BuyerState{RequestBound: ok && cur.expiresAt.After(r.cfg.Clock.Now())}
+	if s := r.slots[SKU{activityID, skuID}]; s != nil {
+		st.HoldsUnit = s.holders[userID] != ""
+	}
+	return st, nil
 }
 
 // LookupOrder returns the reservation behind one of userID's order ids

@@ -87,14 +87,21 @@ func (s *Store) ForgetRequest(ctx context.Context, userID int64, requestID strin
 	return nil
 }
 
-// RequestBound implements ports.Admission with one EXISTS of the claim
-// key.
-func (s *Store) RequestBound(ctx context.Context, userID int64, requestID string) (bool, error) {
-	n, err := s.client.Exists(ctx, s.keys.request(userID, requestID)).Result()
+// BuyerState implements ports.Admission with one pipelined round trip: an
+// EXISTS of the claim key and an HEXISTS in the SKU's holders (two hash
+// slots, so no script).
+func (s *Store) BuyerState(ctx context.Context, userID int64, requestID string, activityID, skuID int64) (ports.BuyerState, error) {
+	var bound *goredis.IntCmd
+	var holds *goredis.BoolCmd
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		bound = p.Exists(ctx, s.keys.request(userID, requestID))
+		holds = p.HExists(ctx, s.keys.slot(activityID, skuID).holders, itoa(userID))
+		return nil
+	})
 	if err != nil {
-		return false, wrapErr("request bound", err)
+		return ports.BuyerState{}, wrapErr("buyer state", err)
 	}
-	return n == 1, nil
+	return ports.BuyerState{RequestBound: bound.Val() == 1, HoldsUnit: holds.Val()}, nil
 }
 
 // LookupOrder reads the order lookup key written by ClaimRequest and
