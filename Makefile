@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: run test up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts
+.PHONY: run test up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts bench-sale
 
 ## run: start the local stack, migrate, and serve the API with all workers and a demo activity.
 run: build
@@ -55,6 +55,8 @@ bench-consume: build
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench consume
 bench-timeouts: build
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench timeouts
+bench-sale: build
+	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench sale
 
 ## chaos: a sale on two service instances while stack processes are killed and paused (docs/operations.md).
 ## It kills processes of the local stack: never run it beside `make test`.

@@ -36,6 +36,8 @@ func bench(ctx context.Context, args []string, stdout io.Writer) error {
 		return benchConsume(ctx, args[1:], stdout)
 	case "timeouts":
 		return benchTimeouts(ctx, args[1:], stdout)
+	case "sale":
+		return benchSale(ctx, args[1:], stdout)
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], flag.ErrHelp)
 }

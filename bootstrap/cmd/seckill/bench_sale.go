@@ -1,0 +1,1246 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+)
+
+// The outcomes a PlaceOrder answer is counted under. Other errors are
+// counted under their Connect code (and ErrorInfo reason when present).
+const (
+	outcomeAccepted         = "accepted"
+	outcomeSoldOut          = "sold_out"
+	outcomeAlreadyPurchased = "already_purchased"
+	outcomeOther            = "other"
+)
+
+// sampleEvery is the sampler's period.
+const sampleEvery = 500 * time.Millisecond
+
+// clockTicks is the kernel's USER_HZ (sysconf(_SC_CLK_TCK)): 100 on every
+// Linux architecture Go supports, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100
+
+// saleOptions are the flags of `seckill bench sale`.
+type saleOptions struct {
+	Stock            int     `json:"stock"`
+	Buyers           int     `json:"buyers"`
+	Attempts         int     `json:"attempts"`
+	SameRequestShare float64 `json:"same_request_share"`
+	StopOnAnswer     bool    `json:"stop_on_answer"`
+	Arrival          string  `json:"arrival"`
+	RampSeconds      float64 `json:"ramp_seconds"`
+	Clients          int     `json:"clients"`
+	Protocol         string  `json:"protocol"`
+	H2C              bool    `json:"h2c"`
+	SettleSeconds    float64 `json:"settle_seconds"`
+	CeilingClients   int     `json:"ceiling_clients"`
+	CeilingCalls     int     `json:"ceiling_calls"`
+	Seed             uint64  `json:"seed"`
+	out              string
+	ramp, settle     time.Duration
+}
+
+// benchSale runs a whole sale against one `seckill serve` subprocess on a
+// scratch stack: buyers arrive (all at once or over a ramp) and each makes
+// --attempts PlaceOrder calls through the public API while a sampler
+// records answer rates, committed orders, the backlog age, latency and the
+// CPU of every process twice a second. It then waits for the backlog to
+// drain, checks the invariants, measures the reserve-script and bare-send
+// ceilings, and writes result.json and a self-contained report.html. It
+// fails when an invariant is violated (after writing both files).
+func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseSaleOptions(args)
+	if err != nil {
+		return err
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the seckill executable: %w", err)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("create the output directory: %w", err)
+	}
+	sc, err := newScratch(ctx, cfg, log, 2*o.CeilingClients)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+
+	svc, err := startSaleService(ctx, sc, exe, o.out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		svc.stop()
+		_ = svc.logFile.Close()
+	}()
+	secret := []byte(cfg.AuthSecret)
+	base := "http://" + svc.api
+	activityID := benchActivityID()
+	adminHTTP := &http.Client{Timeout: 10 * time.Second}
+	if err := createChaosActivity(ctx, adminHTTP, base, secret, activityID, int64(o.Stock)); err != nil {
+		return fmt.Errorf("create the sale's activity: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, sc.dsn)
+	if err != nil {
+		return fmt.Errorf("connect to the scratch database: %w", err)
+	}
+	defer pool.Close()
+
+	fmt.Fprintf(stdout, "seckill bench sale: %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
+		runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
+	fmt.Fprintf(stdout, "service log: %s\n", svc.logFile.Name())
+
+	load, err := newSaleLoad(o, base, secret, activityID)
+	if err != nil {
+		return err
+	}
+	svc.mu.Lock()
+	servicePID := svc.cmd.Process.Pid
+	svc.mu.Unlock()
+	procs, procNote := saleProcesses(servicePID)
+	smp := &saleSampler{load: load, pool: pool, activityID: activityID, metricsURL: "http://" + svc.ops + "/metrics",
+		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
+		tty: isTerminal(os.Stderr)}
+
+	// The sale: the sampler runs from the first call until the backlog is
+	// drained (or --settle ran out).
+	smp.begin(time.Now())
+	load.start = smp.t0
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); smp.run(sampleCtx) }()
+	load.run(ctx)
+	loadEnd := load.lastAnswerAt()
+	if loadEnd.IsZero() {
+		loadEnd = load.start // no answer at all (ctx ended)
+	}
+	drained, settleErr := waitDrained(ctx, pool, smp, load, o.settle)
+	stopSampling()
+	<-sampled
+	smp.finish()
+	if settleErr != nil {
+		return settleErr
+	}
+
+	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Cores: runtime.NumCPU(),
+		GoVersion: runtime.Version(), StartedAt: smp.t0, ActivityID: activityID, Processes: smp.names(),
+		ProcessNote: procNote, Series: smp.series}
+	sum, err := summarizeSale(ctx, pool, load, smp, activityID, loadEnd, drained)
+	if err != nil {
+		return err
+	}
+	res.Invariants, err = checkSaleInvariants(ctx, pool, adminHTTP, base, secret, load, activityID, o.Stock)
+	if err != nil {
+		return err
+	}
+	for _, c := range res.Invariants {
+		res.Violations += c.Violations
+	}
+
+	// The ceilings, once the service is gone: they have the machine to
+	// themselves, as in `bench place`.
+	svc.stop()
+	sum.Ceilings, err = measureSaleCeilings(ctx, sc, log, o)
+	if err != nil {
+		return err
+	}
+	sum.Ceilings.rate(sum)
+	res.Summary = sum
+
+	jsonPath, htmlPath, err := writeSaleReport(o.out, res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	writeSaleSummary(stdout, res)
+	fmt.Fprintf(stdout, "\nresult: %s\nreport: %s\n", jsonPath, htmlPath)
+	if res.Violations > 0 {
+		return fmt.Errorf("bench sale: %d invariant violations (see %s)", res.Violations, jsonPath)
+	}
+	return nil
+}
+
+// parseSaleOptions reads and validates the flags.
+func parseSaleOptions(args []string) (saleOptions, error) {
+	fs := flag.NewFlagSet("bench sale", flag.ContinueOnError)
+	var o saleOptions
+	fs.IntVar(&o.Stock, "stock", 10000, "units on sale")
+	fs.IntVar(&o.Buyers, "buyers", 50000, "buyers, each with a user id (and token) of their own")
+	fs.IntVar(&o.Attempts, "attempts", 2, "PlaceOrder calls per buyer (a buyer's attempts follow one another)")
+	fs.Float64Var(&o.SameRequestShare, "same-request-share", 0.5, "share of a buyer's later attempts that reuse the first request_id (a retried click); the others use a new request_id (a new click)")
+	fs.BoolVar(&o.StopOnAnswer, "stop-on-answer", false, "a buyer stops after a definite answer (accepted, sold out, already purchased) instead of making every attempt")
+	fs.StringVar(&o.Arrival, "arrival", "burst", "burst (every buyer at the start) or ramp (buyers start evenly spread over --ramp)")
+	fs.DurationVar(&o.ramp, "ramp", 10*time.Second, "with --arrival ramp: the time over which buyers start")
+	fs.IntVar(&o.Clients, "clients", 256, "concurrent clients (a client serves one buyer at a time)")
+	fs.StringVar(&o.Protocol, "protocol", "connect", "connect (Connect JSON over HTTP/1.1, one connection per client; --h2c for HTTP/2) or grpc (gRPC over h2c)")
+	fs.BoolVar(&o.H2C, "h2c", false, "with --protocol connect: HTTP/2 without TLS instead of HTTP/1.1")
+	fs.StringVar(&o.out, "out", filepath.Join(os.TempDir(), "seckill-bench-sale"), "directory for result.json, report.html and the service's log")
+	fs.DurationVar(&o.settle, "settle", 120*time.Second, "how long to wait after the load for every accepted reservation to be resolved")
+	fs.IntVar(&o.CeilingClients, "ceiling-clients", 64, "clients of the reserve-script and bare-send ceilings")
+	fs.IntVar(&o.CeilingCalls, "ceiling-calls", 60000, "reserve-script calls of the ceiling (the send ceiling makes a third as many sends)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the buyers' choices (which later attempts reuse the request_id)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.Stock <= 0 || o.Buyers <= 0 || o.Attempts <= 0 || o.Clients <= 0:
+		return o, fmt.Errorf("--stock, --buyers, --attempts and --clients must be > 0: %w", flag.ErrHelp)
+	case o.SameRequestShare < 0 || o.SameRequestShare > 1:
+		return o, fmt.Errorf("--same-request-share must be in [0, 1]: %w", flag.ErrHelp)
+	case o.Arrival != "burst" && o.Arrival != "ramp":
+		return o, fmt.Errorf("--arrival must be burst or ramp, not %q: %w", o.Arrival, flag.ErrHelp)
+	case o.Arrival == "ramp" && o.ramp <= 0:
+		return o, fmt.Errorf("--ramp must be > 0: %w", flag.ErrHelp)
+	case o.Protocol != "connect" && o.Protocol != "grpc":
+		return o, fmt.Errorf("--protocol must be connect or grpc, not %q: %w", o.Protocol, flag.ErrHelp)
+	case o.settle <= 0 || o.CeilingClients <= 0 || o.CeilingCalls <= 0:
+		return o, fmt.Errorf("--settle, --ceiling-clients and --ceiling-calls must be > 0: %w", flag.ErrHelp)
+	}
+	if o.Arrival == "burst" {
+		o.ramp = 0
+	}
+	o.RampSeconds, o.SettleSeconds = o.ramp.Seconds(), o.settle.Seconds()
+	return o, nil
+}
+
+func arrivalText(o saleOptions) string {
+	if o.Arrival == "ramp" {
+		return "ramp over " + o.ramp.String()
+	}
+	return "burst"
+}
+
+func protocolText(o saleOptions) string {
+	switch {
+	case o.Protocol == "grpc":
+		return "gRPC over h2c"
+	case o.H2C:
+		return "Connect JSON over h2c"
+	}
+	return "Connect JSON over HTTP/1.1"
+}
+
+// startSaleService starts one `seckill serve` (every worker and consumer)
+// on the scratch stack and waits until it is live and ready. Its log goes
+// to service.log in dir.
+func startSaleService(ctx context.Context, sc *scratch, exe, dir string) (*instance, error) {
+	api, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	lf, err := os.Create(filepath.Join(dir, "service.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create the service log: %w", err)
+	}
+	cfg := sc.cfg
+	in := &instance{name: "service", api: api, ops: ops, exe: exe, logFile: lf,
+		env: append(os.Environ(),
+			"SECKILL_PG_DSN="+sc.dsn, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
+			"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace, "SECKILL_TOPIC_PREFIX="+sc.env.prefix,
+			"SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops, "SECKILL_INSTANCE_ID=sale-"+sc.env.prefix,
+			"SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")}
+	in.cleanEnv = in.env
+	if err := in.start(); err != nil {
+		_ = lf.Close()
+		return nil, err
+	}
+	if err := in.waitLive(ctx); err != nil {
+		in.stop()
+		return nil, err
+	}
+	if err := waitReady(ctx, "http://"+ops+"/readyz", 60*time.Second); err != nil {
+		in.stop()
+		return nil, fmt.Errorf("service: %w (log: %s)", err, lf.Name())
+	}
+	return in, nil
+}
+
+// waitReady polls url until it answers 200 or within passes.
+func waitReady(ctx context.Context, url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		res, err := http.Get(url)
+		if err == nil {
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready within %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// saleLoad drives the buyers and collects every answer.
+type saleLoad struct {
+	opts       saleOptions
+	client     seckillv1connect.OrderServiceClient
+	transport  *http.Transport
+	tokens     []string
+	activityID int64
+	start      time.Time
+
+	counts [4]atomic.Int64 // accepted, sold out, already purchased, other
+
+	mu          sync.Mutex
+	otherByCode map[string]int
+	interval    latencies // PlaceOrder latencies since the last sample
+	all         latencies
+	answeredAt  []time.Time // when each answer arrived
+	// firstSeen is when each accepted order id was first received: the
+	// client's time of that reservation.
+	firstSeen map[string]time.Time
+	lastAny   time.Time
+	// twoOrders counts buyers told two different order ids; changedRetry
+	// counts attempts that reused an accepted request_id and were not
+	// answered with the same order id.
+	twoOrders, changedRetry int
+}
+
+// firstUser is the user id of buyer 0; buyer i is firstUser+i.
+const firstUser = 1_000_000
+
+func newSaleLoad(o saleOptions, base string, secret []byte, activityID int64) (*saleLoad, error) {
+	tr := &http.Transport{MaxIdleConns: o.Clients, MaxIdleConnsPerHost: o.Clients, IdleConnTimeout: time.Minute}
+	var opts []connect.ClientOption
+	if o.Protocol == "grpc" || o.H2C {
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = p
+	}
+	if o.Protocol == "grpc" {
+		opts = append(opts, connect.WithGRPC())
+	} else {
+		opts = append(opts, connect.WithProtoJSON())
+	}
+	l := &saleLoad{opts: o, transport: tr, activityID: activityID, otherByCode: map[string]int{},
+		firstSeen: make(map[string]time.Time, o.Stock),
+		client:    seckillv1connect.NewOrderServiceClient(&http.Client{Transport: tr}, base, opts...)}
+	// Tokens are minted before the clock starts: signing is the client's
+	// cost, not the service's.
+	l.tokens = make([]string, o.Buyers)
+	now := time.Now()
+	for i := range l.tokens {
+		tok, err := sconnect.MintToken(secret, int64(firstUser+i), false, 2*time.Hour, now)
+		if err != nil {
+			return nil, fmt.Errorf("mint buyer tokens: %w", err)
+		}
+		l.tokens[i] = tok
+	}
+	return l, nil
+}
+
+// run lets o.Clients clients serve the buyers in order and returns when
+// every buyer is done (or ctx ends). A buyer's attempts follow one
+// another on the same client, each right after the previous answer.
+func (l *saleLoad) run(ctx context.Context) {
+	defer l.transport.CloseIdleConnections()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range l.opts.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= l.opts.Buyers {
+					return
+				}
+				if l.opts.ramp > 0 {
+					at := l.start.Add(time.Duration(float64(l.opts.ramp) * float64(i) / float64(l.opts.Buyers)))
+					if d := time.Until(at); d > 0 {
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(d):
+						}
+					}
+				}
+				l.buy(ctx, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// buy makes buyer i's attempts. The first uses request_id sale-<i>-0; a
+// later attempt reuses it with probability SameRequestShare and uses a
+// new one otherwise.
+func (l *saleLoad) buy(ctx context.Context, i int) {
+	rng := rand.New(rand.NewPCG(l.opts.Seed, uint64(i)))
+	first := fmt.Sprintf("sale-%d-0", i)
+	var orderID string // the order id this buyer was told, if any
+	for k := 0; k < l.opts.Attempts && ctx.Err() == nil; k++ {
+		rid, same := first, true
+		if k > 0 && rng.Float64() >= l.opts.SameRequestShare {
+			rid, same = fmt.Sprintf("sale-%d-%d", i, k), false
+		}
+		outcome, got := l.place(ctx, l.tokens[i], rid)
+		if outcome == outcomeAccepted {
+			switch {
+			case orderID == "":
+				orderID = got
+			case got != orderID:
+				l.mu.Lock()
+				l.twoOrders++
+				l.mu.Unlock()
+			}
+		} else if k > 0 && same && orderID != "" && outcome != outcomeOther {
+			// A definite refusal of a request_id that was accepted
+			// before: the retry was not idempotent.
+			l.mu.Lock()
+			l.changedRetry++
+			l.mu.Unlock()
+		}
+		if l.opts.StopOnAnswer && outcome != outcomeOther {
+			return
+		}
+	}
+}
+
+// place makes one PlaceOrder call and records its answer.
+func (l *saleLoad) place(ctx context.Context, token, requestID string) (outcome, orderID string) {
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: l.activityID, SkuId: 1, RequestId: requestID})
+	req.Header().Set("Authorization", "Bearer "+token)
+	t0 := time.Now()
+	res, err := l.client.PlaceOrder(callCtx, req)
+	at := time.Now()
+	outcome, key, orderID := classifyPlace(res, err)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.interval = append(l.interval, at.Sub(t0))
+	l.all = append(l.all, at.Sub(t0))
+	l.answeredAt = append(l.answeredAt, at)
+	l.lastAny = at
+	switch outcome {
+	case outcomeAccepted:
+		l.counts[0].Add(1)
+		if _, ok := l.firstSeen[orderID]; !ok {
+			l.firstSeen[orderID] = at
+		}
+	case outcomeSoldOut:
+		l.counts[1].Add(1)
+	case outcomeAlreadyPurchased:
+		l.counts[2].Add(1)
+	default:
+		l.counts[3].Add(1)
+		l.otherByCode[key]++
+	}
+	return outcome, orderID
+}
+
+// classifyPlace names a PlaceOrder answer: accepted (a reservation with
+// an order id, QUEUING or later), sold_out, already_purchased, or other
+// with key = the Connect code and ErrorInfo reason (or the order status
+// of an answer that is not a live reservation).
+func classifyPlace(res *connect.Response[seckillv1.PlaceOrderResponse], err error) (outcome, key, orderID string) {
+	if err == nil {
+		switch st := res.Msg.GetStatus(); st {
+		case seckillv1.OrderStatus_ORDER_STATUS_QUEUING, seckillv1.OrderStatus_ORDER_STATUS_CREATED,
+			seckillv1.OrderStatus_ORDER_STATUS_PAID:
+			if res.Msg.GetOrderId() != "" {
+				return outcomeAccepted, outcomeAccepted, res.Msg.GetOrderId()
+			}
+			return outcomeOther, "ok/no_order_id", ""
+		default:
+			return outcomeOther, "ok/" + strings.ToLower(strings.TrimPrefix(st.String(), "ORDER_STATUS_")), ""
+		}
+	}
+	code := connect.CodeOf(err)
+	reason := errorReason(err)
+	switch reason {
+	case sconnect.ReasonSoldOut:
+		return outcomeSoldOut, outcomeSoldOut, ""
+	case sconnect.ReasonAlreadyPurchased:
+		return outcomeAlreadyPurchased, outcomeAlreadyPurchased, ""
+	}
+	key = code.String()
+	if reason != "" {
+		key += "/" + reason
+	}
+	return outcomeOther, key, ""
+}
+
+// errorReason returns the ErrorInfo reason of a Connect error ("" when
+// there is none).
+func errorReason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok {
+				return info.GetReason()
+			}
+		}
+	}
+	return ""
+}
+
+// takeInterval returns the latencies since the last call and starts a
+// new interval.
+func (l *saleLoad) takeInterval() latencies {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lat := l.interval
+	l.interval = nil
+	return lat
+}
+
+func (l *saleLoad) lastAnswerAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastAny
+}
+
+// acceptedIDs returns every distinct accepted order id and the latest
+// first-receive time among them (the client time of the last accepted
+// reservation).
+func (l *saleLoad) acceptedIDs() ([]string, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]string, 0, len(l.firstSeen))
+	var last time.Time
+	for id, at := range l.firstSeen {
+		ids = append(ids, id)
+		if at.After(last) {
+			last = at
+		}
+	}
+	sort.Strings(ids)
+	return ids, last
+}
+
+// saleProcess is a process whose CPU time the sampler reads from
+// /proc/<pid>/stat.
+type saleProcess struct {
+	name string
+	pid  int
+	// tree adds the live children (PostgreSQL's backends under the
+	// postmaster) and the reaped ones (the parent's cutime and cstime).
+	tree        bool
+	first, last uint64 // clock ticks at the first and the latest sample
+	gone        bool
+}
+
+// saleProcesses lists the processes to measure: the service, this
+// process (the load generator and sampler), and the local stack's
+// components found in $SECKILL_STACK_DIR/run. The note says which could
+// not be found.
+func saleProcesses(servicePID int) ([]*saleProcess, string) {
+	procs := []*saleProcess{{name: "service", pid: servicePID}, {name: "load generator", pid: os.Getpid()}}
+	var missing []string
+	for _, c := range []struct{ name, file string }{
+		{"broker proxy", "proxy"}, {"broker", "broker"}, {"namesrv", "namesrv"}, {"redis", "redis"}, {"postgres", "postgres"},
+	} {
+		pid, err := stackPID(c.file)
+		if err != nil {
+			missing = append(missing, c.name)
+			continue
+		}
+		procs = append(procs, &saleProcess{name: c.name, pid: pid, tree: c.name == "postgres"})
+	}
+	note := ""
+	if len(missing) > 0 {
+		note = "not measured (no pid file under $SECKILL_STACK_DIR/run): " + strings.Join(missing, ", ")
+		if slices.Contains(missing, "broker") && !slices.Contains(missing, "broker proxy") {
+			note += "; the local stack's broker runs embedded in the proxy process, so the proxy's CPU includes it"
+		}
+	}
+	return procs, note
+}
+
+// procTicks reads utime+stime (and, with children, cutime+cstime) of pid
+// in clock ticks, and its parent pid.
+func procTicks(pid int, children bool) (ticks uint64, ppid int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may hold spaces: fields are counted
+	// after its closing parenthesis, from field 3 (state) on.
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	n := 2 // utime (14), stime (15)
+	if children {
+		n = 4 // cutime (16), cstime (17)
+	}
+	for _, v := range f[11 : 11+n] {
+		x, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += x
+	}
+	return ticks, ppid, nil
+}
+
+// treeTicks is the CPU of pid and its children: its own time, the time
+// of the children it reaped, and the time of its live children (found by
+// their parent pid in /proc/*/stat).
+func treeTicks(pid int) (uint64, error) {
+	total, _, err := procTicks(pid, true)
+	if err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		t, ppid, err := procTicks(child, true)
+		if err == nil && ppid == pid {
+			total += t
+		}
+	}
+	return total, nil
+}
+
+// sample reads the process's ticks; it reports false once the process is
+// gone (its last reading is kept).
+func (p *saleProcess) sample() (uint64, bool) {
+	if p.gone {
+		return p.last, false
+	}
+	var t uint64
+	var err error
+	if p.tree {
+		t, err = treeTicks(p.pid)
+	} else {
+		t, _, err = procTicks(p.pid, false)
+	}
+	if err != nil {
+		p.gone = true
+		return p.last, false
+	}
+	return t, true
+}
+
+// saleSampler records the time series of the sale.
+type saleSampler struct {
+	load       *saleLoad
+	pool       *pgxpool.Pool
+	activityID int64
+	metricsURL string
+	procs      []*saleProcess
+	http       *http.Client
+	progress   io.Writer
+	tty        bool
+
+	t0       time.Time
+	lastAt   time.Time
+	lastCnt  [4]int64
+	lastOrds int64
+	// phase is "sale" while buyers run and "settle" afterwards.
+	phase atomic.Value
+	mu    sync.Mutex
+	// series is written by the sampler goroutine and read after it ended.
+	series []saleSample
+	// gauges is the latest scrape of the service's metrics.
+	gauges map[string]float64
+}
+
+// saleSample is one point of the time series; rates are over the
+// interval that ends at T (seconds since the sale started).
+type saleSample struct {
+	T                      float64            `json:"t"`
+	Phase                  string             `json:"phase"`
+	AcceptedPerSec         float64            `json:"accepted_per_sec"`
+	SoldOutPerSec          float64            `json:"sold_out_per_sec"`
+	AlreadyPurchasedPerSec float64            `json:"already_purchased_per_sec"`
+	OtherPerSec            float64            `json:"other_per_sec"`
+	Orders                 int64              `json:"orders"`
+	OrdersPerSec           float64            `json:"orders_per_sec"`
+	BacklogAgeSeconds      float64            `json:"backlog_age_seconds"`
+	MQPendingAgeSeconds    float64            `json:"mq_pending_age_seconds"`
+	Unresolved             float64            `json:"unresolved"`
+	P50Ms                  float64            `json:"p50_ms"`
+	P99Ms                  float64            `json:"p99_ms"`
+	Calls                  int                `json:"calls"`
+	CPUCores               map[string]float64 `json:"cpu_cores"`
+}
+
+// The service's metrics the sampler keeps (docs/operations.md).
+const (
+	metricUnresolvedAge = "reservation_unresolved_oldest_age_seconds"
+	metricUnresolved    = "reservation_unresolved"
+	metricPendingAge    = "reservation_mq_pending_oldest_age_seconds"
+)
+
+// begin takes the first CPU readings at t0.
+func (s *saleSampler) begin(t0 time.Time) {
+	s.t0, s.lastAt = t0, t0
+	s.phase.Store("sale")
+	for _, p := range s.procs {
+		t, ok := p.sample()
+		if !ok {
+			continue
+		}
+		p.first, p.last = t, t
+	}
+}
+
+// run samples every sampleEvery until ctx ends.
+func (s *saleSampler) run(ctx context.Context) {
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.take(ctx)
+		}
+	}
+}
+
+// finish takes the last sample and ends the progress line.
+func (s *saleSampler) finish() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.take(ctx)
+	if s.tty {
+		fmt.Fprintln(s.progress)
+	}
+}
+
+func (s *saleSampler) names() []string {
+	out := make([]string, len(s.procs))
+	for i, p := range s.procs {
+		out[i] = p.name
+	}
+	return out
+}
+
+// take records one sample.
+func (s *saleSampler) take(ctx context.Context) {
+	now := time.Now()
+	dt := now.Sub(s.lastAt).Seconds()
+	if dt <= 0 {
+		return
+	}
+	var cnt [4]int64
+	for i := range cnt {
+		cnt[i] = s.load.counts[i].Load()
+	}
+	lat := s.load.takeInterval()
+	smp := saleSample{T: now.Sub(s.t0).Seconds(), Phase: s.phase.Load().(string), Calls: len(lat),
+		AcceptedPerSec: float64(cnt[0]-s.lastCnt[0]) / dt, SoldOutPerSec: float64(cnt[1]-s.lastCnt[1]) / dt,
+		AlreadyPurchasedPerSec: float64(cnt[2]-s.lastCnt[2]) / dt, OtherPerSec: float64(cnt[3]-s.lastCnt[3]) / dt,
+		P50Ms: float64(lat.percentile(0.50)) / 1e6, P99Ms: float64(lat.percentile(0.99)) / 1e6,
+		CPUCores: map[string]float64{}}
+	qctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	err := s.pool.QueryRow(qctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, s.activityID).Scan(&smp.Orders)
+	cancel()
+	if err != nil {
+		smp.Orders = s.lastOrds // a slow count keeps the last one
+	}
+	smp.OrdersPerSec = float64(smp.Orders-s.lastOrds) / dt
+	if g, err := scrapeGauges(ctx, s.http, s.metricsURL, metricUnresolvedAge, metricUnresolved, metricPendingAge); err == nil {
+		s.mu.Lock()
+		s.gauges = g
+		s.mu.Unlock()
+		smp.BacklogAgeSeconds, smp.Unresolved, smp.MQPendingAgeSeconds = g[metricUnresolvedAge], g[metricUnresolved], g[metricPendingAge]
+	}
+	for _, p := range s.procs {
+		t, ok := p.sample()
+		if !ok {
+			continue
+		}
+		smp.CPUCores[p.name] = float64(t-p.last) / clockTicks / dt
+		p.last = t
+	}
+	s.series = append(s.series, smp)
+	s.lastAt, s.lastCnt, s.lastOrds = now, cnt, smp.Orders
+	s.printProgress(smp, cnt)
+}
+
+// printProgress writes the live progress line: rewritten in place on a
+// terminal, one line per second otherwise.
+func (s *saleSampler) printProgress(smp saleSample, cnt [4]int64) {
+	line := fmt.Sprintf("%6.1fs %-6s accepted %d  sold-out %d  already %d  other %d  orders %d  backlog %.1fs  p99 %.1fms",
+		smp.T, smp.Phase, cnt[0], cnt[1], cnt[2], cnt[3], smp.Orders, smp.BacklogAgeSeconds, smp.P99Ms)
+	if s.tty {
+		fmt.Fprintf(s.progress, "\r%-110s", line)
+		return
+	}
+	if len(s.series)%2 == 0 {
+		fmt.Fprintln(s.progress, line)
+	}
+}
+
+// unresolved returns the latest scraped reservation_unresolved gauge and
+// whether one was scraped.
+func (s *saleSampler) unresolved() (float64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.gauges[metricUnresolved]
+	return v, ok
+}
+
+// scrapeGauges reads the named unlabelled gauges from a Prometheus text
+// exposition.
+func scrapeGauges(ctx context.Context, c *http.Client, url string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: %s", url, res.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// waitDrained waits until every accepted order id is an order or a
+// rejection and the service reports no unresolved reservation, or settle
+// passed. It returns whether the backlog drained.
+func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleLoad, settle time.Duration) (bool, error) {
+	smp.phase.Store("settle")
+	ids, _ := load.acceptedIDs()
+	deadline := time.Now().Add(settle)
+	for {
+		_, _, open, err := resolveIDs(ctx, pool, ids)
+		if err != nil {
+			return false, fmt.Errorf("wait for the backlog: %w", err)
+		}
+		unresolved, scraped := smp.unresolved()
+		if open == 0 && (!scraped || unresolved == 0) {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// resolveIDs counts the accepted order ids that are orders, that were
+// rejected (order_rejections), and neither yet.
+func resolveIDs(ctx context.Context, pool *pgxpool.Pool, ids []string) (orders, rejected, open int, err error) {
+	err = pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE o.order_id IS NOT NULL),
+		       count(*) FILTER (WHERE o.order_id IS NULL AND r.order_id IS NOT NULL),
+		       count(*) FILTER (WHERE o.order_id IS NULL AND r.order_id IS NULL)
+		FROM unnest($1::text[]) AS i(id)
+		LEFT JOIN orders o ON o.order_id = i.id
+		LEFT JOIN order_rejections r ON r.order_id = i.id`, ids).Scan(&orders, &rejected, &open)
+	return orders, rejected, open, err
+}
+
+// saleResult is everything result.json holds.
+type saleResult struct {
+	Settings    saleOptions      `json:"settings"`
+	Command     string           `json:"command"`
+	Cores       int              `json:"cores"`
+	GoVersion   string           `json:"go_version"`
+	StartedAt   time.Time        `json:"started_at"`
+	ActivityID  int64            `json:"activity_id"`
+	Processes   []string         `json:"processes"`
+	ProcessNote string           `json:"process_note,omitempty"`
+	Series      []saleSample     `json:"series"`
+	Summary     saleSummary      `json:"summary"`
+	Invariants  []invariantCheck `json:"invariants"`
+	Violations  int64            `json:"violations"`
+}
+
+// saleSummary holds the figures of the whole sale. Times are seconds;
+// P3 is the time of the last committed order (max orders.created_at, the
+// database's now() at the start of its order-create transaction) minus
+// the client's receive time of the last accepted reservation (the first
+// answer carrying the last new order id), both on this host's clock.
+// Drain is the same order time minus the end of the load (the last
+// answer of any kind), 0 when the orders kept pace with the load.
+type saleSummary struct {
+	LoadSeconds          float64            `json:"load_seconds"`
+	SellingSeconds       float64            `json:"selling_seconds"`
+	Answers              map[string]int64   `json:"answers"`
+	AnswersPerSec        map[string]float64 `json:"answers_per_sec"`
+	OtherByCode          map[string]int     `json:"other_by_code"`
+	CallsPerSec          float64            `json:"calls_per_sec"`
+	SellingRatePerSec    float64            `json:"selling_rate_per_sec"`
+	AcceptedOrders       int                `json:"accepted_orders"`
+	OrdersCommitted      int64              `json:"orders_committed"`
+	Rejected             int                `json:"rejected"`
+	Drained              bool               `json:"drained"`
+	P3Seconds            float64            `json:"p3_seconds"`
+	DrainSeconds         float64            `json:"drain_seconds"`
+	LastAcceptedAt       time.Time          `json:"last_accepted_at"`
+	LoadEndAt            time.Time          `json:"load_end_at"`
+	LastOrderAt          time.Time          `json:"last_order_at"`
+	PlaceP50Ms           float64            `json:"place_p50_ms"`
+	PlaceP99Ms           float64            `json:"place_p99_ms"`
+	MeasuredSeconds      float64            `json:"measured_seconds"`
+	CPUSeconds           map[string]float64 `json:"cpu_seconds"`
+	CPUMicrosPerOrder    map[string]float64 `json:"cpu_us_per_order"`
+	CPUMicrosPerOrderAll float64            `json:"cpu_us_per_order_all"`
+	// SoldOutPhasePerSec is the answers per second from the last
+	// accepted answer to the end of the load (every buyer then hears
+	// sold out or already purchased).
+	SoldOutPhasePerSec float64 `json:"sold_out_phase_per_sec"`
+	// SellingCPUMicrosPerOrder is the CPU per accepted order of the
+	// sampling intervals up to the one holding the last accepted answer:
+	// the selling phase alone, without the sold-out answers after it.
+	SellingCPUMicrosPerOrder    map[string]float64 `json:"selling_cpu_us_per_order"`
+	SellingCPUMicrosPerOrderAll float64            `json:"selling_cpu_us_per_order_all"`
+	Ceilings                    saleCeilings       `json:"ceilings"`
+}
+
+// summarizeSale computes the summary from the load, the sampler and the
+// scratch database.
+func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp *saleSampler, activityID int64, loadEnd time.Time, drained bool) (saleSummary, error) {
+	ids, lastAccepted := load.acceptedIDs()
+	s := saleSummary{Drained: drained, LoadEndAt: loadEnd, LastAcceptedAt: lastAccepted, AcceptedOrders: len(ids),
+		Answers: map[string]int64{}, AnswersPerSec: map[string]float64{}, OtherByCode: map[string]int{},
+		CPUSeconds: map[string]float64{}, CPUMicrosPerOrder: map[string]float64{}, SellingCPUMicrosPerOrder: map[string]float64{}}
+	s.LoadSeconds = loadEnd.Sub(load.start).Seconds()
+	var calls int64
+	for i, name := range []string{outcomeAccepted, outcomeSoldOut, outcomeAlreadyPurchased, outcomeOther} {
+		n := load.counts[i].Load()
+		calls += n
+		s.Answers[name] = n
+		if s.LoadSeconds > 0 {
+			s.AnswersPerSec[name] = float64(n) / s.LoadSeconds
+		}
+	}
+	if s.LoadSeconds > 0 {
+		s.CallsPerSec = float64(calls) / s.LoadSeconds
+	}
+	if !lastAccepted.IsZero() {
+		s.SellingSeconds = lastAccepted.Sub(load.start).Seconds()
+		if s.SellingSeconds > 0 {
+			s.SellingRatePerSec = float64(len(ids)) / s.SellingSeconds
+		}
+	}
+	load.mu.Lock()
+	for k, v := range load.otherByCode {
+		s.OtherByCode[k] = v
+	}
+	all := load.all
+	load.mu.Unlock()
+	s.PlaceP50Ms, s.PlaceP99Ms = float64(all.percentile(0.50))/1e6, float64(all.percentile(0.99))/1e6
+
+	var last *time.Time
+	if err := pool.QueryRow(ctx, `SELECT count(*), max(created_at) FROM orders WHERE activity_id = $1`, activityID).
+		Scan(&s.OrdersCommitted, &last); err != nil {
+		return s, fmt.Errorf("count the sale's orders: %w", err)
+	}
+	if last != nil {
+		s.LastOrderAt = *last
+		if !lastAccepted.IsZero() {
+			s.P3Seconds = last.Sub(lastAccepted).Seconds()
+		}
+		s.DrainSeconds = max(0, last.Sub(loadEnd).Seconds())
+	}
+	_, rejected, _, err := resolveIDs(ctx, pool, ids)
+	if err != nil {
+		return s, fmt.Errorf("count rejections: %w", err)
+	}
+	s.Rejected = rejected
+
+	s.MeasuredSeconds = smp.lastAt.Sub(smp.t0).Seconds()
+	var total float64
+	for _, p := range smp.procs {
+		sec := float64(p.last-p.first) / clockTicks
+		s.CPUSeconds[p.name] = sec
+		total += sec
+		if len(ids) > 0 {
+			s.CPUMicrosPerOrder[p.name] = sec * 1e6 / float64(len(ids))
+		}
+	}
+	if len(ids) > 0 {
+		s.CPUMicrosPerOrderAll = total * 1e6 / float64(len(ids))
+	}
+	// The sold-out phase: from the last accepted answer to the end of
+	// the load.
+	if d := loadEnd.Sub(lastAccepted).Seconds(); d > 0 && !lastAccepted.IsZero() {
+		load.mu.Lock()
+		n := 0
+		for _, at := range load.answeredAt {
+			if at.After(lastAccepted) {
+				n++
+			}
+		}
+		load.mu.Unlock()
+		s.SoldOutPhasePerSec = float64(n) / d
+	}
+	if len(ids) > 0 {
+		prev := 0.0
+		for _, smp := range smp.series {
+			dt := smp.T - prev
+			prev = smp.T
+			if smp.T-dt >= s.SellingSeconds {
+				break
+			}
+			for name, cores := range smp.CPUCores {
+				us := cores * dt * 1e6 / float64(len(ids))
+				s.SellingCPUMicrosPerOrder[name] += us
+				s.SellingCPUMicrosPerOrderAll += us
+			}
+		}
+	}
+	return s, nil
+}
+
+// invariantCheck is one invariant's verdict on the sale.
+type invariantCheck struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Checked    bool   `json:"checked"`
+	Violations int64  `json:"violations"`
+	Detail     string `json:"detail"`
+}
+
+// checkSaleInvariants checks docs/invariants.md on the settled sale:
+// I1-I3, I6 and I7 from the scratch database, the client's answers and
+// the service's stock report (AdminService.GetStockReport, a read); I4
+// and I5 are named as not checked on their own.
+func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleLoad, activityID int64, stock int) ([]invariantCheck, error) {
+	ids, _ := load.acceptedIDs()
+	var err error
+	q := func(sql string, args ...any) int64 {
+		var n int64
+		if err == nil {
+			err = pool.QueryRow(ctx, sql, args...).Scan(&n)
+		}
+		return n
+	}
+	live := q(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activityID)
+	noStock := q(`SELECT count(*) FROM order_rejections WHERE order_id = ANY($1::text[]) AND reason = 'NO_FINAL_STOCK'`, ids)
+	dupUsers := q(`SELECT count(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'
+		GROUP BY user_id HAVING count(*) > 1) d`, activityID)
+	dupEffects := q(`SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
+		AND reason = 'ORDER_CREATED' GROUP BY message_id HAVING count(*) > 1) d`, activityID)
+	if err != nil {
+		return nil, fmt.Errorf("check the invariants: %w", err)
+	}
+	orders, rejected, open, err := resolveIDs(ctx, pool, ids)
+	if err != nil {
+		return nil, fmt.Errorf("check the invariants: %w", err)
+	}
+	load.mu.Lock()
+	twoOrders, changedRetry := load.twoOrders, load.changedRetry
+	load.mu.Unlock()
+
+	rep, repErr := stockReport(ctx, httpc, base, secret, activityID)
+	i6 := invariantCheck{ID: "I6", Name: "stock is conserved at rest"}
+	if repErr != nil {
+		i6.Detail = "not checked: stock report: " + repErr.Error()
+	} else {
+		drift, pgBook := rep.GetDrift(), rep.GetInitialStock()-rep.GetPgFinalStock()-rep.GetNonCanceledOrders()
+		i6.Checked = true
+		i6.Violations = abs64(drift) + abs64(pgBook) + max(0, -rep.GetRedisAvailable())
+		i6.Detail = fmt.Sprintf("initial %d = Redis available %d + pending %d + live orders %d + releases in flight %d (drift %d); PostgreSQL final stock %d + live orders = initial (off by %d)",
+			rep.GetInitialStock(), rep.GetRedisAvailable(), rep.GetPendingReservations(), rep.GetNonCanceledOrders(),
+			rep.GetReleasesInFlight(), drift, rep.GetPgFinalStock(), pgBook)
+	}
+	return []invariantCheck{
+		{ID: "I1", Name: "no oversell", Checked: true, Violations: max(0, live-int64(stock)) + noStock,
+			Detail: fmt.Sprintf("%d live orders for %d units; %d accepted reservations found no final stock", live, stock, noStock)},
+		{ID: "I2", Name: "one live order per buyer", Checked: true, Violations: dupUsers + int64(twoOrders),
+			Detail: fmt.Sprintf("%d users with more than one live order; %d buyers told two different order ids", dupUsers, twoOrders)},
+		{ID: "I3", Name: "one effect per message", Checked: true, Violations: dupEffects,
+			Detail: fmt.Sprintf("%d message ids with more than one ORDER_CREATED ledger entry", dupEffects)},
+		{ID: "I4", Name: "one compensation per reservation",
+			Detail: "not checked on its own: a sale that settles releases nothing unless a reservation is rejected; a second release would show in I6 as Redis stock above the books"},
+		{ID: "I5", Name: "a paid order is never canceled", Detail: "not exercised: nobody pays in this benchmark"},
+		i6,
+		{ID: "I7", Name: "nothing acknowledged is lost", Checked: true, Violations: int64(open),
+			Detail: fmt.Sprintf("%d accepted order ids: %d orders, %d rejections, %d neither", len(ids), orders, rejected, open)},
+		{ID: "API", Name: "a retried request_id keeps its answer", Checked: true, Violations: int64(changedRetry),
+			Detail: fmt.Sprintf("%d retries of an accepted request_id refused", changedRetry)},
+	}, nil
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// stockReport reads the I6 terms through AdminService.GetStockReport.
+func stockReport(ctx context.Context, httpc *http.Client, base string, secret []byte, activityID int64) (*seckillv1.StockReport, error) {
+	tok, err := sconnect.MintToken(secret, 1, true, time.Hour, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	admin := seckillv1connect.NewAdminServiceClient(httpc, base)
+	req := connect.NewRequest(&seckillv1.GetStockReportRequest{ActivityId: activityID, SkuId: 1})
+	req.Header().Set("Authorization", "Bearer "+tok)
+	res, err := admin.GetStockReport(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg.GetReport(), nil
+}
+
+// saleCeilings are the ceilings measured after the sale.
+type saleCeilings struct {
+	Clients       int     `json:"clients"`
+	ReservePerSec float64 `json:"reserve_per_sec"`
+	ReserveP50Ms  float64 `json:"reserve_p50_ms"`
+	ReserveP99Ms  float64 `json:"reserve_p99_ms"`
+	SendPerSec    float64 `json:"send_per_sec"`
+	SendP50Ms     float64 `json:"send_p50_ms"`
+	SendP99Ms     float64 `json:"send_p99_ms"`
+	SendUnknown   int     `json:"send_unknown"`
+	SendRejected  int     `json:"send_rejected"`
+	MinPerSec     float64 `json:"min_per_sec"`
+	// SellingRatio is the sale's selling rate (accepted reservations per
+	// second until the last one) over MinPerSec; CallsRatio is every
+	// PlaceOrder answer per second over MinPerSec.
+	SellingRatio float64 `json:"selling_ratio"`
+	CallsRatio   float64 `json:"calls_ratio"`
+}
+
+// rate fills the ratios from the summary.
+func (c *saleCeilings) rate(s saleSummary) {
+	c.MinPerSec = min(c.ReservePerSec, c.SendPerSec)
+	if c.MinPerSec > 0 {
+		c.SellingRatio = s.SellingRatePerSec / c.MinPerSec
+		c.CallsRatio = s.CallsPerSec / c.MinPerSec
+	}
+}
+
+// measureSaleCeilings measures the reserve script alone (EVALSHA on the
+// scratch Redis database) and a bare synchronous send loop to the scratch
+// order-create topic, as `bench place` does.
+func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o saleOptions) (saleCeilings, error) {
+	c := saleCeilings{Clients: o.CeilingClients}
+	store, err := redis.New(sc.redis, redis.Config{Namespace: sc.cfg.Redis.Namespace}, nil, log)
+	if err != nil {
+		return c, fmt.Errorf("reserve ceiling: %w", err)
+	}
+	rr, err := store.BenchReserve(ctx, redis.BenchOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
+	if err != nil {
+		return c, fmt.Errorf("reserve ceiling: %w", err)
+	}
+	c.ReservePerSec, c.ReserveP50Ms, c.ReserveP99Ms = rr.PerSecond, float64(rr.P50)/1e6, float64(rr.P99)/1e6
+
+	cfg := sc.cfg
+	pub, err := rocketmq.NewPublisher(rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix,
+		SendTimeout: cfg.RocketMQ.SendTimeout, AccessKey: cfg.RocketMQ.AccessKey, AccessSecret: string(cfg.RocketMQ.SecretKey),
+		ClientLogDir: cfg.RocketMQ.ClientLogDir}, log, prometheus.NewRegistry())
+	if err != nil {
+		return c, fmt.Errorf("send ceiling: %w", err)
+	}
+	defer func() { _ = pub.Close() }()
+	if err := pub.Start(ctx); err != nil {
+		return c, fmt.Errorf("send ceiling: start the publisher: %w", err)
+	}
+	sl, err := rocketmq.SendLoop(ctx, pub, max(1, o.CeilingCalls/3), o.CeilingClients, func(i int) ports.OutboundMessage {
+		id := fmt.Sprintf("evt_sale_ceiling_%d_%d", time.Now().UnixNano(), i)
+		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
+			Keys: []string{id}, Body: []byte(`{"bench":true}`)}
+	})
+	if err != nil {
+		return c, fmt.Errorf("send ceiling: %w", err)
+	}
+	c.SendPerSec, c.SendP50Ms, c.SendP99Ms = sl.Rate(), float64(sl.Percentile(0.50))/1e6, float64(sl.Percentile(0.99))/1e6
+	c.SendUnknown, c.SendRejected = sl.Unknown, sl.Rejected
+	return c, nil
+}
+
+// writeSaleSummary prints the summary table and the invariants.
+func writeSaleSummary(w io.Writer, r saleResult) {
+	for _, row := range summaryRows(r) {
+		fmt.Fprintf(w, "%-46s %s\n", row[0], row[1])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-4s %-36s %10s  %s\n", "", "invariant", "violations", "detail")
+	for _, c := range r.Invariants {
+		v := strconv.FormatInt(c.Violations, 10)
+		if !c.Checked {
+			v = "-"
+		}
+		fmt.Fprintf(w, "%-4s %-36s %10s  %s\n", c.ID, c.Name, v, c.Detail)
+	}
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// syntheticSaleResult is a sale of 60 seconds with made-up but plausible
+// series: a burst that sells out at 8 s and a backlog that drains by
+// 14 s.
+func syntheticSaleResult() saleResult {
+	start := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+	procs := []string{"service", "load generator", "broker proxy", "namesrv", "redis", "postgres"}
+	r := saleResult{Settings: saleOptions{Stock: 10000, Buyers: 50000, Attempts: 2, SameRequestShare: 0.5, Arrival: "burst",
+		Clients: 256, Protocol: "connect", SettleSeconds: 120, CeilingClients: 64, CeilingCalls: 60000, Seed: 1},
+		Command: "seckill bench sale", Cores: 2, GoVersion: "go1.26.8", StartedAt: start, ActivityID: 42, Processes: procs}
+	for i := 1; i <= 120; i++ {
+		t := float64(i) / 2
+		s := saleSample{T: t, Phase: "sale", CPUCores: map[string]float64{}}
+		if t <= 8 {
+			s.AcceptedPerSec = 1250 + 100*math.Sin(t)
+			s.SoldOutPerSec = 50 * t
+		} else if t <= 20 {
+			s.SoldOutPerSec = 4000
+			s.AlreadyPurchasedPerSec = 300
+		}
+		if t <= 14 {
+			s.OrdersPerSec = 700
+			s.BacklogAgeSeconds = t / 2
+			s.P50Ms, s.P99Ms = 20+t, 80+3*t
+		}
+		if t > 20 {
+			s.Phase = "settle"
+		}
+		for j, p := range procs {
+			s.CPUCores[p] = 0.1 * float64(j+1) * math.Max(0, 1-t/30)
+		}
+		r.Series = append(r.Series, s)
+	}
+	r.Summary = saleSummary{LoadSeconds: 20, SellingSeconds: 8, Answers: map[string]int64{outcomeAccepted: 10000,
+		outcomeSoldOut: 86000, outcomeAlreadyPurchased: 3990, outcomeOther: 10},
+		AnswersPerSec: map[string]float64{outcomeAccepted: 500, outcomeSoldOut: 4300, outcomeAlreadyPurchased: 199.5, outcomeOther: 0.5},
+		OtherByCode:   map[string]int{"unavailable": 10},
+		CallsPerSec:   5000, SellingRatePerSec: 1250, AcceptedOrders: 10000, OrdersCommitted: 10000, Drained: true,
+		P3Seconds: 6, DrainSeconds: 0, LoadEndAt: start.Add(20 * time.Second), LastAcceptedAt: start.Add(8 * time.Second),
+		LastOrderAt: start.Add(14 * time.Second), PlaceP50Ms: 25, PlaceP99Ms: 120, MeasuredSeconds: 60,
+		CPUSeconds:        map[string]float64{"service": 20, "redis": 5},
+		CPUMicrosPerOrder: map[string]float64{"service": 2000, "redis": 500}, CPUMicrosPerOrderAll: 2500,
+		Ceilings: saleCeilings{Clients: 64, ReservePerSec: 30000, SendPerSec: 20000, MinPerSec: 20000, SellingRatio: 0.0625, CallsRatio: 0.25}}
+	r.Invariants = []invariantCheck{{ID: "I1", Name: "no oversell", Checked: true, Detail: "10000 live orders for 10000 units"},
+		{ID: "I5", Name: "a paid order is never canceled", Detail: "not exercised"}}
+	return r
+}
+
+// TestSaleReportRendersInChromium writes the report of a synthetic sale,
+// renders it in a headless Chromium (installed by deploy/local/chromium.sh
+// when missing) and checks the screenshot is a real picture and that every
+// chart is in the rendered DOM with a drawn line.
+func TestSaleReportRendersInChromium(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, htmlPath, err := writeSaleReport(dir, syntheticSaleResult())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back saleResult
+	if b, err := os.ReadFile(jsonPath); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("result.json does not parse: %v", err)
+	}
+	if len(back.Series) != 120 || back.Summary.AcceptedOrders != 10000 {
+		t.Fatalf("result.json lost data: %d samples, %d accepted orders", len(back.Series), back.Summary.AcceptedOrders)
+	}
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, banned := range []string{"<script", "http://", "https://", "<link", "@import"} {
+		if bytes.Contains(page, []byte(banned)) {
+			t.Errorf("report.html is not self-contained: it holds %q", banned)
+		}
+	}
+
+	chromium := ensureChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	url := "file://" + htmlPath
+	shot := filepath.Join(dir, "report.png")
+	headless := []string{"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + filepath.Join(dir, "profile")}
+	cmd := exec.CommandContext(ctx, chromium, append(headless, "--screenshot="+shot, "--window-size=1280,2400", url)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 1000 || b.Dy() < 2000 {
+		t.Errorf("screenshot is %dx%d, want about 1280x2400", b.Dx(), b.Dy())
+	}
+	colors := map[uint32]bool{}
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 3 {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x += 3 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colors[(r>>8)<<16|(g>>8)<<8|b>>8] = true
+		}
+	}
+	if len(colors) < 16 {
+		t.Errorf("screenshot has %d colors: the page did not render", len(colors))
+	}
+
+	cmd = exec.CommandContext(ctx, chromium, append(headless, "--dump-dom", url)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	svgs := regexp.MustCompile(`(?s)<svg[^>]*data-plot="([^"]+)"[^>]*>(.*?)</svg>`).FindAllStringSubmatch(string(dom), -1)
+	found := map[string]string{}
+	for _, m := range svgs {
+		found[m[1]] = m[2]
+	}
+	for _, name := range salePlots {
+		body, ok := found[name]
+		switch {
+		case !ok:
+			t.Errorf("the rendered DOM has no <svg data-plot=%q>", name)
+		case !strings.Contains(body, "<polyline") && !strings.Contains(body, "<path"):
+			t.Errorf("chart %q draws no line", name)
+		}
+	}
+	if len(found) != len(salePlots) {
+		t.Errorf("the DOM has %d charts, want %d: %v", len(found), len(salePlots), salePlots)
+	}
+}
+
+// ensureChromium returns the chromium executable, installing it with
+// deploy/local/chromium.sh when it is missing.
+func ensureChromium(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "..", "deploy", "local", "chromium.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, script).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("%s ran but chromium is not on PATH: %v", script, err)
+	}
+	return p
+}
+
+// TestBenchSaleEndToEnd runs a small `seckill bench sale` on the stack:
+// it must exit 0, write a result.json that parses, report every checked
+// invariant held and write the report.
+func TestBenchSaleEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "seckill")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := filepath.Join(tmp, "out")
+	cmd := exec.CommandContext(ctx, bin, "bench", "sale", "--stock", "200", "--buyers", "600", "--clients", "16",
+		"--ceiling-calls", "3000", "--settle", "90s", "--out", out)
+	cmd.Env = os.Environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("seckill bench sale: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), tail(stderr.String(), 4000))
+	}
+	b, err := os.ReadFile(filepath.Join(out, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r saleResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("result.json does not parse: %v", err)
+	}
+	if r.Violations != 0 {
+		t.Errorf("%d invariant violations:\n%s", r.Violations, stdout.String())
+	}
+	checked := map[string]bool{}
+	for _, c := range r.Invariants {
+		checked[c.ID] = c.Checked
+		if c.Violations != 0 {
+			t.Errorf("%s (%s): %d violations: %s", c.ID, c.Name, c.Violations, c.Detail)
+		}
+	}
+	for _, id := range []string{"I1", "I2", "I3", "I6", "I7"} {
+		if !checked[id] {
+			t.Errorf("%s was not checked", id)
+		}
+	}
+	s := r.Summary
+	if !s.Drained || s.AcceptedOrders == 0 || int64(s.AcceptedOrders) > int64(r.Settings.Stock) {
+		t.Errorf("drained %v, %d accepted orders for %d units", s.Drained, s.AcceptedOrders, r.Settings.Stock)
+	}
+	if calls := s.Answers[outcomeAccepted] + s.Answers[outcomeSoldOut] + s.Answers[outcomeAlreadyPurchased] + s.Answers[outcomeOther]; calls != 1200 {
+		t.Errorf("%d answers, want 600 buyers x 2 attempts", calls)
+	}
+	if len(r.Series) == 0 {
+		t.Error("no time series")
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
+		t.Error(err)
+	}
+	t.Logf("\n%s", stdout.String())
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
