@@ -27,7 +27,7 @@ import (
 // removed afterwards, so a running `make run` service is not disturbed.
 func bench(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: seckill bench place|consume|timeouts [flags]: %w", flag.ErrHelp)
+		return fmt.Errorf("usage: seckill bench place|consume|timeouts|sale [flags]: %w", flag.ErrHelp)
 	}
 	switch args[0] {
 	case "place":

@@ -30,7 +30,7 @@ func commands() []command {
 		{"reconcile", "reconcile [--token T]: one reconciliation pass (audited); prints the report", reconcile},
 		{"projection", "projection rebuild [--token T]: rebuild the Redis query view from order_events (audited)", projection},
 		{"dlq", "dlq list [--group G] [--token T] | dlq replay --id N --reason TEXT [--token T]: operate dead letters through the API", dlq},
-		{"bench", "bench place|consume|timeouts: the benchmarks of docs/benchmarks.md", bench},
+		{"bench", "bench place|consume|timeouts|sale: the benchmarks of docs/benchmarks.md", bench},
 		{"chaos", "chaos [--scenarios kill-proxy,...] [--stock N --buyers N]: a sale on two instances under faults; kills and restarts stack processes", chaos},
 	}
 }
