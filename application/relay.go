@@ -14,7 +14,11 @@ import (
 
 // RelayConfig tunes the outbox relay.
 type RelayConfig struct {
-	Interval    time.Duration // pause when the outbox is drained
+	Interval time.Duration // pause when the outbox is drained
+	// IdleMax, when above Interval, lets the pause double after each
+	// empty pass up to it (an idle service queries PostgreSQL a few
+	// times a second); a pass that finds rows goes back to Interval.
+	IdleMax     time.Duration
 	Batch       int           // rows claimed per transaction
 	Workers     int           // parallel publishers per batch
 	Retention   time.Duration // published rows are pruned after this
@@ -48,6 +52,7 @@ func NewRelayOutbox(uow ports.UnitOfWork, publisher ports.Publisher, clock ports
 // Run relays until ctx is canceled, pruning old rows about once a minute.
 func (r *RelayOutbox) Run(ctx context.Context) error {
 	lastPrune := time.Time{}
+	idle := newIdleBackoff(r.cfg.Interval, r.cfg.IdleMax)
 	for {
 		if w := brokerWait(r.publisher, time.Now()); w > 0 {
 			// The broker is believed down: claim nothing until the probe.
@@ -68,7 +73,7 @@ func (r *RelayOutbox) Run(ctx context.Context) error {
 				r.log.WarnContext(ctx, "prune failed", "error", err)
 			}
 		}
-		wait := r.cfg.Interval
+		wait := idle.next(n)
 		if n >= r.cfg.Batch {
 			wait = 0
 		}

@@ -15,7 +15,10 @@ import (
 
 // ResendConfig tunes the scanner (spec 13.3).
 type ResendConfig struct {
-	Interval    time.Duration // pause between scans that found nothing
+	Interval time.Duration // pause between scans that found nothing
+	// IdleMax, when above Interval, lets the pause double after each
+	// empty scan up to it; a scan that claims work goes back to Interval.
+	IdleMax     time.Duration
 	Batch       int           // reservations claimed per scan
 	Workers     int           // fixed size of the send pool
 	Lease       time.Duration // how long a claim is exclusive
@@ -51,6 +54,7 @@ func NewResendPending(reservations ports.Reservations, publisher ports.Publisher
 // down (ports.BrokerHealth), it claims nothing and waits for the next
 // probe time instead.
 func (s *ResendPending) Run(ctx context.Context) error {
+	idle := newIdleBackoff(s.cfg.Interval, s.cfg.IdleMax)
 	for {
 		if w := brokerWait(s.publisher, time.Now()); w > 0 {
 			select {
@@ -64,7 +68,7 @@ func (s *ResendPending) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "scan failed", "error", err)
 		}
-		wait := s.cfg.Interval
+		wait := idle.next(n)
 		if n >= s.cfg.Batch {
 			wait = 0 // more may be due
 		}

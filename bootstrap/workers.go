@@ -39,10 +39,10 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 		{Name: "stock-recovery", Run: func(ctx context.Context) error { return recovery.Run(ctx, guard.Wake()) }},
 		{Name: "dlq-gauge", Run: func(ctx context.Context) error { return dl.RunGauge(ctx, 5*time.Second) }},
 		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
-			Interval: w.ScannerInterval, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
+			Interval: w.ScannerInterval, IdleMax: time.Second, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second}).Run},
 		{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
-			Interval: w.RelayInterval, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
+			Interval: w.RelayInterval, IdleMax: 250 * time.Millisecond, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}).Run},
 	}
 	if w.ReconcileInterval > 0 {
