@@ -65,6 +65,10 @@ type Config struct {
 	// Breaker tunes the publisher's circuit breaker and adaptive send
 	// timeout; zero fields take their defaults.
 	Breaker BreakerConfig
+	// SendBatch, above 1, lets the publisher carry up to this many
+	// concurrent plain messages of one topic in one SendMessage call
+	// (batchSender); 0 or 1 sends one message per call.
+	SendBatch int
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

@@ -36,6 +36,9 @@ type publisherMetrics struct {
 	timeout prometheus.Gauge         // mq_send_timeout_seconds
 	// retryWindow is mq_retry_window: the retry budget's current limit.
 	retryWindow prometheus.Gauge
+	// batchSize is mq_send_batch_messages: messages per SendMessage call
+	// of the batch sender.
+	batchSize prometheus.Histogram
 }
 
 // sendBuckets span 0.5 ms to about 1 s: a loopback send takes about a
@@ -85,6 +88,13 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 	if m.retryWindow, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "mq_retry_window",
 		Help: "How many retry sends (resends, relay retries) may be outstanding: +1 per answered retry, halved per failed one.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.batchSize, err = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "mq_send_batch_messages",
+		Help:    "Messages per SendMessage call of the batch sender (SECKILL_SEND_BATCH).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 	})); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ type Publisher struct {
 
 	breaker *breaker
 	retries *retryWindow
+	// batch group-commits plain messages (Config.SendBatch); nil sends
+	// one message per call through the client library.
+	batch *batchSender
 
 	// mu guards producer; Publish holds it shared for the whole send so
 	// that Close waits for in-flight sends before stopping the producer
@@ -82,9 +85,15 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		}
 		topics[t] = name
 	}
-	return &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
+	p := &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
 		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow(),
-		stop: make(chan struct{})}, nil
+		stop: make(chan struct{})}
+	if cfg.SendBatch > 1 {
+		if p.batch, err = newBatchSender(cfg, cfg.SendBatch, m.batchSize); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // Start starts the producer (see start). When the broker cannot be
@@ -233,6 +242,11 @@ func (p *Publisher) Close() error {
 	p.producer = nil
 	p.mu.Unlock()
 	p.starting.Wait()
+	if p.batch != nil {
+		if err := p.batch.Close(); err != nil {
+			p.log.Warn("close batch sender", slog.String("error", err.Error()))
+		}
+	}
 	if prod == nil {
 		return nil
 	}
@@ -283,7 +297,15 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	receipts, err := prod.Send(sendCtx, m)
+	var receipts []*rmq.SendReceipt
+	if p.batch.eligible(msg) {
+		var id string
+		if id, err = p.batch.send(sendCtx, topic, msg); err == nil {
+			receipts = []*rmq.SendReceipt{{MessageID: id}}
+		}
+	} else {
+		receipts, err = prod.Send(sendCtx, m)
+	}
 	elapsed := time.Since(start)
 	if err == nil && len(receipts) == 0 {
 		err = errors.New("send returned no receipt")

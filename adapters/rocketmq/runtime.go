@@ -154,6 +154,14 @@ func (s settingsStripper) RecvMsg(m any) error {
 	return nil
 }
 
+// redirectOf returns where RedirectDials sends connections to target, ""
+// when nowhere (the batch sender dials the proxy itself and honours it).
+func redirectOf(target string) string {
+	clientRT.mu.Lock()
+	defer clientRT.mu.Unlock()
+	return clientRT.redirects[target]
+}
+
 // RedirectDials makes every gRPC connection that the RocketMQ client library
 // creates for target ("host:port" as the proxy's route names it, for the
 // local stack the Endpoint itself) while the redirect is active dial to

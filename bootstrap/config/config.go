@@ -118,6 +118,10 @@ type RocketMQ struct {
 	SecretKey   Secret // SECKILL_ROCKETMQ_SECRET_KEY
 	// SendTimeout bounds the synchronous send (SECKILL_SEND_TIMEOUT).
 	SendTimeout time.Duration
+	// SendBatch is how many concurrent plain messages of one topic one
+	// SendMessage call may carry (SECKILL_SEND_BATCH, default 32; 0 or 1:
+	// one per call, through the client library).
+	SendBatch int
 	// ClientLogDir receives the Go client's own log files
 	// (SECKILL_ROCKETMQ_LOG_DIR).
 	ClientLogDir string
@@ -202,6 +206,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			AccessKey:    r.str("SECKILL_ROCKETMQ_ACCESS_KEY", "seckill"),
 			SecretKey:    Secret(r.str("SECKILL_ROCKETMQ_SECRET_KEY", "seckill")),
 			SendTimeout:  r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond),
+			SendBatch:    r.integer("SECKILL_SEND_BATCH", 32),
 			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", ""),
 		},
 		Orders: Orders{
@@ -266,6 +271,7 @@ func (c Config) validate() []error {
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
 	check(c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
+	check(c.RocketMQ.SendBatch >= 0 && c.RocketMQ.SendBatch <= 1024, "SECKILL_SEND_BATCH must be 0..1024")
 	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
 	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
 	check(c.Orders.ConsumerBatch >= 1 && c.Orders.ConsumerBatch <= 32, "SECKILL_CONSUMER_BATCH must be 1..32 (the broker's receive cap)")
