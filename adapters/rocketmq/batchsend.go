@@ -173,6 +173,22 @@ func (b *batchSender) run(q chan *batchItem) {
 // flush sends one batch, bounded by the earliest deadline of its messages,
 // and hands every message its result.
 func (b *batchSender) flush(batch []*batchItem) {
+	// A message whose caller's deadline passed while it was queued is not
+	// sent (its caller already answered UNKNOWN): it must not cut the
+	// others' time short.
+	now := time.Now()
+	live := batch[:0]
+	for _, it := range batch {
+		if !it.deadline.After(now) {
+			it.done <- context.DeadlineExceeded
+			continue
+		}
+		live = append(live, it)
+	}
+	batch = live
+	if len(batch) == 0 {
+		return
+	}
 	deadline := batch[0].deadline
 	msgs := make([]*v2.Message, len(batch))
 	for i, it := range batch {
