@@ -20,6 +20,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -75,6 +76,10 @@ func newBatchSender(cfg Config, max int, sizes prometheus.Observer) (*batchSende
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})), //nolint:gosec // as the client library
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8 << 20)),
+		// Reconnect within a second of a restarted proxy (gRPC's default
+		// backoff grows to two minutes while the proxy is down).
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
+			Backoff: grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}),
 	}
 	if to := redirectOf(cfg.Endpoint); to != "" {
 		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {

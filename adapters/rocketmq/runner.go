@@ -177,11 +177,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := consumer.GracefulStop(); err != nil {
+	// Consumers replaced after a proxy restart stop once their in-flight
+	// batches are settled; Run waits for them before it returns.
+	var retired sync.WaitGroup
+	defer retired.Wait()
+	stop := func(c rmq.SimpleConsumer) {
+		if err := c.GracefulStop(); err != nil {
 			r.log.Warn("stop consumer", slog.String("error", err.Error()))
 		}
-	}()
+	}
 
 	// handlerCtx outlives ctx by DrainTimeout so handlers can finish.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
@@ -189,7 +193,30 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	slots := make(chan struct{}, r.rc.Concurrency)
 	var workers sync.WaitGroup
-	r.receiveLoop(ctx, handlerCtx, consumer, slots, &workers)
+	for {
+		var own sync.WaitGroup // this consumer's in-flight batches
+		if !r.receiveLoop(ctx, handlerCtx, consumer, slots, &workers, &own) {
+			break
+		}
+		// The proxy lost this client's settings (it restarted): a new
+		// consumer makes a new telemetry handshake at once, instead of
+		// waiting for the library to resend them.
+		r.log.Warn("the proxy lost the consumer's settings; restarting the consumer")
+		old := consumer
+		retired.Add(1)
+		go func() {
+			defer retired.Done()
+			own.Wait()
+			stop(old)
+		}()
+		if consumer, err = r.start(ctx); err != nil {
+			consumer = nil
+			break
+		}
+	}
+	if consumer != nil {
+		defer stop(consumer)
+	}
 
 	drained := make(chan struct{})
 	go func() {
@@ -245,7 +272,11 @@ func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
 
 // receiveLoop receives batches while ctx is alive and a slot is free, and
 // hands each batch to a worker goroutine that holds the slot.
-func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.SimpleConsumer, slots chan struct{}, workers *sync.WaitGroup) {
+//
+// It returns true when the proxy no longer knows the consumer's settings
+// past the start grace (a restarted proxy): the caller replaces the
+// consumer; false when ctx ended.
+func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.SimpleConsumer, slots chan struct{}, workers, own *sync.WaitGroup) bool {
 	settingsGrace := time.Now().Add(r.rc.StartTimeout)
 	// Receive failures back off to at most 1 s: after a proxy restart the
 	// consumers are back within a second of it.
@@ -253,18 +284,21 @@ func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.Simpl
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case slots <- struct{}{}:
 		}
 		views, err := consumer.Receive(ctx, int32(r.rc.BatchSize), r.rc.InvisibleDuration)
 		if err != nil {
 			<-slots
 			if ctx.Err() != nil {
-				return
+				return false
+			}
+			if settingsLost(err) && !time.Now().Before(settingsGrace) {
+				return true
 			}
 			wait := r.receiveError(err, settingsGrace, backoff)
 			if wait > 0 && !sleepCtx(ctx, wait) {
-				return
+				return false
 			}
 			continue
 		}
@@ -277,13 +311,22 @@ func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.Simpl
 		r.observeLag(views)
 		r.metrics.inflight.WithLabelValues(r.rc.Group).Add(float64(len(views)))
 		workers.Add(1)
+		own.Add(1)
 		go func() {
 			defer workers.Done()
+			defer own.Done()
 			defer func() { <-slots }()
 			defer r.metrics.inflight.WithLabelValues(r.rc.Group).Sub(float64(len(views)))
 			r.process(handlerCtx, consumer, views)
 		}()
 	}
+}
+
+// settingsLost reports whether err is the proxy's answer to a receive
+// from a client whose settings it does not have.
+func settingsLost(err error) bool {
+	var rs *rmq.ErrRpcStatus
+	return errors.As(err, &rs) && rs.Code == int32(v2.Code_INTERNAL_SERVER_ERROR) && strings.Contains(rs.Message, "settings")
 }
 
 // receiveError logs a receive error and returns how long to wait before the
