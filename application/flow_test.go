@@ -139,8 +139,9 @@ func TestBacklogClosesAdmissionBeforeTouchingStock(t *testing.T) {
 func TestUnknownSendIsResentWithTheSameMessageID(t *testing.T) {
 	h := newHarness(t)
 	h.activity(1, 10, time.Minute, time.Minute)
-	// The broker stores the message but the answer is lost.
-	h.broker.SetModeFor(ports.TopicOrderCreate, memory.SendUnknown, 1)
+	// The broker stores the message but the answer is lost, twice (the
+	// request's own attempt and its immediate retry).
+	h.broker.SetModeFor(ports.TopicOrderCreate, memory.SendUnknown, 2)
 	res, err := h.placeOrder(4, 1, req(1))
 	if err != nil || res.Status != ports.OrderQueuing {
 		t.Fatalf("unknown send must answer QUEUING: %+v %v", res, err)
@@ -157,8 +158,8 @@ func TestUnknownSendIsResentWithTheSameMessageID(t *testing.T) {
 		t.Fatalf("scan claimed %d (%v)", n, err)
 	}
 	msgs := h.broker.Messages(ports.TopicOrderCreate)
-	if len(msgs) != 2 || msgs[0].MessageID != msgs[1].MessageID {
-		t.Fatalf("resend must reuse the message id: %+v", msgs)
+	if len(msgs) != 3 || msgs[0].MessageID != msgs[1].MessageID || msgs[1].MessageID != msgs[2].MessageID {
+		t.Fatalf("retry and resend must reuse the message id: %+v", msgs)
 	}
 	h.settle()
 	if n := len(h.store.Snapshot().Orders); n != 1 {
@@ -166,6 +167,31 @@ func TestUnknownSendIsResentWithTheSameMessageID(t *testing.T) {
 	}
 	if h.metrics.Snapshot().ResendOutcomes["CONFIRMED"] != 1 {
 		t.Fatal("resend outcome not counted")
+	}
+	h.invariants(1)
+}
+
+// TestUnknownSendIsRetriedOnceInTheRequest: one lost answer is retried at
+// once with the same message id; the reservation is SENT before the client
+// is answered and one order results.
+func TestUnknownSendIsRetriedOnceInTheRequest(t *testing.T) {
+	h := newHarness(t)
+	h.activity(1, 10, time.Minute, time.Minute)
+	h.broker.SetModeFor(ports.TopicOrderCreate, memory.SendUnknown, 1)
+	res, err := h.placeOrder(4, 1, req(1))
+	if err != nil || res.Status != ports.OrderQueuing {
+		t.Fatalf("place: %+v %v", res, err)
+	}
+	if got := h.reservationOf(1, res.ReservationID).Status; got != reservation.StatusSent {
+		t.Fatalf("reservation %s after a retried unknown send, want SENT", got)
+	}
+	msgs := h.broker.Messages(ports.TopicOrderCreate)
+	if len(msgs) != 2 || msgs[0].MessageID != msgs[1].MessageID {
+		t.Fatalf("the retry must reuse the message id: %+v", msgs)
+	}
+	h.settle()
+	if n := len(h.store.Snapshot().Orders); n != 1 {
+		t.Fatalf("%d orders from one reservation", n)
 	}
 	h.invariants(1)
 }

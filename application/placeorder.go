@@ -163,8 +163,11 @@ func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, c
 
 // send publishes the order-create message and records the outcome. Only a
 // definite failure surfaces to the client, as a transient error after the
-// stock went back; an unknown outcome is left to the scanner and the client
-// is answered QUEUING.
+// stock went back. An unknown outcome is retried once at once with the same
+// message id (a send that timed out on a broker still warming up mostly
+// succeeds the second time, with the longer timeout the first one caused),
+// then left to the scanner and the client is answered QUEUING: until the
+// message is confirmed, Redis is its only record.
 func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID}
 	msg, err := orderCreateMessage(r, 0, p.clock.Now(), ports.TraceFrom(ctx))
@@ -172,34 +175,40 @@ func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 		p.logSend(ctx, slog.LevelError, "build order-create message; the scanner retries", r, "", err, 0)
 		return nil
 	}
-	start := p.clock.Now()
-	receipt, err := p.publisher.Publish(ctx, msg)
-	latency := p.clock.Now().Sub(start)
-	switch {
-	case err == nil:
-		if ferr := ports.Inject(ctx, p.fp, ports.FailAfterSend); ferr != nil {
-			return ferr
+	for attempt := 1; ; attempt++ {
+		start := p.clock.Now()
+		receipt, err := p.publisher.Publish(ctx, msg)
+		latency := p.clock.Now().Sub(start)
+		switch {
+		case err == nil:
+			if ferr := ports.Inject(ctx, p.fp, ports.FailAfterSend); ferr != nil {
+				return ferr
+			}
+			p.marker.Mark(ctx, ref)
+			if p.log.Enabled(ctx, slog.LevelDebug) {
+				p.logSend(ctx, slog.LevelDebug, "order-create sent", r, "CONFIRMED", nil, latency,
+					slog.String("broker_message_id", receipt.BrokerMessageID), slog.Int("attempt", attempt))
+			}
+		case errors.Is(err, ports.ErrSendRejected):
+			released, rerr := p.reservations.Release(context.WithoutCancel(ctx), ref, reservation.ReasonSendFailed)
+			p.logSend(ctx, slog.LevelError, "order-create send definitely failed, reservation released", r,
+				"DEFINITE_FAILURE", err, latency, slog.Bool("released", released), slog.Any("release_error", rerr))
+			return fmt.Errorf("order queue rejected the message: %w", ports.ErrTransient)
+		case errors.Is(err, ports.ErrBrokerUnavailable):
+			// Not attempted (the breaker is open): the scanner sends it after
+			// the broker is back; one line per request would flood the log.
+			if p.log.Enabled(ctx, slog.LevelDebug) {
+				p.logSend(ctx, slog.LevelDebug, "order-create send skipped, broker believed down; scanner will send", r, "SKIPPED", err, latency)
+			}
+		case attempt == 1 && ctx.Err() == nil:
+			msg.Retry = true
+			continue
+		default:
+			p.logSend(ctx, slog.LevelWarn, "order-create send outcome unknown, scanner will resend", r, "UNKNOWN", err, latency,
+				slog.Int("attempt", attempt))
 		}
-		p.marker.Mark(ctx, ref)
-		if p.log.Enabled(ctx, slog.LevelDebug) {
-			p.logSend(ctx, slog.LevelDebug, "order-create sent", r, "CONFIRMED", nil, latency,
-				slog.String("broker_message_id", receipt.BrokerMessageID))
-		}
-	case errors.Is(err, ports.ErrSendRejected):
-		released, rerr := p.reservations.Release(context.WithoutCancel(ctx), ref, reservation.ReasonSendFailed)
-		p.logSend(ctx, slog.LevelError, "order-create send definitely failed, reservation released", r,
-			"DEFINITE_FAILURE", err, latency, slog.Bool("released", released), slog.Any("release_error", rerr))
-		return fmt.Errorf("order queue rejected the message: %w", ports.ErrTransient)
-	case errors.Is(err, ports.ErrBrokerUnavailable):
-		// Not attempted (the breaker is open): the scanner sends it after
-		// the broker is back; one line per request would flood the log.
-		if p.log.Enabled(ctx, slog.LevelDebug) {
-			p.logSend(ctx, slog.LevelDebug, "order-create send skipped, broker believed down; scanner will send", r, "SKIPPED", err, latency)
-		}
-	default:
-		p.logSend(ctx, slog.LevelWarn, "order-create send outcome unknown, scanner will resend", r, "UNKNOWN", err, latency)
+		return nil
 	}
-	return nil
 }
 
 // logSend writes one producer log line with the fields of spec 28.1.

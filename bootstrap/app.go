@@ -38,6 +38,9 @@ type App struct {
 	Orders     *application.OrderService
 	Reconciler *application.Reconciler
 	Projection *application.ProjectOrderStates
+	// Gate is the backlog gate; Run measures it once before serving, so
+	// the first PlaceOrder does not meet an unmeasured (closed) gate.
+	Gate *application.BacklogGate
 	// Failpoints is nil unless SECKILL_FAILPOINTS configured one; tests
 	// change points at run time through it.
 	Failpoints *failpoint.Registry
@@ -55,6 +58,13 @@ type App struct {
 func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 	if err := a.Publisher.Start(ctx); err != nil {
 		return fmt.Errorf("start publisher: %w", err)
+	}
+	if a.Gate != nil {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := a.Gate.Measure(mctx); err != nil {
+			a.Log.Warn("first backlog measurement failed; admission stays closed until the gate measures", "error", err)
+		}
+		cancel()
 	}
 	if _, err := a.Ops.Listen(); err != nil {
 		return fmt.Errorf("operations server: %w", err)

@@ -102,6 +102,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		Orders:     orderService,
 		Reconciler: reconciler,
 		Projection: projectOrderStates,
+		Gate:       backlogGate,
 		Failpoints: failpointRegistry,
 		Workers:    v,
 		Log:        log,
