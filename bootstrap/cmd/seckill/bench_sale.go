@@ -902,19 +902,6 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 	}
 }
 
-// resolveIDs counts the accepted order ids that are orders, that were
-// rejected (order_rejections), and neither yet.
-func resolveIDs(ctx context.Context, pool *pgxpool.Pool, ids []string) (orders, rejected, open int, err error) {
-	err = pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE o.order_id IS NOT NULL),
-		       count(*) FILTER (WHERE o.order_id IS NULL AND r.order_id IS NOT NULL),
-		       count(*) FILTER (WHERE o.order_id IS NULL AND r.order_id IS NULL)
-		FROM unnest($1::text[]) AS i(id)
-		LEFT JOIN orders o ON o.order_id = i.id
-		LEFT JOIN order_rejections r ON r.order_id = i.id`, ids).Scan(&orders, &rejected, &open)
-	return orders, rejected, open, err
-}
-
 // saleResult is everything result.json holds.
 type saleResult struct {
 	Settings    saleOptions      `json:"settings"`
@@ -1084,23 +1071,11 @@ type invariantCheck struct {
 // and I5 are named as not checked on their own.
 func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleLoad, activityID int64, stock int) ([]invariantCheck, error) {
 	ids, _ := load.acceptedIDs()
-	var err error
-	q := func(sql string, args ...any) int64 {
-		var n int64
-		if err == nil {
-			err = pool.QueryRow(ctx, sql, args...).Scan(&n)
-		}
-		return n
-	}
-	live := q(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activityID)
-	noStock := q(`SELECT count(*) FROM order_rejections WHERE order_id = ANY($1::text[]) AND reason = 'NO_FINAL_STOCK'`, ids)
-	dupUsers := q(`SELECT count(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'
-		GROUP BY user_id HAVING count(*) > 1) d`, activityID)
-	dupEffects := q(`SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
-		AND reason = 'ORDER_CREATED' GROUP BY message_id HAVING count(*) > 1) d`, activityID)
+	books, err := readSaleBooks(ctx, pool, activityID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check the invariants: %w", err)
 	}
+	live, noStock, dupUsers, dupEffects := books.live, books.noStock, books.dupUsers, books.dupEffects
 	orders, rejected, open, err := resolveIDs(ctx, pool, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check the invariants: %w", err)

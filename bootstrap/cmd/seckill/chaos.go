@@ -464,7 +464,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	// Settle: every acknowledged reservation is an order or released.
 	deadline := time.Now().Add(r.settle)
 	for {
-		res.created, res.released, res.lost, err = resolveAcknowledged(ctx, pool, answers)
+		res.created, res.released, res.lost, err = resolveIDs(ctx, pool, acknowledgedIDs(answers))
 		if err != nil {
 			return res, err
 		}
@@ -478,29 +478,12 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		reportDeadLetters(ctx, pool, os.Stderr)
 		reportOpen(ctx, pool, rc, r.cfg.Redis.Namespace, answers, os.Stderr)
 	}
-	q := func(sql string, args ...any) int {
-		var n int
-		if err == nil {
-			err = pool.QueryRow(ctx, sql, args...).Scan(&n)
-		}
-		return n
-	}
-	live := q(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activityID)
 	// Oversell: more live orders than units (PostgreSQL's books), or
 	// buyers told "accepted" whose order then found no stock (the entry's
 	// books: Redis acknowledged more than it had).
-	var acked []string
-	for _, a := range answers {
-		if a.orderID != "" {
-			acked = append(acked, a.orderID)
-		}
-	}
-	res.oversell = max(0, live-r.stock) + q(`SELECT count(*) FROM order_rejections
-		WHERE order_id = ANY($1::text[]) AND reason = 'NO_FINAL_STOCK'`, acked)
-	res.dupUsers = q(`SELECT count(*) FROM (SELECT user_id FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'
-		GROUP BY user_id HAVING count(*) > 1) d`, activityID)
-	res.dupEffects = q(`SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
-		AND reason = 'ORDER_CREATED' GROUP BY message_id HAVING count(*) > 1) d`, activityID)
+	books, err := readSaleBooks(ctx, pool, activityID, acknowledgedIDs(answers))
+	res.oversell = int(max(0, books.live-int64(r.stock)) + books.noStock)
+	res.dupUsers, res.dupEffects = int(books.dupUsers), int(books.dupEffects)
 	if err == nil {
 		res.drift, err = stockDrift(ctx, dsn, rc, r.cfg.Redis.Namespace, activityID)
 	}
@@ -543,6 +526,17 @@ func stockDrift(ctx context.Context, dsn string, rc *goredis.Client, ns string, 
 		PendingReservations: int64(len(inv.Held) - len(audit.OrderedHeld) - len(audit.ReleasedHeld)),
 		NonCanceledOrders:   audit.NonCanceledOrders, ReleasesInFlight: int64(len(audit.ReleasedHeld))}
 	return rep.Drift(), nil
+}
+
+// acknowledgedIDs are the order ids buyers were told.
+func acknowledgedIDs(answers []buyerAnswer) []string {
+	var ids []string
+	for _, a := range answers {
+		if a.orderID != "" {
+			ids = append(ids, a.orderID)
+		}
+	}
+	return ids
 }
 
 // reportDeadLetters prints the scenario's dead letters by consumer group
@@ -605,25 +599,6 @@ func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns 
 		}
 		rows.Close()
 	}
-}
-
-// resolveAcknowledged counts the acknowledged answers that became orders,
-// that were released (their reservation was rejected), and neither yet.
-func resolveAcknowledged(ctx context.Context, pool *pgxpool.Pool, answers []buyerAnswer) (created, released, open int, err error) {
-	var ids []string
-	for _, a := range answers {
-		if a.orderID != "" {
-			ids = append(ids, a.orderID)
-		}
-	}
-	err = pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE o.order_id IS NOT NULL),
-		       count(*) FILTER (WHERE o.order_id IS NULL AND EXISTS (
-		           SELECT 1 FROM order_rejections r WHERE r.order_id = i.id)),
-		       count(*) FILTER (WHERE o.order_id IS NULL AND NOT EXISTS (
-		           SELECT 1 FROM order_rejections r WHERE r.order_id = i.id))
-		FROM unnest($1::text[]) AS i(id) LEFT JOIN orders o ON o.order_id = i.id`, ids).Scan(&created, &released, &open)
-	return created, released, open, err
 }
 
 // chaosBuy places one buyer's order, retrying the same request_id on
