@@ -109,7 +109,7 @@ func (r *StockRecovery) Recover(ctx context.Context) (StockRecoveryReport, error
 		return rep, fmt.Errorf("list activities: %w", err)
 	}
 	for _, a := range acts {
-		res, err := r.rebuild(ctx, a)
+		res, err := r.rebuild(ctx, gen, a)
 		switch {
 		case errors.Is(err, ports.ErrStockPaused):
 			rep.Skipped++
@@ -133,7 +133,7 @@ func (r *StockRecovery) Recover(ctx context.Context) (StockRecoveryReport, error
 // PostgreSQL's facts, then rewrites the books. The order matters: a
 // reservation decided between the two reads reads as decided, and one
 // decided after both is handled by rebuild.lua's re-check.
-func (r *StockRecovery) rebuild(ctx context.Context, a ports.Activity) (ports.RebuildResult, error) {
+func (r *StockRecovery) rebuild(ctx context.Context, gen string, a ports.Activity) (ports.RebuildResult, error) {
 	inflight, err := r.books.InFlight(ctx, a.ActivityID, a.SKUID)
 	if err != nil {
 		return ports.RebuildResult{}, fmt.Errorf("in flight: %w", err)
@@ -142,7 +142,7 @@ func (r *StockRecovery) rebuild(ctx context.Context, a ports.Activity) (ports.Re
 	for i, s := range inflight {
 		ids[i] = s.ReservationID
 	}
-	facts := ports.StockRebuild{Activity: a}
+	facts := ports.StockRebuild{Generation: gen, Activity: a}
 	if err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		audit, err := tx.AuditStock(ctx, a.ActivityID, a.SKUID, ids)
 		if err != nil {

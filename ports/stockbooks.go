@@ -26,8 +26,9 @@ import (
 //     know about).
 //   - Rebuild writes the activity SKU's books from rebuild facts read from
 //     PostgreSQL after InFlight, then unfreezes it, in one atomic step;
-//     see StockRebuild for how each term is used. Rebuilding a verified or
-//     never-seeded activity SKU is allowed (it seeds it).
+//     see StockRebuild for how each term is used. It refuses (ErrStockPaused)
+//     an activity SKU that exists and is not frozen by the facts'
+//     generation; a never-seeded one is seeded.
 //   - FinishRecovery marks generation verified when it is still the pending
 //     one and reports whether it did; a newer pending generation (Redis
 //     changed again during recovery) stays pending.
@@ -44,6 +45,8 @@ type StockBooks interface {
 
 // StockRebuild are the facts one activity SKU's books are rebuilt from.
 type StockRebuild struct {
+	// Generation is the pending generation the facts were read for.
+	Generation string
 	// Activity seeds the rules when Redis lost them.
 	Activity Activity
 	// Base is the initial stock minus PostgreSQL's non-canceled orders.

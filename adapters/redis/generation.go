@@ -162,7 +162,7 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 	keys := make([]string, 0, 6+len(ids))
 	keys = append(keys, sk.rules, sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated)
 	args := make([]any, 0, 11+len(ids)+2*len(r.Holders))
-	args = append(args, s.pendingOrEmpty(ctx), itoa(s.now().UnixMilli()), itoa(r.Base),
+	args = append(args, r.Generation, itoa(s.now().UnixMilli()), itoa(r.Base),
 		itoa(int64(len(r.InFlight))), itoa(int64(len(r.Ordered))), itoa(int64(len(r.Released))),
 		itoa(a.Stock), itoa(ms(a.StartsAt)), itoa(ms(a.EndsAt)), itoa(a.ReservationTTL.Milliseconds()),
 		itoa(a.PaymentTimeout.Milliseconds()))
@@ -178,8 +178,8 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 		return ports.RebuildResult{}, wrapErr("rebuild", err)
 	}
 	if len(reply) == 1 {
-		return ports.RebuildResult{}, fmt.Errorf("redis rebuild activity %d sku %d: frozen by a newer generation: %w",
-			a.ActivityID, a.SKUID, ports.ErrStockPaused)
+		return ports.RebuildResult{}, fmt.Errorf("redis rebuild activity %d sku %d: not frozen by generation %q: %w",
+			a.ActivityID, a.SKUID, r.Generation, ports.ErrStockPaused)
 	}
 	if len(reply) != 3 {
 		return ports.RebuildResult{}, unexpected("rebuild", reply)
@@ -196,16 +196,6 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 		return ports.RebuildResult{}, wrapErr("rebuild: register slot", err)
 	}
 	return ports.RebuildResult{Available: n[0], InFlight: n[1], Overdraft: n[2]}, nil
-}
-
-// pendingOrEmpty is the pending generation, "" when none or unreadable
-// (rebuild.lua then refuses a slot frozen by any generation).
-func (s *Store) pendingOrEmpty(ctx context.Context) string {
-	g, err := s.RecoveryPending(ctx)
-	if err != nil {
-		return ""
-	}
-	return g
 }
 
 // FinishRecovery implements ports.StockBooks.

@@ -11,9 +11,11 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// guardedStore returns a Store whose client runs a Guard on every new
-// connection, on a fresh namespace of the leased database.
-func guardedStore(t *testing.T) (*Store, *goredis.Client, *Guard) {
+// guardedFixture returns a fixture whose Store's client runs a Guard on
+// every new connection (on a fresh namespace of the leased database; the
+// fixture's own client, f.c, has no guard), and the generation the first
+// connection found pending.
+func guardedFixture(t *testing.T) (*fixture, string) {
 	t.Helper()
 	base, ns := redistest.New(t)
 	g, err := NewGuard(ns, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -26,7 +28,13 @@ func guardedStore(t *testing.T) (*Store, *goredis.Client, *Guard) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, base, g
+	f := &fixture{t: t, s: s, c: base}
+	f.clock.Store(testBase.UnixMilli())
+	gen, err := s.RecoveryPending(ctxT(t))
+	if err != nil || gen == "" {
+		t.Fatalf("RecoveryPending on a fresh namespace = %q, %v; want the run id pending", gen, err)
+	}
+	return f, gen
 }
 
 // clientOptions are the connection options of c with g as OnConnect hook.
@@ -59,16 +67,9 @@ func reconnect(t *testing.T, s *Store) *Store {
 // generation is verified at the end.
 func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 	t.Parallel()
-	s, base, _ := guardedStore(t)
-	f := &fixture{t: t, s: s, c: base}
-	f.clock.Store(testBase.UnixMilli())
-	ctx := ctxT(t)
-
 	// A fresh Redis: the first connection finds no verified generation.
-	gen, err := s.RecoveryPending(ctx)
-	if err != nil || gen == "" {
-		t.Fatalf("RecoveryPending on a fresh namespace = %q, %v; want the run id pending", gen, err)
-	}
+	f, gen := guardedFixture(t)
+	s, base, ctx := f.s, f.c, ctxT(t)
 	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
 		t.Fatalf("FinishRecovery = %v, %v", ok, err)
 	}
@@ -91,7 +92,7 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 
 	s = reconnect(t, s)
 	f.s = s
-	gen, err = s.RecoveryPending(ctx)
+	gen, err := s.RecoveryPending(ctx)
 	if err != nil || gen == "" {
 		t.Fatalf("RecoveryPending after a new process = %q, %v", gen, err)
 	}
@@ -104,7 +105,7 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 	if err != nil || len(inflight) != 2 {
 		t.Fatalf("InFlight = %d reservations, %v; want r1 and r2", len(inflight), err)
 	}
-	res, err := s.Rebuild(ctx, ports.StockRebuild{Activity: act, Base: 10 - 1,
+	res, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: act, Base: 10 - 1,
 		InFlight: []string{r1.ReservationID}, Released: []string{r2.ReservationID},
 		Holders: []ports.Holder{{UserID: 3, ReservationID: r3.ReservationID}}})
 	if err != nil {
@@ -140,7 +141,7 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 	wantErr(t, err, ports.ErrAlreadyPurchased)
 
 	// Reopened: a second rebuild of the same generation is refused.
-	_, err = s.Rebuild(ctx, ports.StockRebuild{Activity: act, Base: 10})
+	_, err = s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: act, Base: 10})
 	wantErr(t, err, ports.ErrStockPaused)
 	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
 		t.Fatalf("FinishRecovery = %v, %v", ok, err)
@@ -161,20 +162,14 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 // rebuild seeded the activity from PostgreSQL.
 func TestRebuildSeedsAnActivityRedisLostEntirely(t *testing.T) {
 	t.Parallel()
-	s, base, _ := guardedStore(t)
-	f := &fixture{t: t, s: s, c: base}
-	f.clock.Store(testBase.UnixMilli())
-	ctx := ctxT(t)
-	gen, err := s.RecoveryPending(ctx)
-	if err != nil || gen == "" {
-		t.Fatalf("RecoveryPending = %q, %v", gen, err)
-	}
+	f, gen := guardedFixture(t)
+	s, ctx := f.s, ctxT(t)
 	r := f.newRsv(7, 1, 1, testBase)
-	_, err = s.Reserve(ctx, r, testBase)
+	_, err := s.Reserve(ctx, r, testBase)
 	wantErr(t, err, ports.ErrStockPaused)
 	act := ports.Activity{ActivityID: 7, SKUID: 1, Stock: 5, StartsAt: r.CreatedAt.Add(-60e9), EndsAt: r.CreatedAt.Add(3600e9),
 		PaymentTimeout: 60e9, ReservationTTL: 30e9}
-	res, err := s.Rebuild(ctx, ports.StockRebuild{Activity: act, Base: 5 - 2,
+	res, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: act, Base: 5 - 2,
 		Holders: []ports.Holder{{UserID: 8, ReservationID: "r8"}, {UserID: 9, ReservationID: "r9"}}})
 	if err != nil || res.Available != 3 {
 		t.Fatalf("Rebuild = %+v, %v; want 3 available", res, err)

@@ -267,8 +267,7 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	if !ok {
 		return ports.SendReceipt{}, p.reject(msg, string(msg.Topic), fmt.Errorf("unknown logical topic %q", msg.Topic))
 	}
-	m, err := buildMessage(topic, msg)
-	if err != nil {
+	if err := validateOutbound(msg); err != nil {
 		return ports.SendReceipt{}, p.reject(msg, topic, err)
 	}
 	p.mu.RLock()
@@ -297,14 +296,17 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	var receipts []*rmq.SendReceipt
+	var (
+		receipts []*rmq.SendReceipt
+		err      error
+	)
 	if p.batch.eligible(msg) {
 		var id string
 		if id, err = p.batch.send(sendCtx, topic, msg); err == nil {
 			receipts = []*rmq.SendReceipt{{MessageID: id}}
 		}
 	} else {
-		receipts, err = prod.Send(sendCtx, m)
+		receipts, err = prod.Send(sendCtx, buildMessage(topic, msg))
 	}
 	elapsed := time.Since(start)
 	if err == nil && len(receipts) == 0 {
@@ -374,14 +376,19 @@ func (p *Publisher) reject(msg ports.OutboundMessage, topic string, err error) e
 	return fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
 }
 
-// buildMessage maps an outbound message to the library's message.
-func buildMessage(topic string, msg ports.OutboundMessage) (*rmq.Message, error) {
+// validateOutbound checks what a message needs before any send.
+func validateOutbound(msg ports.OutboundMessage) error {
 	if msg.MessageID == "" {
-		return nil, errors.New("empty message id")
+		return errors.New("empty message id")
 	}
 	if msg.MessageGroup != "" && !msg.DeliverAt.IsZero() {
-		return nil, errors.New("a message cannot have both a message group and a delivery time")
+		return errors.New("a message cannot have both a message group and a delivery time")
 	}
+	return nil
+}
+
+// buildMessage maps an outbound message to the library's message.
+func buildMessage(topic string, msg ports.OutboundMessage) *rmq.Message {
 	m := &rmq.Message{Topic: topic, Body: msg.Body}
 	if msg.Tag != "" {
 		m.SetTag(msg.Tag)
@@ -399,7 +406,7 @@ func buildMessage(topic string, msg ports.OutboundMessage) (*rmq.Message, error)
 		m.AddProperty(k, v)
 	}
 	m.AddProperty(message.PropMessageID, msg.MessageID)
-	return m, nil
+	return m
 }
 
 // observe records the metrics and the spec 28.1 producer log line of one

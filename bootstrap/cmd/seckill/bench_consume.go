@@ -111,6 +111,33 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	}
 	acts := application.NewActivities(store)
 	admin := application.NewAdmin(store, rs, acts, nil, nil, log)
+	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(n),
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
+		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
+	if _, err := admin.CreateActivity(ctx, "system:bench", act); err != nil {
+		return 0, 0, "", err
+	}
+	msgs, err := orderMessages(act, n)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
+	if direct {
+		if err := checkpoint(ctx, dsn); err != nil {
+			log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
+		}
+		const topic, group = "direct", "direct"
+		handler := application.NewCreateOrders(store, rs, acts, nil, log, group, policy)
+		start := time.Now()
+		if err := handleDirect(ctx, handler, topic, msgs, batch, concurrency); err != nil {
+			return 0, 0, "", err
+		}
+		created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		return created, time.Since(start), checkOrders(ctx, store, act, n), nil
+	}
 	env, err := newBenchEnv(ctx, log)
 	if err != nil {
 		return 0, 0, "", err
@@ -126,38 +153,15 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	if err := pub.Start(ctx); err != nil {
 		return 0, 0, "", err
 	}
-	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(n),
-		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
-		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
-	if _, err := admin.CreateActivity(ctx, "system:bench", act); err != nil {
+	if err := publishOrders(ctx, pub, msgs); err != nil {
 		return 0, 0, "", err
-	}
-	msgs, err := orderMessages(act, n)
-	if err != nil {
-		return 0, 0, "", err
-	}
-	if !direct {
-		if err := publishOrders(ctx, pub, msgs); err != nil {
-			return 0, 0, "", err
-		}
 	}
 	if err := checkpoint(ctx, dsn); err != nil {
 		log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
 	}
 	group := bc.Group(rocketmq.GroupOrderCreate)
 	topic, _ := bc.Topic(ports.TopicOrderCreate)
-	handler := application.NewCreateOrders(store, rs, acts, nil, log, group, application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour})
-	if direct {
-		start := time.Now()
-		if err := handleDirect(ctx, handler, topic, msgs, batch, concurrency); err != nil {
-			return 0, 0, "", err
-		}
-		created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
-		if err != nil {
-			return 0, 0, "", err
-		}
-		return created, time.Since(start), checkOrders(ctx, store, act, n), nil
-	}
+	handler := application.NewCreateOrders(store, rs, acts, nil, log, group, policy)
 	runner, err := rocketmq.NewRunner(bc, rocketmq.RunnerConfig{Group: group, Subscriptions: map[string]string{topic: "*"},
 		BatchSize: batch, Concurrency: concurrency, InvisibleDuration: 30 * time.Second}, handler, log, prometheus.NewRegistry())
 	if err != nil {

@@ -29,11 +29,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
-	"github.com/seckill-dev/seckill/adapters/postgres"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
-	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
@@ -485,7 +483,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	res.oversell = int(max(0, books.live-int64(r.stock)) + books.noStock)
 	res.dupUsers, res.dupEffects = int(books.dupUsers), int(books.dupEffects)
 	if err == nil {
-		res.drift, err = stockDrift(ctx, dsn, rc, r.cfg.Redis.Namespace, activityID)
+		res.drift, err = chaosDrift(ctx, httpc, instances, []byte(r.cfg.AuthSecret), activityID)
 	}
 	var last time.Time
 	if err == nil {
@@ -499,33 +497,19 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	return res, nil
 }
 
-// stockDrift measures the I6 drift of the scenario's activity from its
-// Redis books and PostgreSQL, as the reconciler does.
-func stockDrift(ctx context.Context, dsn string, rc *goredis.Client, ns string, activityID int64) (int64, error) {
-	store, err := redisadapter.New(rc, redisadapter.Config{Namespace: ns}, nil, nil)
-	if err != nil {
-		return 0, err
+// chaosDrift is the I6 drift of the scenario's activity as the service's
+// own stock report (AdminService.GetStockReport) computes it, asked of the
+// first instance that answers.
+func chaosDrift(ctx context.Context, httpc *http.Client, instances []*instance, secret []byte, activityID int64) (int64, error) {
+	var errs []error
+	for _, in := range instances {
+		rep, err := stockReport(ctx, httpc, "http://"+in.api, secret, activityID)
+		if err == nil {
+			return rep.GetDrift(), nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", in.name, err))
 	}
-	inv, err := store.Inventory(ctx, activityID, 1)
-	if err != nil {
-		return 0, fmt.Errorf("redis inventory: %w", err)
-	}
-	pg, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 2}, nil, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer pg.Close()
-	var audit ports.StockAudit
-	if err := pg.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
-		audit, err = tx.AuditStock(ctx, activityID, 1, inv.Held)
-		return err
-	}); err != nil {
-		return 0, fmt.Errorf("audit stock: %w", err)
-	}
-	rep := ports.StockReport{InitialStock: audit.InitialStock, RedisAvailable: inv.Available,
-		PendingReservations: int64(len(inv.Held) - len(audit.OrderedHeld) - len(audit.ReleasedHeld)),
-		NonCanceledOrders:   audit.NonCanceledOrders, ReleasesInFlight: int64(len(audit.ReleasedHeld))}
-	return rep.Drift(), nil
+	return 0, fmt.Errorf("stock report: %w", errors.Join(errs...))
 }
 
 // acknowledgedIDs are the order ids buyers were told.
