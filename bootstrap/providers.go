@@ -112,7 +112,7 @@ func provideOrderViews(s *redis.Store) ports.OrderViews { return s.OrderViews() 
 
 func provideBrokerConfig(cfg config.Config) rocketmq.Config {
 	return rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix,
-		SendTimeout: cfg.RocketMQ.SendTimeout, SendBatch: cfg.RocketMQ.SendBatch, AccessKey: cfg.RocketMQ.AccessKey,
+		SendTimeout: cfg.RocketMQ.SendTimeout, SendBatch: cfg.RocketMQ.SendBatch, AckOneByOne: !cfg.RocketMQ.AckBatch, AccessKey: cfg.RocketMQ.AccessKey,
 		AccessSecret: string(cfg.RocketMQ.SecretKey), ClientLogDir: cfg.RocketMQ.ClientLogDir}
 }
 

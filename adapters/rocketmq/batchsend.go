@@ -2,27 +2,14 @@ package rocketmq
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha1"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	rmqmd "github.com/apache/rocketmq-clients/golang/v5/metadata"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/seckill-dev/seckill/domain/message"
@@ -42,24 +29,17 @@ import (
 // single-send classification. There is no linger: a lone message goes out
 // at once, batches form only while earlier calls are in flight.
 //
-// It uses a connection of its own, the same TLS setting as the client
-// library (TLS without verification, which the proxy accepts as it
-// accepts plain text) and the library's request signing headers. Safe for
-// concurrent use; Close stops its goroutines.
+// It sends through a protoConn of its own. Safe for concurrent use; Close
+// stops its goroutines.
 type batchSender struct {
-	conn     *grpc.ClientConn
-	client   v2.MessagingServiceClient
-	cfg      Config
-	clientID string
-	max      int
-	host     string
-	sizes    prometheus.Observer // mq_send_batch_messages
+	*protoConn
+	max   int
+	sizes prometheus.Observer // mq_send_batch_messages
 
 	mu     sync.Mutex
 	queues map[string]chan *batchItem
 	stop   chan struct{}
 	wg     sync.WaitGroup
-	seq    atomic.Uint64
 }
 
 // batchItem is one queued message and where its result goes.
@@ -73,28 +53,12 @@ type batchItem struct {
 const batchSenders = 4
 
 func newBatchSender(cfg Config, max int, sizes prometheus.Observer) (*batchSender, error) {
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})), //nolint:gosec // as the client library
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8 << 20)),
-		// Reconnect within a second of a restarted proxy (gRPC's default
-		// backoff grows to two minutes while the proxy is down).
-		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
-			Backoff: grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}),
-	}
-	if to := redirectOf(cfg.Endpoint); to != "" {
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", to)
-		}))
-	}
-	conn, err := grpc.NewClient(cfg.Endpoint, opts...)
+	pc, err := dialProto(cfg, "batch")
 	if err != nil {
-		return nil, fmt.Errorf("batch sender connection: %w", err)
+		return nil, err
 	}
-	host, _ := os.Hostname()
-	return &batchSender{conn: conn, client: v2.NewMessagingServiceClient(conn), cfg: cfg, max: max, host: host, sizes: sizes,
-		clientID: fmt.Sprintf("%s@%d@batch@%d", host, os.Getpid(), time.Now().UnixNano()),
-		queues:   map[string]chan *batchItem{}, stop: make(chan struct{})}, nil
+	return &batchSender{protoConn: pc, max: max, sizes: sizes,
+		queues: map[string]chan *batchItem{}, stop: make(chan struct{})}, nil
 }
 
 // eligible reports whether msg can go in a batch.
@@ -262,21 +226,6 @@ func (b *batchSender) protoMessage(topic string, msg ports.OutboundMessage) *v2.
 	return &v2.Message{Topic: &v2.Resource{Name: topic}, SystemProperties: sys, UserProperties: props, Body: msg.Body}
 }
 
-// sign adds the headers the client library sends with every request
-// (client.go Sign of v5.1.2): language, protocol, version, client id,
-// request id, and the HMAC-SHA1 authorization of the current time.
-func (b *batchSender) sign(ctx context.Context) context.Context {
-	now := time.Now().Format("20060102T150405Z")
-	h := hmac.New(sha1.New, []byte(b.cfg.AccessSecret))
-	h.Write([]byte(now))
-	auth := fmt.Sprintf("%s %s=%s/%s/%s, %s=%s, %s=%s", rmqmd.EncryptHeader, rmqmd.Credential, b.cfg.AccessKey, "",
-		rmqmd.Rocketmq, rmqmd.SignedHeaders, rmqmd.DateTime, rmqmd.Signature, hex.EncodeToString(h.Sum(nil)))
-	return metadata.AppendToOutgoingContext(ctx,
-		rmqmd.LanguageKey, rmqmd.LanguageValue, rmqmd.ProtocolKey, rmqmd.ProtocolValue,
-		rmqmd.VersionKey, rmqmd.VersionValue, rmqmd.ClintID, b.clientID,
-		rmqmd.RequestID, strconv.FormatUint(b.seq.Add(1), 10), rmqmd.DateTime, now, rmqmd.Authorization, auth)
-}
-
 // Close stops the senders (queued messages are answered by their callers'
 // deadlines) and closes the connection.
 func (b *batchSender) Close() error {
@@ -288,5 +237,5 @@ func (b *batchSender) Close() error {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
-	return b.conn.Close()
+	return b.protoConn.Close()
 }

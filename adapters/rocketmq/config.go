@@ -69,6 +69,10 @@ type Config struct {
 	// concurrent plain messages of one topic in one SendMessage call
 	// (batchSender); 0 or 1 sends one message per call.
 	SendBatch int
+	// AckOneByOne acknowledges each message with its own call through the
+	// client library. False (the default) acknowledges the acknowledged
+	// messages of a batch with one AckMessage call per topic.
+	AckOneByOne bool
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

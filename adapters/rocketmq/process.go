@@ -86,9 +86,10 @@ func (r *Runner) renew(consumer rmq.SimpleConsumer, views []*rmq.MessageView, de
 
 // apply acknowledges, reschedules or leaves each message as its decision
 // says (see Runner for the orderly rule). For an orderly subscription the
-// messages are settled one after the other; otherwise the acknowledgements
-// of a batch are sent concurrently (one RPC each: the v5.1.2 client has no
-// batch acknowledgement), bounded by the batch size.
+// messages are settled one after the other through the client library;
+// otherwise the acknowledgements of a batch go in one AckMessage call per
+// topic (Config.AckOneByOne: one call each, concurrently) while the
+// reschedules are sent concurrently, bounded by the batch size.
 func (r *Runner) apply(consumer rmq.SimpleConsumer, views []*rmq.MessageView, deliveries []ports.Delivery, decisions []ports.Decision) {
 	if r.rc.Orderly {
 		held := map[string]time.Duration{} // message group -> RetryAfter of its first unacknowledged message
@@ -108,14 +109,43 @@ func (r *Runner) apply(consumer rmq.SimpleConsumer, views []*rmq.MessageView, de
 		return
 	}
 	var wg sync.WaitGroup
+	var acks []int
 	for i, mv := range views {
+		if r.acker != nil && decisions[i].Ack {
+			acks = append(acks, i)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r.settle(consumer, mv, deliveries[i], decisions[i])
 		}()
 	}
+	if len(acks) > 0 {
+		r.settleAcks(views, deliveries, decisions, acks)
+	}
 	wg.Wait()
+}
+
+// settleAcks acknowledges the messages at acks (all with acknowledging
+// decisions) in one call per topic and records each one's result.
+func (r *Runner) settleAcks(views []*rmq.MessageView, deliveries []ports.Delivery, decisions []ports.Decision, acks []int) {
+	batch := make([]*rmq.MessageView, len(acks))
+	for k, i := range acks {
+		batch[k] = views[i]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.rc.AckTimeout)
+	defer cancel()
+	errs := r.acker.ackBatch(ctx, r.rc.Group, batch)
+	for k, i := range acks {
+		r.count(deliveries[i], decisions[i])
+		result := ackResultAcked
+		if errs[k] != nil {
+			result = ackResultAckFailed
+			r.metrics.ackFailure.WithLabelValues(r.rc.Group).Inc()
+		}
+		r.logDecision(deliveries[i], decisions[i], result, errs[k])
+	}
 }
 
 // settle applies one decision and returns the ack result.

@@ -136,6 +136,9 @@ type Runner struct {
 	handler ports.BatchHandler
 	log     *slog.Logger
 	metrics *consumerMetrics
+	// acker carries the batch acknowledgements (nil: one call per message
+	// through the library). Set by Run before its workers start.
+	acker *protoConn
 }
 
 // NewRunner validates the configuration, installs the client runtime and
@@ -176,6 +179,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	consumer, err := r.start(ctx)
 	if err != nil {
 		return err
+	}
+	if !r.cfg.AckOneByOne {
+		if r.acker, err = dialProto(r.cfg, "ack"); err != nil {
+			r.log.Warn("batch acknowledgement unavailable; acknowledging one message per call", slog.String("error", err.Error()))
+		} else {
+			defer r.acker.Close() // after every batch is settled (deferred first, runs last)
+		}
 	}
 	// Consumers replaced after a proxy restart stop once their in-flight
 	// batches are settled; Run waits for them before it returns.

@@ -122,6 +122,10 @@ type RocketMQ struct {
 	// SendMessage call may carry (SECKILL_SEND_BATCH, default 32; 0 or 1:
 	// one per call, through the client library).
 	SendBatch int
+	// AckBatch acknowledges the messages of a consumer batch with one
+	// AckMessage call per topic (SECKILL_ACK_BATCH, default true; false:
+	// one call per message, through the client library).
+	AckBatch bool
 	// ClientLogDir receives the Go client's own log files
 	// (SECKILL_ROCKETMQ_LOG_DIR).
 	ClientLogDir string
@@ -207,6 +211,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			SecretKey:    Secret(r.str("SECKILL_ROCKETMQ_SECRET_KEY", "seckill")),
 			SendTimeout:  r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond),
 			SendBatch:    r.integer("SECKILL_SEND_BATCH", 32),
+			AckBatch:     r.boolean("SECKILL_ACK_BATCH", true),
 			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", ""),
 		},
 		Orders: Orders{
@@ -368,6 +373,18 @@ func (r *reader) integer(key string, def int) int {
 		r.errs = append(r.errs, fmt.Errorf("%s: %q is not an integer", key, v))
 	}
 	return n
+}
+
+func (r *reader) boolean(key string, def bool) bool {
+	v, ok := r.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %q is not a boolean (true or false)", key, v))
+	}
+	return b
 }
 
 func (r *reader) float(key string, def float64) float64 {

@@ -144,7 +144,7 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	}
 	defer env.Close()
 	bc := rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: env.prefix, SendTimeout: 2 * time.Second,
-		ClientLogDir: cfg.RocketMQ.ClientLogDir}
+		ClientLogDir: cfg.RocketMQ.ClientLogDir, AckOneByOne: !cfg.RocketMQ.AckBatch}
 	pub, err := rocketmq.NewPublisher(bc, log, prometheus.NewRegistry())
 	if err != nil {
 		return 0, 0, "", err

@@ -1,0 +1,48 @@
+package rocketmq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+)
+
+// ReceiveForTest receives n messages of topic for group through the client
+// library with the given invisible duration, or fails after within.
+func ReceiveForTest(cfg Config, group, topic string, n int, invisible, within time.Duration) ([]*rmq.MessageView, error) {
+	cfg = cfg.withDefaults()
+	c, err := rmq.NewSimpleConsumer(clientConfig(cfg, group), rmq.WithAwaitDuration(time.Second),
+		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
+		rmq.WithClientFuncForSimpleConsumer(clientFunc(cfg)))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.GracefulStop() }()
+	var got []*rmq.MessageView
+	for end := time.Now().Add(within); len(got) < n && time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		mvs, _ := c.Receive(ctx, int32(n-len(got)), invisible)
+		cancel()
+		got = append(got, mvs...)
+	}
+	if len(got) < n {
+		return got, fmt.Errorf("received %d of %d messages", len(got), n)
+	}
+	return got, nil
+}
+
+// AckBatchForTest acknowledges views of group in batched calls (ackBatch).
+func AckBatchForTest(cfg Config, group string, views []*rmq.MessageView) ([]error, error) {
+	pc, err := dialProto(cfg.withDefaults(), "ack-test")
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return pc.ackBatch(ctx, group, views), nil
+}
