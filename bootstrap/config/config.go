@@ -1,7 +1,10 @@
 // Package config loads the service's configuration from environment
 // variables into one typed struct, with defaults that fit the local stack
-// started by deploy/local/stack.sh, and validates it at start. Secrets are
-// masked whenever the configuration is logged.
+// started by deploy/local/stack.sh, and validates it at start. The reader
+// that loads it also records every variable it reads with its default and
+// meaning, so the listing of Settings (`seckill config`) is always the
+// variables Load reads. Secrets are masked whenever the configuration is
+// logged or listed.
 package config
 
 import (
@@ -176,69 +179,130 @@ type Workers struct {
 // Load reads the configuration through lookup (os.LookupEnv in
 // production) and validates it.
 func Load(lookup func(string) (string, bool)) (Config, error) {
+	c, _, err := read(lookup)
+	return c, err
+}
+
+// Settings reads the configuration through lookup exactly as Load does and
+// returns every variable it read, in reading order, with its default, the
+// value in effect (secrets masked) and its meaning. The error is the one
+// Load would return; the settings are returned either way, so an invalid
+// configuration can still be listed.
+func Settings(lookup func(string) (string, bool)) ([]Setting, error) {
+	_, settings, err := read(lookup)
+	return settings, err
+}
+
+// read is Load's reader: it parses every variable, records each one as a
+// Setting and validates the result.
+func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 	r := reader{lookup: lookup}
 	c := Config{
-		HTTPAddr:   r.str("SECKILL_HTTP_ADDR", "127.0.0.1:7080"),
-		OpsAddr:    r.str("SECKILL_OPS_ADDR", "127.0.0.1:7081"),
-		AuthSecret: Secret(r.str("SECKILL_AUTH_SECRET", DevAuthSecret)),
+		HTTPAddr: r.str("SECKILL_HTTP_ADDR", "127.0.0.1:7080",
+			"address of the Connect API (Connect, gRPC, gRPC-Web) and gRPC health"),
+		OpsAddr: r.str("SECKILL_OPS_ADDR", "127.0.0.1:7081",
+			"address of /metrics, /healthz and gRPC reflection; keep it off public interfaces"),
+		AuthSecret: r.secret("SECKILL_AUTH_SECRET", DevAuthSecret,
+			"HS256 key that signs and verifies tokens, >= 16 bytes; the default is accepted only on a loopback SECKILL_HTTP_ADDR"),
 		API: API{
-			MaxBodyBytes:          r.integer("SECKILL_MAX_BODY_BYTES", 64<<10),
-			PlaceOrderConcurrency: r.integer("SECKILL_PLACE_CONCURRENCY", 512),
-			SoldOutTTL:            r.duration("SECKILL_SOLD_OUT_TTL", 250*time.Millisecond),
-			ReadRate:              r.float("SECKILL_READ_RATE", 20),
-			ReadBurst:             r.integer("SECKILL_READ_BURST", 40),
-			ReadTimeout:           r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second),
+			MaxBodyBytes: r.integer("SECKILL_MAX_BODY_BYTES", 64<<10,
+				"largest request body, on the wire and decompressed (1024..16777216)"),
+			PlaceOrderConcurrency: r.integer("SECKILL_PLACE_CONCURRENCY", 512,
+				"PlaceOrder calls in flight per process; beyond it callers get OVERLOADED (0: no bound)"),
+			SoldOutTTL: r.duration("SECKILL_SOLD_OUT_TTL", 250*time.Millisecond,
+				"how long a SOLD_OUT answer is reused for the SKU without reserving (0: off)"),
+			ReadRate: r.float("SECKILL_READ_RATE", 20,
+				"per-user rate (per second) of GetOrder, CancelOrder and the admin API (0: no limit)"),
+			ReadBurst: r.integer("SECKILL_READ_BURST", 40,
+				"per-user burst of GetOrder, CancelOrder and the admin API (0: no limit)"),
+			ReadTimeout: r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second,
+				"longest time to read one whole request (per HTTP/2 stream), >= 100ms"),
 		},
-		LogLevel:   r.level("SECKILL_LOG_LEVEL", slog.LevelInfo),
-		InstanceID: r.str("SECKILL_INSTANCE_ID", ""),
+		LogLevel: r.level("SECKILL_LOG_LEVEL", slog.LevelInfo,
+			"log level: debug, info, warn or error"),
+		InstanceID: r.str("SECKILL_INSTANCE_ID", "",
+			"name of this process in leases and logs (empty: <host>-<pid>)"),
 		Postgres: Postgres{
-			DSN:            Secret(r.str("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable")),
-			MaxConns:       int32(r.integer("SECKILL_PG_MAX_CONNS", 32)),
-			ConsumerBudget: r.float("SECKILL_PG_CONSUMER_BUDGET", 0.7),
+			DSN: r.dsn("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable",
+				"PostgreSQL URL (postgres://...); its password is masked here and in logs"),
+			MaxConns: int32(r.integer("SECKILL_PG_MAX_CONNS", 32,
+				"PostgreSQL connection pool size (2..1000)")),
+			ConsumerBudget: r.float("SECKILL_PG_CONSUMER_BUDGET", 0.7,
+				"share of the pool the order-create consumer may use, in (0, 1]"),
 		},
 		Redis: Redis{
-			Addr:          r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379"),
-			Password:      Secret(r.str("SECKILL_REDIS_PASSWORD", "")),
-			DB:            r.integer("SECKILL_REDIS_DB", 0),
-			Namespace:     r.str("SECKILL_REDIS_NAMESPACE", "sk"),
-			RateBurst:     r.integer("SECKILL_RATE_BURST", 5),
-			RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2),
+			Addr: r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379",
+				"Redis address (host:port) of the reservation store"),
+			Password: r.secret("SECKILL_REDIS_PASSWORD", "",
+				"Redis password (empty: none)"),
+			DB: r.integer("SECKILL_REDIS_DB", 0,
+				"Redis logical database of the service's keys"),
+			Namespace: r.str("SECKILL_REDIS_NAMESPACE", "sk",
+				"prefix of every Redis key (no braces, colons or spaces)"),
+			RateBurst: r.integer("SECKILL_RATE_BURST", 5,
+				"per-user burst of PlaceOrder (token bucket), >= 1"),
+			RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2,
+				"per-user rate of PlaceOrder (tokens per second), > 0"),
 		},
 		RocketMQ: RocketMQ{
-			Endpoint:     r.str("SECKILL_ROCKETMQ_ENDPOINT", "127.0.0.1:8081"),
-			TopicPrefix:  r.str("SECKILL_TOPIC_PREFIX", ""),
-			AccessKey:    r.str("SECKILL_ROCKETMQ_ACCESS_KEY", "seckill"),
-			SecretKey:    Secret(r.str("SECKILL_ROCKETMQ_SECRET_KEY", "seckill")),
-			SendTimeout:  r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond),
-			SendBatch:    r.integer("SECKILL_SEND_BATCH", 32),
-			AckBatch:     r.boolean("SECKILL_ACK_BATCH", true),
-			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", ""),
+			Endpoint: r.str("SECKILL_ROCKETMQ_ENDPOINT", "127.0.0.1:8081",
+				"RocketMQ proxy gRPC endpoint (host:port)"),
+			TopicPrefix: r.str("SECKILL_TOPIC_PREFIX", "",
+				"prefix of every topic and consumer group name"),
+			AccessKey: r.str("SECKILL_ROCKETMQ_ACCESS_KEY", "seckill",
+				"RocketMQ access key"),
+			SecretKey: r.secret("SECKILL_ROCKETMQ_SECRET_KEY", "seckill",
+				"RocketMQ secret key"),
+			SendTimeout: r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond,
+				"bound of one synchronous send (1ms..10s)"),
+			SendBatch: r.integer("SECKILL_SEND_BATCH", 32,
+				"concurrent plain messages of one topic one SendMessage call may carry (0 or 1: one per call)"),
+			AckBatch: r.boolean("SECKILL_ACK_BATCH", true,
+				"acknowledge a consumer batch with one AckMessage call per topic (false: one call per message)"),
+			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", "",
+				"directory of the RocketMQ client's own log files (empty: the client's default)"),
 		},
 		Orders: Orders{
-			BacklogCloseRatio:       r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5),
-			ConsumerBatch:           r.integer("SECKILL_CONSUMER_BATCH", 32),
-			CompensationMaxAttempts: r.integer("SECKILL_COMPENSATION_MAX_ATTEMPTS", 8),
-			CompensationWindow:      r.duration("SECKILL_COMPENSATION_WINDOW", time.Hour),
+			BacklogCloseRatio: r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5,
+				"close admission when the oldest unresolved reservation is older than this share of its TTL, in (0, 1]"),
+			ConsumerBatch: r.integer("SECKILL_CONSUMER_BATCH", 32,
+				"messages per order-create transaction (1..32; 1: no micro-batching)"),
+			CompensationMaxAttempts: r.integer("SECKILL_COMPENSATION_MAX_ATTEMPTS", 8,
+				"attempts of one compensation task before it is dead-lettered"),
+			CompensationWindow: r.duration("SECKILL_COMPENSATION_WINDOW", time.Hour,
+				"how long a compensation task keeps being retried"),
 		},
 		Workers: Workers{
-			ScannerInterval:   r.duration("SECKILL_SCANNER_INTERVAL", 200*time.Millisecond),
-			ScannerBatch:      r.integer("SECKILL_SCANNER_BATCH", 100),
-			ScannerWorkers:    r.integer("SECKILL_SCANNER_WORKERS", 4),
-			ScannerLease:      r.duration("SECKILL_SCANNER_LEASE", 5*time.Second),
-			RelayInterval:     r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond),
-			RelayBatch:        r.integer("SECKILL_RELAY_BATCH", 200),
-			OutboxRetention:   r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour),
-			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 10*time.Second),
-			RecoverySettle:    r.duration("SECKILL_RECOVERY_SETTLE", 2*time.Second),
-			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute),
-			ReconcileGrace:    r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second),
+			ScannerInterval: r.duration("SECKILL_SCANNER_INTERVAL", 200*time.Millisecond,
+				"how often the resend scanner looks for reservations whose message was not confirmed"),
+			ScannerBatch: r.integer("SECKILL_SCANNER_BATCH", 100,
+				"reservations the resend scanner takes per pass"),
+			ScannerWorkers: r.integer("SECKILL_SCANNER_WORKERS", 4,
+				"concurrent resends of the resend scanner"),
+			ScannerLease: r.duration("SECKILL_SCANNER_LEASE", 5*time.Second,
+				"Redis lease of a reservation being resent; an expired lease is taken over (>= 1s)"),
+			RelayInterval: r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond,
+				"how often the outbox relay publishes pending events"),
+			RelayBatch: r.integer("SECKILL_RELAY_BATCH", 200,
+				"outbox rows the relay publishes per pass"),
+			OutboxRetention: r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour,
+				"how long published outbox rows are kept before they are pruned"),
+			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 10*time.Second,
+				"how long a received message stays hidden from other consumers (>= the proxy's minimum, 10s)"),
+			RecoverySettle: r.duration("SECKILL_RECOVERY_SETTLE", 2*time.Second,
+				"wait for in-flight order-create messages before the Redis stock books are rebuilt"),
+			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute,
+				"period of the reconciler (0: off)"),
+			ReconcileGrace: r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second,
+				"age an inconsistency must reach before the reconciler repairs it"),
 		},
-		Failpoints: r.str("SECKILL_FAILPOINTS", ""),
+		Failpoints: r.str("SECKILL_FAILPOINTS", "",
+			"named failure points for tests: \"name=action;name=action\" (empty: none)"),
 	}
 	if err := errors.Join(append(r.errs, c.validate()...)...); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+		return Config{}, r.settings, fmt.Errorf("invalid configuration: %w", err)
 	}
-	return c, nil
+	return c, r.settings, nil
 }
 
 // ConsumerConcurrency is the order-create consumer's ceiling of concurrent
@@ -350,22 +414,86 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// reader parses variables and collects errors.
-type reader struct {
-	lookup func(string) (string, bool)
-	errs   []error
+// Setting is one environment variable the configuration reads, as listed
+// by Settings (and `seckill config`).
+type Setting struct {
+	// Key is the variable's name, e.g. SECKILL_HTTP_ADDR.
+	Key string
+	// Default is the value used when the variable is unset or empty,
+	// written as it would be set (masked for a secret).
+	Default string
+	// Value is the value in effect: the environment's as written when it
+	// sets the variable, or else Default (masked for a secret).
+	Value string
+	// FromEnv reports whether the environment sets the variable to a
+	// non-empty value.
+	FromEnv bool
+	// Secret reports whether Default and Value are masked.
+	Secret bool
+	// Meaning says in one line what the variable controls.
+	Meaning string
 }
 
-func (r *reader) str(key, def string) string {
-	if v, ok := r.lookup(key); ok && v != "" {
+// reader parses variables, records each one as a Setting and collects
+// errors.
+type reader struct {
+	lookup   func(string) (string, bool)
+	errs     []error
+	settings []Setting
+}
+
+// get looks key up and records it with its default, meaning and mask (nil:
+// shown as is). It returns the environment's value and whether it is set
+// and non-empty.
+func (r *reader) get(key, def, meaning string, mask func(string) string) (string, bool) {
+	v, ok := r.lookup(key)
+	set := ok && v != ""
+	s := Setting{Key: key, Default: def, Value: def, FromEnv: set, Secret: mask != nil, Meaning: meaning}
+	if set {
+		s.Value = v
+	}
+	if mask != nil {
+		s.Default, s.Value = mask(s.Default), mask(s.Value)
+	}
+	r.settings = append(r.settings, s)
+	return v, set
+}
+
+// maskSecret hides a secret whole; an empty one stays empty.
+func maskSecret(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "****"
+}
+
+func (r *reader) str(key, def, meaning string) string {
+	if v, ok := r.get(key, def, meaning, nil); ok {
 		return v
 	}
 	return def
 }
 
-func (r *reader) integer(key string, def int) int {
-	v, ok := r.lookup(key)
-	if !ok || v == "" {
+// secret reads a secret, masked whole in the settings.
+func (r *reader) secret(key, def, meaning string) Secret {
+	if v, ok := r.get(key, def, meaning, maskSecret); ok {
+		return Secret(v)
+	}
+	return Secret(def)
+}
+
+// dsn reads a PostgreSQL DSN, whose password is masked in the settings
+// (see maskDSN).
+func (r *reader) dsn(key, def, meaning string) Secret {
+	if v, ok := r.get(key, def, meaning, maskDSN); ok {
+		return Secret(v)
+	}
+	return Secret(def)
+}
+
+func (r *reader) integer(key string, def int, meaning string) int {
+	v, ok := r.get(key, strconv.Itoa(def), meaning, nil)
+	if !ok {
 		return def
 	}
 	n, err := strconv.Atoi(v)
@@ -375,9 +503,9 @@ func (r *reader) integer(key string, def int) int {
 	return n
 }
 
-func (r *reader) boolean(key string, def bool) bool {
-	v, ok := r.lookup(key)
-	if !ok || v == "" {
+func (r *reader) boolean(key string, def bool, meaning string) bool {
+	v, ok := r.get(key, strconv.FormatBool(def), meaning, nil)
+	if !ok {
 		return def
 	}
 	b, err := strconv.ParseBool(v)
@@ -387,9 +515,9 @@ func (r *reader) boolean(key string, def bool) bool {
 	return b
 }
 
-func (r *reader) float(key string, def float64) float64 {
-	v, ok := r.lookup(key)
-	if !ok || v == "" {
+func (r *reader) float(key string, def float64, meaning string) float64 {
+	v, ok := r.get(key, strconv.FormatFloat(def, 'g', -1, 64), meaning, nil)
+	if !ok {
 		return def
 	}
 	f, err := strconv.ParseFloat(v, 64)
@@ -399,9 +527,9 @@ func (r *reader) float(key string, def float64) float64 {
 	return f
 }
 
-func (r *reader) duration(key string, def time.Duration) time.Duration {
-	v, ok := r.lookup(key)
-	if !ok || v == "" {
+func (r *reader) duration(key string, def time.Duration, meaning string) time.Duration {
+	v, ok := r.get(key, def.String(), meaning, nil)
+	if !ok {
 		return def
 	}
 	d, err := time.ParseDuration(v)
@@ -411,9 +539,9 @@ func (r *reader) duration(key string, def time.Duration) time.Duration {
 	return d
 }
 
-func (r *reader) level(key string, def slog.Level) slog.Level {
-	v, ok := r.lookup(key)
-	if !ok || v == "" {
+func (r *reader) level(key string, def slog.Level, meaning string) slog.Level {
+	v, ok := r.get(key, strings.ToLower(def.String()), meaning, nil)
+	if !ok {
 		return def
 	}
 	var l slog.Level

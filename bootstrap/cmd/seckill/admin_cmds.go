@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,9 +13,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
 
 	sconnect "github.com/seckill-dev/seckill/adapters/connect"
-	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -24,66 +23,48 @@ import (
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
 
-func migrate(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) != 1 || (args[0] != "up" && args[0] != "status") {
-		return fmt.Errorf("usage: seckill migrate up|status: %w", flag.ErrHelp)
+// tokenCmd mints a bearer token signed with SECKILL_AUTH_SECRET.
+func (c *cli) tokenCmd() *cobra.Command {
+	var (
+		user           int64
+		admin, payment bool
+		ttl            time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "token --user N [flags]",
+		Short: "Mint a bearer token for local use",
+		Long: `Mint a bearer token (HS256, signed with SECKILL_AUTH_SECRET) for user N and print it.
+--admin adds the admin scope (the operator of reconcile, projection rebuild and dlq replay);
+--payment adds the payment scope (the payment side's callback service: PayOrder).`,
+		Example: `  TOKEN=$(seckill token --user 42)
+  export SECKILL_OPERATOR_TOKEN=$(seckill token --user 7 --admin --ttl 1h)`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, _, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			var scopes []string
+			if admin {
+				scopes = append(scopes, sconnect.ScopeAdmin)
+			}
+			if payment {
+				scopes = append(scopes, sconnect.ScopePayment)
+			}
+			tok, err := sconnect.MintScopedToken([]byte(cfg.AuthSecret), user, scopes, ttl, time.Now())
+			if err != nil {
+				return fmt.Errorf("mint a token: %w", err)
+			}
+			fmt.Fprintln(c.stdout, tok)
+			return nil
+		},
 	}
-	cfg, log, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	m, err := postgres.NewMigrator(string(cfg.Postgres.DSN), log)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = m.Close() }()
-	if args[0] == "up" {
-		applied, err := m.Up(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "migrations applied: %d\n", len(applied))
-		for _, a := range applied {
-			fmt.Fprintln(stdout, "  "+a)
-		}
-		return nil
-	}
-	states, err := m.Status(ctx)
-	if err != nil {
-		return err
-	}
-	for _, s := range states {
-		fmt.Fprintln(stdout, s.String())
-	}
-	return nil
-}
-
-func token(_ context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	user := fs.Int64("user", 0, "user id (the token's sub), > 0")
-	admin := fs.Bool("admin", false, "add the admin scope")
-	payment := fs.Bool("payment", false, "add the payment scope (the payment side's callback service: PayOrder)")
-	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, _, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	var scopes []string
-	if *admin {
-		scopes = append(scopes, sconnect.ScopeAdmin)
-	}
-	if *payment {
-		scopes = append(scopes, sconnect.ScopePayment)
-	}
-	tok, err := sconnect.MintScopedToken([]byte(cfg.AuthSecret), *user, scopes, *ttl, time.Now())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, tok)
-	return nil
+	f := cmd.Flags()
+	f.Int64Var(&user, "user", 0, "user id (the token's sub), > 0")
+	f.BoolVar(&admin, "admin", false, "add the admin scope")
+	f.BoolVar(&payment, "payment", false, "add the payment scope (the payment side's callback service: PayOrder)")
+	f.DurationVar(&ttl, "ttl", 24*time.Hour, "validity")
+	return cmd
 }
 
 // withApp builds the application from the environment's configuration,
@@ -124,14 +105,14 @@ func runApp(ctx context.Context, cfg config.Config, log *slog.Logger, fn func(ap
 // given.
 const envOperatorToken = "SECKILL_OPERATOR_TOKEN"
 
-// errNoOperatorToken refuses a state-changing command run without an
-// admin token.
-var errNoOperatorToken = errors.New("this command changes state and is audited under the operator: " +
-	"pass an admin token with --token or " + envOperatorToken + " (mint one with `seckill token --user N --admin`)")
+// noOperatorToken refuses a state-changing command run without an admin
+// token.
+const noOperatorToken = "this command changes state and is audited under the operator: " +
+	"pass an admin token with --token or " + envOperatorToken + " (mint one with `seckill token --user N --admin`)"
 
-// tokenFlag registers --token on fs.
-func tokenFlag(fs *flag.FlagSet) *string {
-	return fs.String("token", "", "the operator's admin token (default $"+envOperatorToken+")")
+// tokenFlag registers --token on cmd.
+func tokenFlag(cmd *cobra.Command) *string {
+	return cmd.Flags().String("token", "", "the operator's admin token (default $"+envOperatorToken+")")
 }
 
 // operatorToken returns the --token value, or else $SECKILL_OPERATOR_TOKEN
@@ -151,7 +132,7 @@ func operatorToken(flagValue string) string {
 func operator(cfg config.Config, flagValue string) (string, error) {
 	token := operatorToken(flagValue)
 	if token == "" {
-		return "", errNoOperatorToken
+		return "", errors.New(noOperatorToken)
 	}
 	auth, err := sconnect.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
@@ -167,101 +148,179 @@ func operator(cfg config.Config, flagValue string) (string, error) {
 	return ports.UserActor(id.UserID), nil
 }
 
-func reconcile(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	tok := tokenFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+// reconcileCmd runs one reconciliation pass as the operator.
+func (c *cli) reconcileCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reconcile [flags]",
+		Short: "Run one reconciliation pass (audited) and print its report",
+		Long: `Run one reconciliation pass, as the service's reconciler does every
+SECKILL_RECONCILE_INTERVAL, and print its report as JSON: the stock drift of every
+activity SKU (invariant I6) and the inconsistencies examined and repaired. The pass
+is audited (RECONCILE) under the operator of the admin token, --token or
+$` + envOperatorToken + `. While it runs, a progress line goes to stderr every few seconds.`,
+		Args: noArgs,
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("usage: seckill reconcile [--token T]: %w", flag.ErrHelp)
+	tok := tokenFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		defer c.progress("reconcile")()
+		return withOperator(ctx, *tok, func(app *bootstrap.App, actor string) error {
+			rep, err := app.Reconciler.Reconcile(ctx, actor)
+			if err != nil {
+				return fmt.Errorf("reconcile: %w", err)
+			}
+			return printJSON(c.stdout, rep)
+		})
 	}
-	return withOperator(ctx, *tok, func(app *bootstrap.App, actor string) error {
-		rep, err := app.Reconciler.Reconcile(ctx, actor)
-		if err != nil {
-			return err
-		}
-		return printJSON(stdout, rep)
-	})
+	return cmd
 }
 
-func projection(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "rebuild" {
-		return fmt.Errorf("usage: seckill projection rebuild [--token T]: %w", flag.ErrHelp)
+// projectionCmd holds projection rebuild.
+func (c *cli) projectionCmd() *cobra.Command {
+	rebuild := &cobra.Command{
+		Use:   "rebuild [flags]",
+		Short: "Rebuild the Redis query view from order_events (audited)",
+		Long: `Rebuild the Redis query view of every order (what GetOrder reads) by replaying
+order_events and the rejections, and print how many views were written. The rebuild is
+audited (PROJECTION_REBUILD) under the operator of the admin token, --token or
+$` + envOperatorToken + `. While it runs, a progress line goes to stderr every few seconds.`,
+		Args: noArgs,
 	}
-	fs := flag.NewFlagSet("projection rebuild", flag.ContinueOnError)
-	tok := tokenFlag(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	tok := tokenFlag(rebuild)
+	rebuild.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		defer c.progress("projection rebuild")()
+		return withOperator(ctx, *tok, func(app *bootstrap.App, actor string) error {
+			n, err := app.Admin.RebuildProjection(ctx, actor, app.Projection)
+			if err != nil {
+				return fmt.Errorf("rebuild the projection: %w", err)
+			}
+			fmt.Fprintf(c.stdout, "views rebuilt: %d\n", n)
+			return nil
+		})
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("usage: seckill projection rebuild [--token T]: %w", flag.ErrHelp)
-	}
-	return withOperator(ctx, *tok, func(app *bootstrap.App, actor string) error {
-		n, err := app.Admin.RebuildProjection(ctx, actor, app.Projection)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "views rebuilt: %d\n", n)
-		return nil
-	})
+	return groupCmd("projection", "Operate the Redis query view of the orders",
+		"Operate the Redis query view of the orders (what GetOrder reads).", rebuild)
 }
 
-// dlq operates dead letters through the AdminService API. A replay changes
-// state: it needs the operator's admin token (--token or
+// dlqCmd operates dead letters through the AdminService API. A replay
+// changes state: it needs the operator's admin token (--token or
 // $SECKILL_OPERATOR_TOKEN), verified here before any call, and the API
 // audits it under that token's user. A list uses the operator's token
 // when one is given, or else a short-lived token minted from
 // SECKILL_AUTH_SECRET (reads are not audited).
-func dlq(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
-		return fmt.Errorf("usage: seckill dlq list|replay: %w", flag.ErrHelp)
+func (c *cli) dlqCmd() *cobra.Command {
+	addrFlag := func(cmd *cobra.Command) *string {
+		return cmd.Flags().String("addr", "", "API address (default SECKILL_HTTP_ADDR)")
 	}
-	fs := flag.NewFlagSet("dlq "+args[0], flag.ContinueOnError)
-	group := fs.String("group", "", "list: only this consumer group")
-	id := fs.Int64("id", 0, "replay: the dead letter id")
-	reason := fs.String("reason", "", "replay: why (audited)")
-	tok := tokenFlag(fs)
-	addr := fs.String("addr", "", "API address (default SECKILL_HTTP_ADDR)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	list := &cobra.Command{
+		Use:   "list [flags]",
+		Short: "List the open dead letters as JSON",
+		Long: `List the open dead letters (up to 500) as JSON through AdminService.ListDeadLetters of the
+running service at --addr. Reads are not audited: without --token or $` + envOperatorToken + `
+a short-lived admin token is minted from SECKILL_AUTH_SECRET.`,
+		Args: noArgs,
 	}
-	cfg, _, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	if *addr == "" {
-		*addr = cfg.HTTPAddr
-	}
-	token := operatorToken(*tok)
-	client := seckillv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+*addr)
-	if args[0] == "list" {
+	group := list.Flags().String("group", "", "only this consumer group")
+	listTok, listAddr := tokenFlag(list), addrFlag(list)
+	list.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, _, err := loadConfig()
+		if err != nil {
+			return err
+		}
+		token := operatorToken(*listTok)
 		if token == "" {
 			if token, err = sconnect.MintToken([]byte(cfg.AuthSecret), 1, true, 10*time.Minute, time.Now()); err != nil {
-				return err
+				return fmt.Errorf("mint a token for the list: %w", err)
 			}
 		}
 		req := connect.NewRequest(&seckillv1.ListDeadLettersRequest{ConsumerGroup: *group, PageSize: 500})
 		req.Header().Set("Authorization", "Bearer "+token)
-		res, err := client.ListDeadLetters(ctx, req)
+		res, err := adminClient(cfg, *listAddr).ListDeadLetters(cmd.Context(), req)
+		if err != nil {
+			return fmt.Errorf("list dead letters: %w", err)
+		}
+		return printJSON(c.stdout, res.Msg.GetDeadLetters())
+	}
+
+	replay := &cobra.Command{
+		Use:   "replay --id N --reason TEXT [flags]",
+		Short: "Replay one dead letter (audited)",
+		Long: `Replay dead letter N through AdminService.ReplayDeadLetter of the running service at --addr
+and print the outcome as JSON. The replay is audited (DLQ_REPLAY, with the reason) under the
+operator of the admin token, --token or $` + envOperatorToken + `, which is verified before any call.`,
+		Args: noArgs,
+	}
+	id := replay.Flags().Int64("id", 0, "the dead letter id")
+	reason := replay.Flags().String("reason", "", "why (audited)")
+	replayTok, replayAddr := tokenFlag(replay), addrFlag(replay)
+	replay.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, _, err := loadConfig()
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res.Msg.GetDeadLetters())
+		token := operatorToken(*replayTok)
+		if _, err := operator(cfg, token); err != nil {
+			return err
+		}
+		if *id <= 0 || *reason == "" {
+			return usagef(cmd, "dlq replay needs --id and --reason")
+		}
+		req := connect.NewRequest(&seckillv1.ReplayDeadLetterRequest{DeadLetterId: *id, Reason: *reason})
+		req.Header().Set("Authorization", "Bearer "+token)
+		res, err := adminClient(cfg, *replayAddr).ReplayDeadLetter(cmd.Context(), req)
+		if err != nil {
+			return fmt.Errorf("replay dead letter %d: %w", *id, err)
+		}
+		return printJSON(c.stdout, res.Msg)
 	}
-	if _, err := operator(cfg, token); err != nil {
-		return err
+	return groupCmd("dlq", "Operate the dead letters through the running service's API",
+		`List and replay the dead letters (messages a consumer gave up on) through the
+AdminService API of a running service (--addr, default SECKILL_HTTP_ADDR).`, list, replay)
+}
+
+// adminClient is an AdminService client of the API at addr, or else at
+// the configuration's SECKILL_HTTP_ADDR.
+func adminClient(cfg config.Config, addr string) seckillv1connect.AdminServiceClient {
+	if addr == "" {
+		addr = cfg.HTTPAddr
 	}
-	if *id <= 0 || *reason == "" {
-		return errors.New("dlq replay needs --id and --reason")
+	return seckillv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+addr)
+}
+
+// progress starts the progress lines of the long-running command what on
+// c.stderr: "seckill <what>: running, 4s elapsed" every c.progressEvery,
+// and "seckill <what>: finished after 5.2s" at the end when any was
+// written (a short run prints nothing). The returned stop ends them and
+// waits until nothing more is written.
+func (c *cli) progress(what string) (stop func()) {
+	if c.progressEvery <= 0 {
+		return func() {}
 	}
-	req := connect.NewRequest(&seckillv1.ReplayDeadLetterRequest{DeadLetterId: *id, Reason: *reason})
-	req.Header().Set("Authorization", "Bearer "+token)
-	res, err := client.ReplayDeadLetter(ctx, req)
-	if err != nil {
-		return err
+	start := time.Now()
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(c.progressEvery)
+		defer tick.Stop()
+		wrote := false
+		for {
+			select {
+			case <-done:
+				if wrote {
+					fmt.Fprintf(c.stderr, "seckill %s: finished after %s\n", what, time.Since(start).Round(100*time.Millisecond))
+				}
+				return
+			case <-tick.C:
+				wrote = true
+				fmt.Fprintf(c.stderr, "seckill %s: running, %s elapsed\n", what, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
 	}
-	return printJSON(stdout, res.Msg)
 }
 
 func printJSON(w io.Writer, v any) error {

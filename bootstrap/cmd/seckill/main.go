@@ -1,14 +1,15 @@
 // Command seckill is the flash-sale order service: one binary whose
-// subcommands serve the API with every worker, migrate the database, mint
+// commands serve the API with every worker, migrate the database, mint
 // local tokens, reconcile, rebuild the query view, operate the dead-letter
-// queue and run the benchmarks. Configuration comes from SECKILL_*
-// environment variables (see bootstrap/config).
+// queue and run the benchmarks. Every command and subcommand answers -h
+// and --help with its flags and does nothing else; `seckill config` lists
+// the SECKILL_* environment variables the service reads (see
+// bootstrap/config) and docs/cli.md describes the command tree.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,57 +17,33 @@ import (
 	"syscall"
 )
 
-// command is one subcommand.
-type command struct {
-	name, usage string
-	run         func(ctx context.Context, args []string, stdout io.Writer) error
-}
-
-func commands() []command {
-	return []command{
-		{"serve", "serve [--seed-demo]: the Connect API and every worker", serve},
-		{"migrate", "migrate up|status: apply or list the database migrations", migrate},
-		{"token", "token --user N [--admin] [--ttl 24h]: mint a bearer token for local use", token},
-		{"reconcile", "reconcile [--token T]: one reconciliation pass (audited); prints the report", reconcile},
-		{"projection", "projection rebuild [--token T]: rebuild the Redis query view from order_events (audited)", projection},
-		{"dlq", "dlq list [--group G] [--token T] | dlq replay --id N --reason TEXT [--token T]: operate dead letters through the API", dlq},
-		{"bench", "bench place|consume|timeouts|sale: the benchmarks of docs/benchmarks.md", bench},
-		{"chaos", "chaos [--scenarios kill-proxy,...] [--stock N --buyers N]: a sale on two instances under faults; kills and restarts stack processes", chaos},
-	}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
+	err := newCLI(os.Stdout, os.Stderr).execute(ctx, os.Args[1:])
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
 }
 
+// run runs the command line args (without the program name), writing the
+// commands' output to stdout and diagnostics to os.Stderr.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usage(stdout)
-	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout)
-		}
-	}
-	_ = usage(os.Stderr)
-	return fmt.Errorf("unknown command %q", args[0])
+	return newCLI(stdout, os.Stderr).execute(ctx, args)
 }
 
-func usage(w io.Writer) error {
-	fmt.Fprintln(w, "usage: seckill <command> [flags]")
-	for _, c := range commands() {
-		fmt.Fprintln(w, "  "+c.usage)
+// exitCode is the process status for the outcome err of a command line: 0
+// for success (help included), 2 for a command line the commands do not
+// accept, 1 for a command that failed.
+func exitCode(err error) int {
+	var usage *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &usage):
+		return 2
+	default:
+		return 1
 	}
-	fmt.Fprintln(w, "Commands that change state (reconcile, projection rebuild, dlq replay) run as the operator of")
-	fmt.Fprintln(w, "an admin token, --token or $"+envOperatorToken+", and are audited under that user.")
-	return flag.ErrHelp
 }

@@ -141,7 +141,7 @@ func TestProjectionRebuildCommand(t *testing.T) {
 	if got := out.String(); got != "views rebuilt: 0\n" {
 		t.Fatalf("output %q", got)
 	}
-	if err := run(t.Context(), []string{"projection"}, &out); err == nil || !strings.Contains(err.Error(), "usage") {
+	if err := run(t.Context(), []string{"projection"}, &out); exitCode(err) != 2 || !strings.Contains(err.Error(), "needs a command: rebuild") {
 		t.Fatalf("missing subcommand: %v", err)
 	}
 }

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -29,12 +30,31 @@ func loadConfig() (config.Config, *slog.Logger, error) {
 	return cfg, bootstrap.LoggerFor(cfg), nil
 }
 
-func serve(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	seed := fs.Bool("seed-demo", false, "create the demo activity (1/1, 1000 units) if it does not exist")
-	if err := fs.Parse(args); err != nil {
-		return err
+// serveCmd serves the API with every worker until interrupted.
+func (c *cli) serveCmd() *cobra.Command {
+	var seed, printConfig bool
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Serve the Connect API and run every worker",
+		Long: `Serve the Connect API (Connect, gRPC and gRPC-Web, with gRPC health) on SECKILL_HTTP_ADDR and
+the operations endpoints (/metrics, /healthz, gRPC reflection) on SECKILL_OPS_ADDR, and run
+every worker and consumer, until SIGINT or SIGTERM. The database must be migrated first
+(seckill migrate up). --print-config lists the configuration, as ` + "`seckill config`" + ` does,
+and exits without serving.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printConfig {
+				return writeConfig(c.stdout, os.LookupEnv)
+			}
+			return c.serve(cmd.Context(), seed)
+		},
 	}
+	cmd.Flags().BoolVar(&seed, "seed-demo", false, "create the demo activity (1/1, 1000 units) if it does not exist")
+	cmd.Flags().BoolVar(&printConfig, "print-config", false, "list the SECKILL_* configuration (secrets masked) and exit")
+	return cmd
+}
+
+func (c *cli) serve(ctx context.Context, seed bool) error {
 	cfg, log, err := loadConfig()
 	if err != nil {
 		return err
@@ -45,29 +65,32 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	log.Info("starting", "config", cfg)
 	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("build the service: %w", err)
 	}
 	defer cleanup()
 	return app.Run(ctx, func(addr net.Addr) {
-		if *seed {
+		if seed {
 			if err := seedDemo(ctx, app); err != nil {
 				log.Error("seed demo activity", "error", err)
 			}
 		}
-		printWelcome(stdout, addr, app.OpsAddr())
+		printWelcome(c.stdout, addr, app.OpsAddr())
 	})
 }
 
-// The demo activity has fixed settings, so seeding it again is a no-op.
-var demo = ports.Activity{
-	ActivityID: 1, SKUID: 1, Stock: 1000,
-	StartsAt:       time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-	EndsAt:         time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
-	PaymentTimeout: 15 * time.Minute, ReservationTTL: 5 * time.Minute,
+// demoActivity is the demo activity. Its settings are fixed, so seeding
+// it again is a no-op.
+func demoActivity() ports.Activity {
+	return ports.Activity{
+		ActivityID: 1, SKUID: 1, Stock: 1000,
+		StartsAt:       time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		EndsAt:         time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
+		PaymentTimeout: 15 * time.Minute, ReservationTTL: 5 * time.Minute,
+	}
 }
 
 func seedDemo(ctx context.Context, app *bootstrap.App) error {
-	_, err := app.Admin.CreateActivity(ctx, ports.ActorSeedDemo, demo)
+	_, err := app.Admin.CreateActivity(ctx, ports.ActorSeedDemo, demoActivity())
 	if errors.Is(err, ports.ErrAlreadyExists) {
 		return nil
 	}
