@@ -126,7 +126,12 @@ func providePublisher(bc rocketmq.Config, reg prometheus.Registerer, log *slog.L
 
 func provideClock() ports.Clock { return system.Clock{} }
 
-func provideMetrics(reg prometheus.Registerer) (*metrics.Metrics, error) { return metrics.New(reg) }
+func provideMetrics(reg prometheus.Registerer) (*metrics.Metrics, error) {
+	if err := metrics.RegisterBuildInfo(reg); err != nil {
+		return nil, fmt.Errorf("build info metric: %w", err)
+	}
+	return metrics.New(reg)
+}
 
 // provideFailpointRegistry returns the failpoint registry, or nil when no
 // failpoint is configured.
@@ -203,15 +208,19 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	health *Health, log *slog.Logger) (*connect.Server, error) {
+	health *Health, reg *prometheus.Registry, log *slog.Logger) (*connect.Server, error) {
 	auth, err := connect.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
 		return nil, err
 	}
+	rpc, err := connect.NewRPCMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("rpc metrics: %w", err)
+	}
 	h := connect.NewHandler(orders, admin, auth, log, connect.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
-	}, health)
+	}, health, rpc)
 	l := connect.DefaultServerLimits()
 	l.ReadTimeout = cfg.API.ReadTimeout
 	return connect.NewServer(cfg.HTTPAddr, h, log, l), nil

@@ -75,7 +75,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
 	health := provideHealth(postgresStore, client, publisher)
-	server, err := provideServer(cfg, orderService, admin, health, log)
+	server, err := provideServer(cfg, orderService, admin, health, registry, log)
 	if err != nil {
 		cleanup3()
 		cleanup2()

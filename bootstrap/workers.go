@@ -94,5 +94,14 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 	if err != nil {
 		return nil, err
 	}
+	if url := cfg.RocketMQ.MetricsURL; url != "" {
+		groups := []string{bc.Group(rocketmq.GroupDLQReader)}
+		for _, g := range rocketmq.Groups() {
+			groups = append(groups, bc.Group(g))
+		}
+		if err := reg.Register(rocketmq.NewLagCollector(url, groups, log.With("component", "broker-lag"))); err != nil {
+			return nil, fmt.Errorf("broker lag metrics: %w", err)
+		}
+	}
 	return append(workers, Worker{Name: "dlq-reader", Run: run}), nil
 }

@@ -40,16 +40,17 @@ type Route struct {
 // always). Each request passes, in
 // order, the wire body cap, authentication from the headers alone (no
 // body byte is read for an unauthenticated caller), then the decompressed
-// message cap, the trace, the scope check of the procedure and the
-// concurrency and per-user limits. Health answers without a token.
+// message cap, the per-RPC metrics (rpc; nil records none), the trace, the
+// scope check of the procedure and the concurrency and per-user limits.
+// Health answers without a token.
 func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits,
-	health grpchealth.Checker) http.Handler {
+	health grpchealth.Checker, rpc *RPCMetrics) http.Handler {
 	if health == nil {
 		health = grpchealth.NewStaticChecker(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
 	}
 	lim := newLimiter(limits, time.Now)
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(traceInterceptor(), authzInterceptor(), lim.interceptor()),
+		connect.WithInterceptors(rpc.interceptor(), traceInterceptor(), authzInterceptor(), lim.interceptor()),
 		connect.WithReadMaxBytes(limits.MaxMessageBytes),
 		// Responses are a few dozen bytes: compressing them costs more
 		// CPU (a gzip writer reset per response) than it saves.

@@ -103,13 +103,12 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 
 // consumerMetrics are the spec 28.2 consumer metrics.
 type consumerMetrics struct {
-	total      *prometheus.CounterVec   // mq_consume_total{topic,result}
+	total      *prometheus.CounterVec   // mq_consume_total{group,topic,result}
 	process    *prometheus.HistogramVec // mq_consume_process_seconds{topic}
 	inflight   *prometheus.GaugeVec     // mq_consumer_inflight{group}
 	ackFailure *prometheus.CounterVec   // mq_ack_failure_total{group}
 	duplicate  *prometheus.CounterVec   // mq_duplicate_message_total{group}
 	reject     *prometheus.CounterVec   // mq_business_reject_total{reason}
-	lag        *prometheus.GaugeVec     // mq_consumer_lag_seconds{group}
 }
 
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
@@ -117,8 +116,8 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	var err error
 	if m.total, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mq_consume_total",
-		Help: "Handled deliveries by physical topic and result (the handler's decision outcome).",
-	}, []string{"topic", "result"})); err != nil {
+		Help: "Handled deliveries by consumer group, physical topic and result (the handler's decision outcome).",
+	}, []string{"group", "topic", "result"})); err != nil {
 		return nil, err
 	}
 	if m.process, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -136,7 +135,7 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	}
 	if m.ackFailure, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mq_ack_failure_total",
-		Help: "Acknowledgements that failed with a transport error (the message will be redelivered).",
+		Help: "Acknowledgements that failed (a transport error, or the proxy refused the entry, e.g. an expired receipt handle); the message will be redelivered.",
 	}, []string{"group"})); err != nil {
 		return nil, err
 	}
@@ -150,12 +149,6 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 		Name: "mq_business_reject_total",
 		Help: "Deliveries rejected by business rules (outcome \"rejected\"), by reason.",
 	}, []string{"reason"})); err != nil {
-		return nil, err
-	}
-	if m.lag, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "mq_consumer_lag_seconds",
-		Help: "Approximate consumer lag: now minus the born time of the newest message of the last receive; 0 when a receive found nothing.",
-	}, []string{"group"})); err != nil {
 		return nil, err
 	}
 	return &m, nil

@@ -206,7 +206,7 @@ func (r *Runner) count(d ports.Delivery, dec ports.Decision) {
 			outcome = "retry"
 		}
 	}
-	r.metrics.total.WithLabelValues(d.Topic, outcome).Inc()
+	r.metrics.total.WithLabelValues(r.rc.Group, d.Topic, outcome).Inc()
 	switch outcome {
 	case "duplicate":
 		r.metrics.duplicate.WithLabelValues(r.rc.Group).Inc()

@@ -84,6 +84,13 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 			return nil, err
 		}
 		topics[t] = name
+		// Series at zero from the start, so rates over them (the unknown
+		// and failure ratios of the alert rules) exist before the first
+		// failure.
+		for _, o := range []string{OutcomeConfirmed, OutcomeUnknown, OutcomeDefiniteFailure} {
+			m.total.WithLabelValues(name, o)
+		}
+		m.unknown.WithLabelValues(name)
 	}
 	p := &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
 		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow(),

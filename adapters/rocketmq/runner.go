@@ -165,6 +165,11 @@ func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slo
 	if err != nil {
 		return nil, err
 	}
+	// The group's series exist at zero from the start (an ack-failure
+	// ratio needs its numerator before the first failure).
+	m.ackFailure.WithLabelValues(rc.Group)
+	m.duplicate.WithLabelValues(rc.Group)
+	m.inflight.WithLabelValues(rc.Group)
 	return &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}, nil
 }
 
@@ -242,7 +247,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		cancelHandlers()
 		<-drained
 	}
-	r.metrics.lag.WithLabelValues(r.rc.Group).Set(0)
 	return nil
 }
 
@@ -315,10 +319,8 @@ func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.Simpl
 		backoff.reset()
 		if len(views) == 0 {
 			<-slots
-			r.metrics.lag.WithLabelValues(r.rc.Group).Set(0)
 			continue
 		}
-		r.observeLag(views)
 		r.metrics.inflight.WithLabelValues(r.rc.Group).Add(float64(len(views)))
 		workers.Add(1)
 		own.Add(1)
@@ -347,7 +349,6 @@ func (r *Runner) receiveError(err error, settingsGrace time.Time, b *backoff) ti
 		switch {
 		case rs.Code == int32(v2.Code_MESSAGE_NOT_FOUND):
 			// An empty long poll ("no new message"): not an error.
-			r.metrics.lag.WithLabelValues(r.rc.Group).Set(0)
 			b.reset()
 			return 0
 		case rs.Code == int32(v2.Code_INTERNAL_SERVER_ERROR) && strings.Contains(rs.Message, "settings") &&
@@ -371,24 +372,6 @@ func receiveErrorClass(err error) string {
 		return v2.Code(rs.Code).String()
 	}
 	return "CLIENT_ERROR"
-}
-
-// observeLag sets the lag gauge to now minus the born time of the newest
-// message of the batch.
-func (r *Runner) observeLag(views []*rmq.MessageView) {
-	var newest time.Time
-	for _, mv := range views {
-		if b := mv.GetBornTimestamp(); b != nil && b.After(newest) {
-			newest = *b
-		}
-	}
-	if !newest.IsZero() {
-		lag := time.Since(newest)
-		if lag < 0 {
-			lag = 0
-		}
-		r.metrics.lag.WithLabelValues(r.rc.Group).Set(lag.Seconds())
-	}
 }
 
 // sleepCtx sleeps for d or until ctx ends; it reports whether ctx is alive.

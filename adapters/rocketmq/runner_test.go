@@ -73,8 +73,8 @@ func TestRunnerAckNoAckRetryAfter(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"mq_consume_total", map[string]string{"topic": topic, "result": "transient"}, 2},
-		{"mq_consume_total", map[string]string{"topic": topic, "result": "released"}, 3},
+		{"mq_consume_total", map[string]string{"group": env.Group(rocketmq.GroupInventoryCompensate), "topic": topic, "result": "transient"}, 2},
+		{"mq_consume_total", map[string]string{"group": env.Group(rocketmq.GroupInventoryCompensate), "topic": topic, "result": "released"}, 3},
 		{"mq_duplicate_message_total", map[string]string{"group": env.Group(rocketmq.GroupInventoryCompensate)}, 1},
 		{"mq_business_reject_total", map[string]string{"reason": "RESERVATION_EXPIRED"}, 1},
 		{"mq_consumer_inflight", map[string]string{"group": env.Group(rocketmq.GroupInventoryCompensate)}, 0},

@@ -132,6 +132,10 @@ type RocketMQ struct {
 	// ClientLogDir receives the Go client's own log files
 	// (SECKILL_ROCKETMQ_LOG_DIR).
 	ClientLogDir string
+	// MetricsURL is the broker's Prometheus exporter
+	// (SECKILL_ROCKETMQ_METRICS_URL), read for the consumer groups' ready
+	// and lag figures; empty exports none.
+	MetricsURL string
 }
 
 // Orders configures the order flow.
@@ -261,6 +265,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"acknowledge a consumer batch with one AckMessage call per topic (false: one call per message)"),
 			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", "",
 				"directory of the RocketMQ client's own log files (empty: the client's default)"),
+			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
+				"the broker's Prometheus exporter (http://host:port/metrics), read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
 		},
 		Orders: Orders{
 			BacklogCloseRatio: r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5,

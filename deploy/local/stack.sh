@@ -32,6 +32,9 @@ BROKER_PORT=${SECKILL_BROKER_PORT:-10911}
 # The broker also listens on listenPort-2 (fast remoting) and listenPort+1 (HA, all interfaces).
 BROKER_FAST_PORT=$((BROKER_PORT - 2))
 BROKER_HA_PORT=$((BROKER_PORT + 1))
+# The broker's own Prometheus exporter (consumer ready/lag counts and the age of the oldest unconsumed message per
+# group, which the service re-exports as mq_consumer_ready / mq_consumer_lag_*).
+BROKER_METRICS_PORT=${SECKILL_BROKER_METRICS_PORT:-5557}
 
 RMQ_VERSION_CANDIDATES=(5.5.1 5.5.0 5.3.3)
 RMQ_CLUSTER=DefaultCluster
@@ -819,10 +822,10 @@ proxy_spawn() {
 	rmq_common_opts
 	read -r -a opts <<<"${SECKILL_PROXY_JAVA_OPTS:-$PROXY_JAVA_OPTS_DEFAULT}"
 	render "$SCRIPT_DIR/broker.conf.tmpl" "$RMQ_CONF/broker.conf" \
-		"NAMESRV_PORT=$NAMESRV_PORT" "BROKER_PORT=$BROKER_PORT" "STORE_DIR=$RMQ_STORE"
+		"NAMESRV_PORT=$NAMESRV_PORT" "BROKER_PORT=$BROKER_PORT" "STORE_DIR=$RMQ_STORE" "METRICS_PORT=$BROKER_METRICS_PORT"
 	render "$SCRIPT_DIR/rmq-proxy.json.tmpl" "$RMQ_CONF/rmq-proxy.json" \
 		"NAMESRV_PORT=$NAMESRV_PORT" "PROXY_PORT=$PROXY_PORT" "REMOTING_PORT=$REMOTING_PORT"
-	ensure_ports_free "proxy/broker" "$PROXY_PORT" "$REMOTING_PORT" "$BROKER_PORT" "$BROKER_FAST_PORT" "$BROKER_HA_PORT"
+	ensure_ports_free "proxy/broker" "$PROXY_PORT" "$REMOTING_PORT" "$BROKER_PORT" "$BROKER_FAST_PORT" "$BROKER_HA_PORT" "$BROKER_METRICS_PORT"
 	[ ! -f "$LOG_DIR/proxy.out" ] || mv -f "$LOG_DIR/proxy.out" "$LOG_DIR/proxy.out.1"
 	log "proxy: starting RocketMQ $RMQ_VERSION proxy (LOCAL mode, embedded broker $RMQ_BROKER_NAME) gRPC 127.0.0.1:$PROXY_PORT, remoting $REMOTING_PORT, broker $BROKER_PORT (logs: $LOG_DIR/proxy.out, $RMQ_LOGS/{proxy,broker}.log)"
 	PROXY_T0=$(now_ms)
@@ -1215,6 +1218,7 @@ print_exports() {
 	printf "export SECKILL_ROCKETMQ_ENDPOINT='127.0.0.1:%s'\n" "$PROXY_PORT"
 	printf "export SECKILL_ROCKETMQ_NAMESRV='127.0.0.1:%s'\n" "$NAMESRV_PORT"
 	printf "export SECKILL_ROCKETMQ_BROKER='127.0.0.1:%s'\n" "$BROKER_PORT"
+	printf "export SECKILL_ROCKETMQ_METRICS_URL='http://127.0.0.1:%s/metrics'\n" "$BROKER_METRICS_PORT"
 	printf "export SECKILL_TOPIC_PREFIX='%s'\n" "${SECKILL_TOPIC_PREFIX:-}"
 	printf "export SECKILL_STACK_DIR='%s'\n" "$STATE_DIR"
 	# This proxy accepts invisible durations from 1 s (minInvisibleTimeMillsForRecv), so the messages a crashed

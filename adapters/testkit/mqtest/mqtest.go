@@ -30,7 +30,16 @@ const (
 	EnvEndpoint = "SECKILL_ROCKETMQ_ENDPOINT"
 	EnvBroker   = "SECKILL_ROCKETMQ_BROKER"
 	EnvNamesrv  = "SECKILL_ROCKETMQ_NAMESRV"
+	// EnvMetricsURL is the broker's Prometheus exporter (MetricsURL).
+	EnvMetricsURL = "SECKILL_ROCKETMQ_METRICS_URL"
 )
+
+// MetricsURL returns the URL of the broker's Prometheus exporter of the
+// local stack, failing the test when it is not set.
+func MetricsURL(tb testing.TB) string {
+	tb.Helper()
+	return mustEnv(tb, EnvMetricsURL)
+}
 
 // DefaultRetryMaxTimes is the retryMaxTimes of the test groups: a message
 // reaches the group at most three times, then goes to %DLQ%<group>.

@@ -1,0 +1,94 @@
+package rocketmq_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// TestLagCollectorReportsTheBrokersBacklog: while a group's only handler
+// slot holds its first batch, the messages behind it are reported ready
+// (stored, not delivered) with the age of the oldest; once everything is
+// acknowledged, the group's lag is 0 again. An exporter that does not
+// answer reports only mq_broker_metrics_up 0.
+func TestLagCollectorReportsTheBrokersBacklog(t *testing.T) {
+	t.Parallel()
+	env := mqtest.NewEnv(t)
+	url := mqtest.MetricsURL(t)
+	cfg := relaxed(env.Config)
+	pub := startPublisher(t, cfg, nil)
+	topic := env.Topic(ports.TopicInventoryCompensate)
+	group := env.Group(rocketmq.GroupInventoryCompensate)
+
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	rec := newRecorder()
+	startRunner(t, env.Config, fastRunner(group, map[string]string{topic: "*"}, 1),
+		eachMessage(rec, func(ports.Delivery) ports.Decision {
+			select {
+			case <-release:
+			case <-time.After(2 * time.Minute):
+			}
+			return ports.Acked("applied")
+		}), nil)
+	const n = 20 // one batch of 8 held by the only slot, 12 left ready
+	for i := range n {
+		mustPublish(t, pub, ports.OutboundMessage{Topic: ports.TopicInventoryCompensate, MessageID: fmt.Sprint("evt_lag_", i), Body: []byte(`{}`)})
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(rocketmq.NewLagCollector(url, []string{group}, nil))
+	labels := map[string]string{"group": group}
+	var ready, msgs, age float64
+	waitUntil(t, 60*time.Second, "the broker reports the messages behind the held batch", func() bool {
+		ready = metricValue(t, reg, "mq_consumer_ready", labels)
+		msgs, age = metricValue(t, reg, "mq_consumer_lag_messages", labels), metricValue(t, reg, "mq_consumer_lag_seconds", labels)
+		return ready >= n-8 && msgs >= ready && age > 0
+	})
+	if up := metricValue(t, reg, "mq_broker_metrics_up", nil); up != 1 {
+		t.Fatalf("mq_broker_metrics_up = %v, want 1", up)
+	}
+	t.Logf("held: %v ready, %v unacknowledged, oldest %.1fs", ready, msgs, age)
+	once.Do(func() { close(release) })
+	waitUntil(t, 60*time.Second, "the lag goes back to 0", func() bool {
+		return len(rec.snapshot()) >= n && metricValue(t, reg, "mq_consumer_lag_messages", labels) == 0 &&
+			metricValue(t, reg, "mq_consumer_lag_seconds", labels) == 0
+	})
+
+	dead := prometheus.NewRegistry()
+	dead.MustRegister(rocketmq.NewLagCollector("http://127.0.0.1:1/metrics", []string{group}, nil))
+	if up := metricValue(t, dead, "mq_broker_metrics_up", nil); up != 0 {
+		t.Fatalf("mq_broker_metrics_up of an unreachable exporter = %v, want 0", up)
+	}
+	mfs, err := dead.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "mq_broker_metrics_up" {
+			t.Fatalf("an unreachable exporter still reports %s", mf.GetName())
+		}
+	}
+}
+
+// waitUntil polls cond every 250 ms until it holds or within passes.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(within); ; {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
