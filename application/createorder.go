@@ -81,15 +81,18 @@ func (h *CreateOrders) HandleBatch(ctx context.Context, ds []ports.Delivery) []p
 	if len(items) == 0 {
 		return decisions
 	}
+	start := time.Now()
 	err := h.process(ctx, items)
 	if err != nil && len(items) > 1 {
 		h.log.WarnContext(ctx, "batch transaction failed, retrying one by one", "batch", len(items), "error", err)
 		for _, it := range items {
-			decisions[it.idx] = h.finish(ctx, []*createItem{it}, h.process(ctx, []*createItem{it}))[0]
+			start := time.Now()
+			err := h.process(ctx, []*createItem{it})
+			decisions[it.idx] = h.finish(ctx, []*createItem{it}, err, time.Since(start))[0]
 		}
 		return decisions
 	}
-	for i, d := range h.finish(ctx, items, err) {
+	for i, d := range h.finish(ctx, items, err, time.Since(start)) {
 		decisions[items[i].idx] = d
 	}
 	return decisions
@@ -358,7 +361,7 @@ func (h *CreateOrders) record(ctx context.Context, tx ports.Tx, fresh, decidedBe
 // finish turns outcomes into decisions after the transaction: on success
 // the Redis reservations of created orders are marked ORDERED (best
 // effort) and every message is acknowledged; on failure nothing is.
-func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr error) []ports.Decision {
+func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr error, txLatency time.Duration) []ports.Decision {
 	out := make([]ports.Decision, len(items))
 	if txErr != nil {
 		for i, it := range items {
@@ -388,11 +391,14 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 		return out
 	}
 	for i, it := range items {
-		out[i] = ports.Decision{Ack: true, Outcome: it.outcome, Reason: string(it.reason)}
-		h.log.DebugContext(ctx, "order-create processed", "message_id", it.msg.MessageID,
-			"reservation_id", it.msg.ReservationID, "order_id", it.msg.OrderID, "topic", it.delivery.Topic,
-			"delivery_attempt", it.delivery.DeliveryAttempt, "decision", it.outcome, "reason", it.reason,
-			"trace_id", it.msg.Trace.TraceID)
+		inbox, effect := "inserted", it.outcome
+		if it.outcome == "duplicate" {
+			inbox, effect = "duplicate", "none"
+		}
+		// The consumer runner logs the decision with these fields (one
+		// line per order).
+		out[i] = ports.Decision{Ack: true, Outcome: it.outcome, Reason: string(it.reason),
+			Inbox: inbox, Effect: effect, TxLatency: txLatency}
 	}
 	return out
 }

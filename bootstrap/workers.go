@@ -73,7 +73,7 @@ func provideWorkers(cfg config.Config, bc rocketmq.Config, uow ports.UnitOfWork,
 		}
 		run, err := runner(rocketmq.RunnerConfig{Group: bc.Group(c.group), Subscriptions: map[string]string{physical: "*"},
 			Orderly: c.group.Orderly(), BatchSize: c.batch, Concurrency: c.concurrency,
-			InvisibleDuration: w.InvisibleDuration}, c.handler)
+			InvisibleDuration: w.InvisibleDuration, LogAcks: c.group == rocketmq.GroupOrderCreate}, c.handler)
 		if err != nil {
 			return nil, err
 		}

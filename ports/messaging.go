@@ -86,6 +86,10 @@ type Delivery struct {
 	DeliveryAttempt int32
 	// BornAt is when the producer created the message.
 	BornAt time.Time
+	// Queue and Offset locate the message in the broker (for logs; zero
+	// when the broker has no such notion).
+	Queue  int32
+	Offset int64
 }
 
 // Decision is a handler's verdict on one delivery.
@@ -103,6 +107,15 @@ type Decision struct {
 	// Reason refines a "rejected" outcome (for example
 	// RESERVATION_EXPIRED) for the business-reject metric.
 	Reason string
+	// Inbox, Effect and TxLatency describe the handler's transaction for
+	// the consumer's log line (the inbox_result, order_result and
+	// tx_latency_ms fields): the inbox row ("inserted" or "duplicate"),
+	// what the transaction did for this message (for example "created",
+	// "rejected", "none") and how long it took. Empty when the handler has
+	// no such transaction.
+	Inbox     string
+	Effect    string
+	TxLatency time.Duration
 }
 
 // Acked returns an acknowledging decision with the outcome label.

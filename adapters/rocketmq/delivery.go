@@ -2,6 +2,7 @@ package rocketmq
 
 import (
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,9 @@ func toDelivery(mv *rmq.MessageView) ports.Delivery {
 		Properties:      maps.Clone(mv.GetProperties()),
 		BrokerMessageID: mv.GetMessageId(),
 		DeliveryAttempt: mv.GetDeliveryAttempt(),
+		Offset:          mv.GetOffset(),
 	}
+	d.Queue = queueOf(mv.GetReceiptHandle())
 	if d.Properties == nil {
 		d.Properties = map[string]string{}
 	}
@@ -95,4 +98,20 @@ func ParseDeadLetter(cfg Config, d ports.Delivery) (DeadLetter, bool) {
 		}
 	}
 	return dl, true
+}
+
+// queueOf reads the queue id from a 5.x receipt handle ("startOffset
+// retrieveTime invisibleTime reviveQueueId topicType brokerName queueId
+// offset commitLogOffset ...", space separated; the client library keeps
+// the message's queue unexported). -1 when the handle has another shape.
+func queueOf(receiptHandle string) int32 {
+	f := strings.Fields(receiptHandle)
+	if len(f) < 8 {
+		return -1
+	}
+	q, err := strconv.ParseInt(f[6], 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(q)
 }

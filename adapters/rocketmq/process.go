@@ -227,7 +227,7 @@ func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string
 	switch {
 	case err != nil:
 		level = slog.LevelWarn
-	case result == ackResultAcked:
+	case result == ackResultAcked && !r.rc.LogAcks:
 		level = slog.LevelDebug
 	}
 	ctx := context.Background()
@@ -235,6 +235,15 @@ func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string
 		return
 	}
 	extra := []slog.Attr{slog.String("decision", dec.Outcome), slog.String("ack_result", result)}
+	if dec.Inbox != "" {
+		extra = append(extra, slog.String("inbox_result", dec.Inbox))
+	}
+	if dec.Effect != "" {
+		extra = append(extra, slog.String("order_result", dec.Effect))
+	}
+	if dec.TxLatency > 0 {
+		extra = append(extra, slog.Int64("tx_latency_ms", dec.TxLatency.Milliseconds()))
+	}
 	if dec.Reason != "" {
 		extra = append(extra, slog.String("reason", dec.Reason))
 	}
@@ -252,13 +261,28 @@ func deliveryAttrs(d ports.Delivery, extra ...slog.Attr) []slog.Attr {
 	attrs := []slog.Attr{
 		slog.String("message_id", d.Properties[message.PropMessageID]),
 		slog.String("topic", d.Topic),
+		slog.Int("queue", int(d.Queue)),
+		slog.Int64("offset", d.Offset),
 		slog.Int("delivery_attempt", int(d.DeliveryAttempt)),
 		slog.String("broker_message_id", d.BrokerMessageID),
+		slog.String("schema_version", d.Properties[message.PropSchemaVersion]),
 	}
 	for _, k := range []string{message.PropReservationID, message.PropOrderID} {
 		if v := d.Properties[k]; v != "" {
 			attrs = append(attrs, slog.String(k, v))
 		}
 	}
+	if id := traceIDOf(d.Properties[message.PropTraceparent]); id != "" {
+		attrs = append(attrs, slog.String("trace_id", id))
+	}
 	return append(attrs, extra...)
+}
+
+// traceIDOf returns the trace id of a W3C traceparent
+// ("00-<32 hex trace id>-<16 hex span id>-<flags>"), or "".
+func traceIDOf(traceparent string) string {
+	if len(traceparent) < 35 || traceparent[2] != '-' {
+		return ""
+	}
+	return traceparent[3:35]
 }
