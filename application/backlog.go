@@ -88,3 +88,32 @@ func (g *BacklogGate) Admit(now time.Time, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// BacklogState is what a BacklogGate last measured, with its settings.
+type BacklogState struct {
+	// OldestUnresolvedAt is when the oldest unresolved reservation was
+	// made, as of the last measurement; zero when there was none.
+	OldestUnresolvedAt time.Time
+	// MeasuredAt is when the last successful measurement was taken; zero
+	// before the first one.
+	MeasuredAt time.Time
+	// Ratio is the share of a reservation TTL past which admission closes
+	// (SECKILL_BACKLOG_CLOSE_RATIO).
+	Ratio float64
+	// Interval is the period of the measurements; Admit fails closed once
+	// the last one is older than five intervals plus one second.
+	Interval time.Duration
+}
+
+// State returns the gate's last measurement and its settings. It reads
+// what Measure stored and touches no store.
+func (g *BacklogGate) State() BacklogState {
+	st := BacklogState{Ratio: g.ratio, Interval: g.interval}
+	if ms := g.oldestMS.Load(); ms != 0 {
+		st.OldestUnresolvedAt = time.UnixMilli(ms)
+	}
+	if ms := g.measuredMS.Load(); ms != 0 {
+		st.MeasuredAt = time.UnixMilli(ms)
+	}
+	return st
+}

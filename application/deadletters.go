@@ -352,3 +352,17 @@ func (dl *DeadLetters) MeasureGauge(ctx context.Context) error {
 	dl.metrics.DeadLetters(st.Open, age)
 	return nil
 }
+
+// Stats counts the open dead letters and finds the oldest, as
+// MeasureGauge does, but only returns them (no metric is reported).
+func (dl *DeadLetters) Stats(ctx context.Context) (ports.DeadLetterStats, error) {
+	var st ports.DeadLetterStats
+	if err := dl.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		st, err = tx.DeadLetterStats(ctx)
+		return err
+	}); err != nil {
+		return ports.DeadLetterStats{}, fmt.Errorf("dead letter stats: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,771 @@
+package bootstrap
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Limits of one status snapshot.
+const (
+	// statusTimeout bounds building one snapshot, every section included.
+	statusTimeout = 2 * time.Second
+	// statusMaxActivities bounds the activity SKUs that get a stock
+	// report (one each); the others are counted, not shown.
+	statusMaxActivities = 50
+	// statusReportWorkers is how many stock reports run at once.
+	statusReportWorkers = 4
+	// statusRecentlyEnded keeps an activity SKU on the page this long
+	// after its sale ended, while its last reservations settle.
+	statusRecentlyEnded = 15 * time.Minute
+)
+
+// StatusPage serves the live status page of the operations listener:
+// GET /status, an HTML page that refreshes itself every 2 s and needs
+// nothing from elsewhere (no script, style sheet or font), and GET
+// /status.json, the same snapshot as JSON. A snapshot holds the stock
+// books (I6) of every activity SKU on sale, the backlog gate, consumer lag
+// per group, open dead letters, the publisher's circuit breaker and send
+// timeout, and the build (docs/status.md says where each number comes
+// from). Building one is bounded by statusTimeout; a section that fails
+// shows its error and the others still show. Concurrent requests share the
+// snapshot being built, so any number of open pages cost one snapshot at a
+// time.
+type StatusPage struct {
+	admin       *application.Admin
+	gate        *application.BacklogGate
+	deadLetters *application.DeadLetters
+	uow         ports.UnitOfWork
+	gatherer    prometheus.Gatherer
+	clock       ports.Clock
+	instance    string
+	tmpl        *template.Template
+	log         *slog.Logger
+
+	mu      sync.Mutex
+	pending *statusCall // the snapshot being built, nil when none
+}
+
+// statusCall is one snapshot being built; done closes when st is set.
+type statusCall struct {
+	done chan struct{}
+	st   Status
+}
+
+// provideStatusPage builds the status page mounted on the operations
+// listener (provideOpsServer).
+func provideStatusPage(cfg config.Config, admin *application.Admin, gate *application.BacklogGate,
+	dl *application.DeadLetters, uow ports.UnitOfWork, reg *prometheus.Registry, clock ports.Clock,
+	log *slog.Logger) (*StatusPage, error) {
+	return NewStatusPage(cfg.InstanceID, admin, gate, dl, uow, reg, clock, log)
+}
+
+// NewStatusPage returns the status page of instance: stock reports come
+// from admin, the backlog from gate, dead letters from dl, the activity
+// list from uow and every other figure from gatherer (the process's
+// registry).
+func NewStatusPage(instance string, admin *application.Admin, gate *application.BacklogGate, dl *application.DeadLetters,
+	uow ports.UnitOfWork, gatherer prometheus.Gatherer, clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
+	tmpl, err := statusTemplate()
+	if err != nil {
+		return nil, err
+	}
+	return &StatusPage{admin: admin, gate: gate, deadLetters: dl, uow: uow, gatherer: gatherer, clock: clock,
+		instance: instance, tmpl: tmpl, log: log.With("component", "status")}, nil
+}
+
+// Status is one snapshot of the status page.
+type Status struct {
+	Instance    string            `json:"instance"`
+	At          time.Time         `json:"at"`
+	Build       StatusBuild       `json:"build"`
+	Activities  StatusActivities  `json:"activities"`
+	Backlog     StatusBacklog     `json:"backlog"`
+	Consumers   StatusConsumers   `json:"consumers"`
+	DeadLetters StatusDeadLetters `json:"dead_letters"`
+	Publisher   StatusPublisher   `json:"publisher"`
+}
+
+// StatusBuild names the running build (the seckill_build_info labels).
+type StatusBuild struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	Modified  string `json:"modified"`
+	GoVersion string `json:"go_version"`
+	Error     string `json:"error,omitempty"`
+}
+
+// StatusActivities are the stock books of the activity SKUs on sale (and
+// of those whose sale ended less than 15 minutes ago).
+type StatusActivities struct {
+	Rows []StockRow `json:"rows"`
+	// Omitted counts the activity SKUs selected but not shown (beyond
+	// the first 50).
+	Omitted int    `json:"omitted"`
+	Error   string `json:"error,omitempty"`
+}
+
+// StockRow is one activity SKU: its settings and the terms of I6 as
+// Admin.GetStockReport returns them.
+type StockRow struct {
+	ActivityID int64     `json:"activity_id"`
+	SKUID      int64     `json:"sku_id"`
+	OnSale     bool      `json:"on_sale"`
+	StartsAt   time.Time `json:"starts_at"`
+	EndsAt     time.Time `json:"ends_at"`
+	// ReservationTTLSeconds is the reservation validity; the backlog gate
+	// closes this activity's admission at CloseRatio × TTL.
+	ReservationTTLSeconds float64 `json:"reservation_ttl_seconds"`
+	InitialStock          int64   `json:"initial_stock"`
+	RedisAvailable        int64   `json:"redis_available"`
+	PendingReservations   int64   `json:"pending_reservations"`
+	Orders                int64   `json:"orders"`
+	PGFinalStock          int64   `json:"pg_final_stock"`
+	ReleasesInFlight      int64   `json:"releases_in_flight"`
+	Drift                 int64   `json:"drift"`
+	// AdmissionOpen is the backlog gate's answer for this activity at the
+	// snapshot's time; AdmissionDetail says why it is closed.
+	AdmissionOpen   bool   `json:"admission_open"`
+	AdmissionDetail string `json:"admission_detail,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// StatusBacklog is the backlog gate's last measurement.
+type StatusBacklog struct {
+	// Unresolved is the reservation_unresolved gauge (nil when absent).
+	Unresolved *float64 `json:"unresolved"`
+	// OldestAgeSeconds is the age, at the snapshot, of the oldest
+	// unresolved reservation the gate last saw; 0 when there was none.
+	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+	// OldestAt is when that reservation was made (absent when none).
+	OldestAt time.Time `json:"oldest_at,omitzero"`
+	// MeasuredAt is the gate's last successful measurement (absent when
+	// never); MeasurementAgeSeconds its age at the snapshot.
+	MeasuredAt            time.Time `json:"measured_at,omitzero"`
+	MeasurementAgeSeconds float64   `json:"measurement_age_seconds"`
+	// CloseRatio is SECKILL_BACKLOG_CLOSE_RATIO: admission to an activity
+	// closes once OldestAgeSeconds exceeds CloseRatio × its reservation
+	// TTL (see StockRow).
+	CloseRatio float64 `json:"close_ratio"`
+	// Open and Closed count the shown activity SKUs by admission.
+	Open   int    `json:"admission_open"`
+	Closed int    `json:"admission_closed"`
+	Error  string `json:"error,omitempty"`
+}
+
+// StatusConsumers is the consumer lag per group.
+type StatusConsumers struct {
+	Groups []ConsumerRow `json:"groups"`
+	// BrokerMetricsUp is mq_broker_metrics_up: whether the last read of
+	// the broker's exporter succeeded (nil when SECKILL_ROCKETMQ_METRICS_URL
+	// is not set and the broker's figures are not read at all).
+	BrokerMetricsUp *bool  `json:"broker_metrics_up"`
+	Error           string `json:"error,omitempty"`
+}
+
+// ConsumerRow is one consumer group's figures; nil when the registry has
+// no sample (the broker reports a group once its consumer is online).
+type ConsumerRow struct {
+	Group       string   `json:"group"`
+	LagSeconds  *float64 `json:"lag_seconds"`
+	Ready       *float64 `json:"ready"`
+	LagMessages *float64 `json:"lag_messages"`
+	Inflight    *float64 `json:"inflight"`
+}
+
+// StatusDeadLetters are the open dead letters.
+type StatusDeadLetters struct {
+	Open             int64     `json:"open"`
+	OldestAt         time.Time `json:"oldest_at,omitzero"`
+	OldestAgeSeconds float64   `json:"oldest_age_seconds"`
+	Error            string    `json:"error,omitempty"`
+}
+
+// StatusPublisher is the publisher's circuit breaker and send timeout.
+type StatusPublisher struct {
+	Breakers []BreakerRow `json:"breakers"`
+	// SendTimeoutSeconds is mq_send_timeout_seconds (nil when absent).
+	SendTimeoutSeconds *float64 `json:"send_timeout_seconds"`
+	Error              string   `json:"error,omitempty"`
+}
+
+// BreakerRow is the breaker of one endpoint: State is the
+// mq_breaker_state value (0 closed, 1 half-open, 2 open).
+type BreakerRow struct {
+	Endpoint string `json:"endpoint"`
+	State    int    `json:"state"`
+	Name     string `json:"name"`
+}
+
+// Handler returns the handler of GET /status (HTML).
+func (p *StatusPage) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := p.Snapshot(r.Context())
+		var buf bytes.Buffer
+		if err := p.tmpl.Execute(&buf, st); err != nil {
+			p.log.ErrorContext(r.Context(), "render the status page", "error", err)
+			http.Error(w, "render the status page: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(buf.Bytes())
+	})
+}
+
+// JSONHandler returns the handler of GET /status.json.
+func (p *StatusPage) JSONHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := json.MarshalIndent(p.Snapshot(r.Context()), "", "  ")
+		if err != nil {
+			http.Error(w, "encode the status: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(append(b, '\n'))
+	})
+}
+
+// Snapshot returns a snapshot taken now, or the one being taken for a
+// concurrent caller. The snapshot does not depend on ctx's cancellation
+// (another caller may be waiting for it) and is bounded by statusTimeout;
+// a caller whose ctx ends first gets a snapshot saying so.
+func (p *StatusPage) Snapshot(ctx context.Context) Status {
+	p.mu.Lock()
+	c := p.pending
+	if c == nil {
+		c = &statusCall{done: make(chan struct{})}
+		p.pending = c
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			p.pending = nil
+			p.mu.Unlock()
+			close(c.done)
+		}()
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
+		defer cancel()
+		c.st = p.build(bctx)
+		return c.st
+	}
+	p.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.st
+	case <-ctx.Done():
+		msg := fmt.Sprintf("waiting for the snapshot: %v", ctx.Err())
+		return Status{Instance: p.instance, At: p.clock.Now(), Build: StatusBuild{Error: msg},
+			Activities: StatusActivities{Error: msg}, Backlog: StatusBacklog{Error: msg},
+			Consumers: StatusConsumers{Error: msg}, DeadLetters: StatusDeadLetters{Error: msg},
+			Publisher: StatusPublisher{Error: msg}}
+	}
+}
+
+// build takes one snapshot: the metric families, the dead letters and the
+// activity SKUs' stock reports concurrently, then the sections derived
+// from them.
+func (p *StatusPage) build(ctx context.Context) Status {
+	now := p.clock.Now()
+	st := Status{Instance: p.instance, At: now}
+	var (
+		wg        sync.WaitGroup
+		families  map[string]*dto.MetricFamily
+		gatherErr error
+	)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		families, gatherErr = gatherWithin(ctx, p.gatherer)
+	}()
+	go func() {
+		defer wg.Done()
+		st.DeadLetters = p.deadLetterSection(ctx, now)
+	}()
+	go func() {
+		defer wg.Done()
+		st.Activities = p.activitySection(ctx, now)
+	}()
+	wg.Wait()
+	st.Build = buildSection(families, gatherErr)
+	st.Backlog = p.backlogSection(now, st.Activities.Rows, families, gatherErr)
+	st.Consumers = consumerSection(families, gatherErr)
+	st.Publisher = publisherSection(families, gatherErr)
+	return st
+}
+
+// activitySection lists the activity SKUs on sale at now (or ended less
+// than statusRecentlyEnded ago) and takes one stock report of each, at
+// most statusMaxActivities of them.
+func (p *StatusPage) activitySection(ctx context.Context, now time.Time) StatusActivities {
+	var all []ports.Activity
+	if err := p.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		all, err = tx.ListActivities(ctx)
+		return err
+	}); err != nil {
+		return StatusActivities{Error: fmt.Sprintf("list activities: %v", err)}
+	}
+	var shown []ports.Activity
+	var sec StatusActivities
+	for _, a := range all {
+		if a.StartsAt.After(now) || !now.Before(a.EndsAt.Add(statusRecentlyEnded)) {
+			continue
+		}
+		if len(shown) == statusMaxActivities {
+			sec.Omitted++
+			continue
+		}
+		shown = append(shown, a)
+	}
+	sec.Rows = make([]StockRow, len(shown))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(statusReportWorkers, len(shown)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sec.Rows[i] = p.stockRow(ctx, now, shown[i])
+			}
+		}()
+	}
+	for i := range shown {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return sec
+}
+
+// stockRow takes the stock report of a and asks the gate whether a
+// admits new reservations at now.
+func (p *StatusPage) stockRow(ctx context.Context, now time.Time, a ports.Activity) StockRow {
+	row := StockRow{ActivityID: a.ActivityID, SKUID: a.SKUID, OnSale: now.Before(a.EndsAt), StartsAt: a.StartsAt,
+		EndsAt: a.EndsAt, ReservationTTLSeconds: a.ReservationTTL.Seconds()}
+	if err := p.gate.Admit(now, a.ReservationTTL); err != nil {
+		row.AdmissionDetail = err.Error()
+	} else {
+		row.AdmissionOpen = true
+	}
+	rep, err := p.admin.GetStockReport(ctx, a.ActivityID, a.SKUID)
+	if err != nil {
+		row.Error = fmt.Sprintf("stock report: %v", err)
+		return row
+	}
+	row.InitialStock, row.RedisAvailable, row.PendingReservations = rep.InitialStock, rep.RedisAvailable, rep.PendingReservations
+	row.Orders, row.PGFinalStock, row.ReleasesInFlight = rep.NonCanceledOrders, rep.PGFinalStock, rep.ReleasesInFlight
+	row.Drift = rep.Drift()
+	return row
+}
+
+// deadLetterSection counts the open dead letters.
+func (p *StatusPage) deadLetterSection(ctx context.Context, now time.Time) StatusDeadLetters {
+	st, err := p.deadLetters.Stats(ctx)
+	if err != nil {
+		return StatusDeadLetters{Error: err.Error()}
+	}
+	sec := StatusDeadLetters{Open: st.Open, OldestAt: st.OldestOpenAt}
+	if !st.OldestOpenAt.IsZero() {
+		sec.OldestAgeSeconds = max(now.Sub(st.OldestOpenAt), 0).Seconds()
+	}
+	return sec
+}
+
+// backlogSection reads the gate's last measurement and counts the
+// admission of the shown activity SKUs (rows).
+func (p *StatusPage) backlogSection(now time.Time, rows []StockRow, families map[string]*dto.MetricFamily,
+	gatherErr error) StatusBacklog {
+	gs := p.gate.State()
+	sec := StatusBacklog{CloseRatio: gs.Ratio, OldestAt: gs.OldestUnresolvedAt, MeasuredAt: gs.MeasuredAt}
+	if !gs.OldestUnresolvedAt.IsZero() {
+		sec.OldestAgeSeconds = max(now.Sub(gs.OldestUnresolvedAt), 0).Seconds()
+	}
+	var errs []string
+	if gs.MeasuredAt.IsZero() {
+		errs = append(errs, "the gate has not measured the backlog yet: admission is closed")
+	} else {
+		sec.MeasurementAgeSeconds = max(now.Sub(gs.MeasuredAt), 0).Seconds()
+		if now.Sub(gs.MeasuredAt) > 5*gs.Interval+time.Second {
+			errs = append(errs, fmt.Sprintf("the last measurement is %s old: admission is closed until the gate measures again",
+				now.Sub(gs.MeasuredAt).Round(time.Millisecond)))
+		}
+	}
+	if v, ok := singleValue(families, "reservation_unresolved"); ok {
+		sec.Unresolved = &v
+	} else if gatherErr != nil {
+		errs = append(errs, "unresolved count: "+gatherErr.Error())
+	}
+	for _, r := range rows {
+		if r.AdmissionOpen {
+			sec.Open++
+		} else {
+			sec.Closed++
+		}
+	}
+	if len(errs) > 0 {
+		sec.Error = strings.Join(errs, "\n")
+	}
+	return sec
+}
+
+// buildSection reads the seckill_build_info labels.
+func buildSection(families map[string]*dto.MetricFamily, gatherErr error) StatusBuild {
+	f := families["seckill_build_info"]
+	if len(f.GetMetric()) == 0 {
+		if gatherErr != nil {
+			return StatusBuild{Error: gatherErr.Error()}
+		}
+		return StatusBuild{Error: "seckill_build_info is not in the registry"}
+	}
+	m := f.GetMetric()[0]
+	return StatusBuild{Version: label(m, "version"), Revision: label(m, "revision"), Modified: label(m, "modified"),
+		GoVersion: label(m, "go_version")}
+}
+
+// consumerSection gathers the lag figures by group label.
+func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) StatusConsumers {
+	var sec StatusConsumers
+	if gatherErr != nil {
+		sec.Error = gatherErr.Error()
+	}
+	byGroup := map[string]*ConsumerRow{}
+	for _, name := range []string{"mq_consumer_lag_seconds", "mq_consumer_ready", "mq_consumer_lag_messages", "mq_consumer_inflight"} {
+		for _, m := range families[name].GetMetric() {
+			g := label(m, "group")
+			row := byGroup[g]
+			if row == nil {
+				row = &ConsumerRow{Group: g}
+				byGroup[g] = row
+			}
+			v := value(m)
+			switch name {
+			case "mq_consumer_lag_seconds":
+				row.LagSeconds = &v
+			case "mq_consumer_ready":
+				row.Ready = &v
+			case "mq_consumer_lag_messages":
+				row.LagMessages = &v
+			case "mq_consumer_inflight":
+				row.Inflight = &v
+			}
+		}
+	}
+	for _, row := range byGroup {
+		sec.Groups = append(sec.Groups, *row)
+	}
+	slices.SortFunc(sec.Groups, func(a, b ConsumerRow) int { return cmp.Compare(a.Group, b.Group) })
+	if v, ok := singleValue(families, "mq_broker_metrics_up"); ok {
+		up := v == 1
+		sec.BrokerMetricsUp = &up
+	}
+	if len(sec.Groups) == 0 && sec.Error == "" {
+		sec.Error = "no consumer metrics in the registry"
+	}
+	return sec
+}
+
+// publisherSection reads the breaker state per endpoint and the send
+// timeout.
+func publisherSection(families map[string]*dto.MetricFamily, gatherErr error) StatusPublisher {
+	var sec StatusPublisher
+	for _, m := range families["mq_breaker_state"].GetMetric() {
+		s := int(value(m))
+		sec.Breakers = append(sec.Breakers, BreakerRow{Endpoint: label(m, "endpoint"), State: s, Name: breakerName(s)})
+	}
+	slices.SortFunc(sec.Breakers, func(a, b BreakerRow) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	if v, ok := singleValue(families, "mq_send_timeout_seconds"); ok {
+		sec.SendTimeoutSeconds = &v
+	}
+	switch {
+	case gatherErr != nil:
+		sec.Error = gatherErr.Error()
+	case len(sec.Breakers) == 0:
+		sec.Error = "mq_breaker_state is not in the registry"
+	case sec.SendTimeoutSeconds == nil:
+		sec.Error = "mq_send_timeout_seconds is not in the registry"
+	}
+	return sec
+}
+
+// breakerName names a mq_breaker_state value.
+func breakerName(s int) string {
+	switch s {
+	case 0:
+		return "closed"
+	case 1:
+		return "half-open"
+	case 2:
+		return "open"
+	}
+	return "unknown (" + strconv.Itoa(s) + ")"
+}
+
+// gatherWithin gathers g's metric families by name, giving up when ctx
+// ends (the gathering goroutine then finishes on its own). A partial
+// failure returns the families gathered together with the error.
+func gatherWithin(ctx context.Context, g prometheus.Gatherer) (map[string]*dto.MetricFamily, error) {
+	type result struct {
+		families []*dto.MetricFamily
+		err      error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		fs, err := g.Gather()
+		ch <- result{fs, err}
+	}()
+	select {
+	case r := <-ch:
+		out := make(map[string]*dto.MetricFamily, len(r.families))
+		for _, f := range r.families {
+			out[f.GetName()] = f
+		}
+		if r.err != nil {
+			return out, fmt.Errorf("gather metrics: %w", r.err)
+		}
+		return out, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("gather metrics: %w", ctx.Err())
+	}
+}
+
+// singleValue returns the value of the first sample of the family name.
+func singleValue(families map[string]*dto.MetricFamily, name string) (float64, bool) {
+	ms := families[name].GetMetric()
+	if len(ms) == 0 {
+		return 0, false
+	}
+	return value(ms[0]), true
+}
+
+// value returns a gauge's, counter's or untyped sample's value.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return math.NaN()
+}
+
+// label returns the value of m's label name, "" when it has none.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// statusTemplate parses the page that renders a Status.
+func statusTemplate() (*template.Template, error) {
+	t, err := template.New("status").Funcs(template.FuncMap{
+		"secs":     fmtSeconds,
+		"optSecs":  func(v *float64) string { return optional(v, fmtSeconds) },
+		"optNum":   func(v *float64) string { return optional(v, fmtNumber) },
+		"stamp":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 UTC") },
+		"pct":      func(v float64) string { return strconv.FormatFloat(v*100, 'f', -1, 64) + "%" },
+		"limit":    func(ratio, ttl float64) string { return fmtSeconds(ratio * ttl) },
+		"share":    share,
+		"lagClass": lagClass,
+		"isFalse":  func(v *bool) bool { return v != nil && !*v },
+		"isNil":    func(v *bool) bool { return v == nil },
+	}).Parse(statusHTML)
+	if err != nil {
+		return nil, fmt.Errorf("parse the status page: %w", err)
+	}
+	return t, nil
+}
+
+// fmtSeconds formats seconds as a duration rounded to the millisecond.
+func fmtSeconds(s float64) string {
+	if math.IsNaN(s) {
+		return "?"
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// fmtNumber formats a count (integral values without a fraction).
+func fmtNumber(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// optional formats v, or a dash when there is no sample.
+func optional(v *float64, f func(float64) string) string {
+	if v == nil {
+		return "–"
+	}
+	return f(*v)
+}
+
+// share is age as a percentage of ratio × ttl, capped at 999%.
+func share(age, ratio, ttl float64) string {
+	limit := ratio * ttl
+	if limit <= 0 {
+		return "–"
+	}
+	return strconv.Itoa(int(math.Min(age/limit*100, 999))) + "%"
+}
+
+// lagClass marks a group whose oldest unacknowledged message is older
+// than 5 s (warn) or 30 s (bad).
+func lagClass(v *float64) string {
+	switch {
+	case v == nil:
+		return ""
+	case *v > 30:
+		return "bad"
+	case *v > 5:
+		return "warn"
+	}
+	return ""
+}
+
+const statusHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="2">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>seckill status · {{.Instance}}</title>
+<style>
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;background:#f4f5f7;color:#1d2330}
+header{background:#1d2330;color:#fff;padding:10px 20px;display:flex;gap:24px;align-items:baseline;flex-wrap:wrap}
+header h1{font-size:18px;margin:0}
+header span{color:#c4c9d4}
+main{padding:12px 20px;display:grid;grid-template-columns:6fr 3fr 3fr;gap:12px;align-items:start}
+@media (max-width:900px){main{grid-template-columns:1fr}main>section{grid-column:1/-1!important;grid-row:auto!important}}
+section{background:#fff;border:1px solid #dde0e6;border-radius:6px;padding:10px 14px;overflow-x:auto}
+section.wide{grid-column:1/-1}
+section.tall{grid-row:span 2}
+section.pair{grid-column:span 2}
+h2{font-size:15px;margin:0 0 8px}
+table{border-collapse:collapse;width:100%}
+th,td{padding:4px 7px;border-bottom:1px solid #eceef2;text-align:right;white-space:nowrap}
+th{font-weight:600;color:#4a5163;background:#f8f9fb}
+th:first-child,td:first-child{text-align:left}
+td.text{text-align:left}
+.ok{color:#137333;font-weight:600}
+.warn{color:#a05a00;font-weight:600}
+.bad{color:#b3261e;font-weight:700}
+.err{color:#b3261e;background:#fdecea;border-radius:4px;padding:4px 8px;margin:6px 0;white-space:pre-wrap}
+.muted{color:#6b7280}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;margin:0}
+dt{color:#4a5163}
+dd{margin:0;font-variant-numeric:tabular-nums}
+td{font-variant-numeric:tabular-nums}
+</style>
+</head>
+<body>
+<header><h1>seckill status</h1><span>instance <b>{{.Instance}}</b></span><span>snapshot <b id="snapshot-at">{{stamp .At}}</b></span><span>refreshes every 2 s</span></header>
+<main>
+<section class="wide" id="activities">
+<h2>Activity SKUs on sale: stock books (I6)</h2>
+{{with .Activities.Error}}<div class="err">{{.}}</div>{{end}}
+<table>
+<tr><th>activity / SKU</th><th>state</th><th>initial stock</th><th>Redis available</th><th>pending reservations</th><th>orders (live)</th><th>final stock (PostgreSQL)</th><th>releases in flight</th><th>drift</th></tr>
+{{range .Activities.Rows}}<tr data-activity="{{.ActivityID}}/{{.SKUID}}">
+<td>{{.ActivityID}} / {{.SKUID}}</td>
+<td class="text">{{if .OnSale}}<span class="ok">on sale</span>{{else}}<span class="muted">ended</span>{{end}}</td>
+{{if .Error}}<td colspan="7" class="text"><div class="err">{{.Error}}</div></td>{{else}}<td data-field="initial_stock">{{.InitialStock}}</td>
+<td data-field="redis_available">{{.RedisAvailable}}</td>
+<td data-field="pending_reservations">{{.PendingReservations}}</td>
+<td data-field="orders">{{.Orders}}</td>
+<td data-field="pg_final_stock">{{.PGFinalStock}}</td>
+<td data-field="releases_in_flight">{{.ReleasesInFlight}}</td>
+<td data-field="drift" class="{{if .Drift}}bad{{else}}ok{{end}}">{{.Drift}}</td>{{end}}
+</tr>
+{{else}}<tr><td colspan="9" class="text muted">no activity SKU on sale</td></tr>
+{{end}}</table>
+{{with .Activities.Omitted}}<p class="muted">{{.}} more activity SKUs are not shown.</p>{{end}}
+<p class="muted">drift = initial stock − Redis available − pending reservations − orders − releases in flight (0 when the books balance).</p>
+</section>
+
+<section class="wide" id="consumers">
+<h2>Consumer lag per group</h2>
+{{with .Consumers.Error}}<div class="err">{{.}}</div>{{end}}
+{{if isFalse .Consumers.BrokerMetricsUp}}<div class="err">the last read of the broker's exporter failed (mq_broker_metrics_up 0)</div>{{end}}
+<table>
+<tr><th>group</th><th>oldest unacked</th><th>ready</th><th>unacked</th><th>in flight here</th></tr>
+{{range .Consumers.Groups}}<tr data-group="{{.Group}}">
+<td>{{.Group}}</td><td class="{{lagClass .LagSeconds}}">{{optSecs .LagSeconds}}</td><td>{{optNum .Ready}}</td><td>{{optNum .LagMessages}}</td><td>{{optNum .Inflight}}</td></tr>
+{{end}}</table>
+{{if isNil .Consumers.BrokerMetricsUp}}<p class="muted">The broker's figures (oldest unacked, ready, unacked) are not read: SECKILL_ROCKETMQ_METRICS_URL is not set.</p>{{end}}
+</section>
+
+<section class="tall" id="backlog">
+<h2>Backlog and admission</h2>
+{{with .Backlog.Error}}<div class="err">{{.}}</div>{{end}}
+<dl>
+<dt>oldest unresolved reservation</dt><dd data-field="oldest_age">{{if .Backlog.OldestAt.IsZero}}none{{else}}{{secs .Backlog.OldestAgeSeconds}} old{{end}}</dd>
+<dt>unresolved reservations</dt><dd>{{optNum .Backlog.Unresolved}}</dd>
+<dt>close ratio</dt><dd>{{pct .Backlog.CloseRatio}} of the reservation TTL</dd>
+<dt>last measured</dt><dd>{{if .Backlog.MeasuredAt.IsZero}}never{{else}}{{secs .Backlog.MeasurementAgeSeconds}} ago{{end}}</dd>
+<dt>admission</dt><dd data-field="admission">{{if .Backlog.Closed}}<span class="bad">closed for {{.Backlog.Closed}}</span>, {{end}}<span class="ok">open for {{.Backlog.Open}}</span> activity SKU(s)</dd>
+</dl>
+{{if .Activities.Rows}}<table style="margin-top:8px">
+<tr><th>activity / SKU</th><th>TTL</th><th>closes at</th><th>oldest / limit</th><th>admission</th></tr>
+{{$b := .Backlog}}{{range .Activities.Rows}}<tr data-admission="{{.ActivityID}}/{{.SKUID}}">
+<td>{{.ActivityID}} / {{.SKUID}}</td><td>{{secs .ReservationTTLSeconds}}</td><td>{{limit $b.CloseRatio .ReservationTTLSeconds}}</td>
+<td>{{share $b.OldestAgeSeconds $b.CloseRatio .ReservationTTLSeconds}}</td>
+<td class="text">{{if .AdmissionOpen}}<span class="ok">open</span>{{else}}<span class="bad" title="{{.AdmissionDetail}}">closed</span>{{end}}</td></tr>
+{{end}}</table>{{end}}
+</section>
+
+<section id="dead-letters">
+<h2>Dead letters</h2>
+{{with .DeadLetters.Error}}<div class="err">{{.}}</div>{{else}}
+<dl>
+<dt>open</dt><dd data-field="dlq_open" class="{{if .DeadLetters.Open}}bad{{else}}ok{{end}}">{{.DeadLetters.Open}}</dd>
+<dt>oldest</dt><dd>{{if .DeadLetters.OldestAt.IsZero}}none{{else}}{{secs .DeadLetters.OldestAgeSeconds}} old ({{stamp .DeadLetters.OldestAt}}){{end}}</dd>
+</dl>{{end}}
+</section>
+
+<section id="publisher">
+<h2>Publisher</h2>
+{{with .Publisher.Error}}<div class="err">{{.}}</div>{{end}}
+<dl>
+{{range .Publisher.Breakers}}<dt>breaker {{.Endpoint}}</dt><dd data-breaker="{{.Endpoint}}" class="{{if eq .State 0}}ok{{else if eq .State 1}}warn{{else}}bad{{end}}">{{.Name}}</dd>
+{{end}}<dt>adaptive send timeout</dt><dd>{{optSecs .Publisher.SendTimeoutSeconds}}</dd>
+</dl>
+</section>
+
+<section class="pair" id="build">
+<h2>Build</h2>
+{{with .Build.Error}}<div class="err">{{.}}</div>{{else}}
+<dl>
+<dt>version</dt><dd>{{.Build.Version}}</dd>
+<dt>revision</dt><dd>{{.Build.Revision}}{{if eq .Build.Modified "true"}} (modified){{end}}</dd>
+<dt>Go</dt><dd>{{.Build.GoVersion}}</dd>
+<dt>snapshot</dt><dd>{{stamp .At}}</dd>
+</dl>{{end}}
+</section>
+</main>
+</body>
+</html>
+`

@@ -1,0 +1,313 @@
+package bootstrap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
+	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+)
+
+// TestStatusPage starts the service, sells two activities while the
+// status page is being read, then renders /status in a headless Chromium
+// (installed by deploy/local/chromium.sh when missing; the test fails if
+// it cannot be): the screenshot must be a real picture, and the stock
+// figures in the rendered DOM and in /status.json must equal the admin
+// API's stock reports at rest. Set SECKILL_STATUS_SCREENSHOT to a path to
+// keep the screenshot (docs/status.png is one).
+func TestStatusPage(t *testing.T) {
+	s := startSystem(t, options{configure: func(c *config.Config) { c.RocketMQ.MetricsURL = mqtest.MetricsURL(t) }})
+	const open, soldOut = 31, 32
+	s.activity(open, 40, 10*time.Minute, time.Minute)
+	s.activity(soldOut, 5, 10*time.Minute, time.Minute)
+	ops := "http://" + s.app.OpsAddr().String()
+
+	// Read both forms of the page while orders are placed.
+	stop := make(chan struct{})
+	var (
+		readers sync.WaitGroup
+		mu      sync.Mutex
+		reads   int
+		readErr error
+	)
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, path := range []string{"/status", "/status.json"} {
+				if _, err := fetchStatus(ops + path); err != nil {
+					mu.Lock()
+					readErr = err
+					mu.Unlock()
+					return
+				}
+			}
+			mu.Lock()
+			reads++
+			mu.Unlock()
+		}
+	}()
+	accepted := map[int64]int{}
+	for i := range 12 {
+		for _, act := range []int64{open, soldOut} {
+			user := int64(5000 + i)
+			_, err := s.place(context.Background(), user, act, fmt.Sprintf("status-%d-%d", act, user))
+			switch {
+			case err == nil:
+				accepted[act]++
+			case act == soldOut && reasonOf(err) == "SOLD_OUT":
+			default:
+				t.Fatalf("place order %d for user %d: %v", act, user, err)
+			}
+		}
+	}
+	close(stop)
+	readers.Wait()
+	if readErr != nil {
+		t.Fatalf("reading the status page during the sale: %v", readErr)
+	}
+	if reads == 0 {
+		t.Fatal("the status page was never read during the sale")
+	}
+	if accepted[open] != 12 || accepted[soldOut] != 5 {
+		t.Fatalf("accepted %v, want 12 of activity %d and 5 of activity %d", accepted, open, soldOut)
+	}
+	t.Logf("the page was read %d times during the sale", reads)
+
+	reports := map[int64]*seckillv1.StockReport{open: s.settled(open, 60*time.Second), soldOut: s.settled(soldOut, 60*time.Second)}
+
+	page, err := fetchStatus(ops + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, banned := range []string{"<script", "http://", "https://", "<link", "@import", "url("} {
+		if bytes.Contains(page, []byte(banned)) {
+			t.Errorf("/status is not self-contained: it holds %q", banned)
+		}
+	}
+	if !bytes.Contains(page, []byte(`<meta http-equiv="refresh" content="2">`)) {
+		t.Error("/status does not refresh itself every 2 s")
+	}
+	checkStatusJSON(t, ops+"/status.json", reports)
+
+	chromium := ensureChromium(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	headless := []string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+		"--user-data-dir=" + filepath.Join(dir, "profile")}
+	shot := filepath.Join(dir, "status.png")
+	cmd := exec.CommandContext(ctx, chromium, append(headless, "--screenshot="+shot, "--window-size=1200,900", ops+"/status")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
+	}
+	checkScreenshot(t, shot)
+	if keep := os.Getenv("SECKILL_STATUS_SCREENSHOT"); keep != "" {
+		b, err := os.ReadFile(shot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keep, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cmd = exec.CommandContext(ctx, chromium, append(headless, "--dump-dom", ops+"/status")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	checkStatusDOM(t, string(dom), reports, s.mq.Prefix+"CG_SECKILL_ORDER_CREATE_PG_V1")
+}
+
+// fetchStatus GETs url and returns the body of a 200 answer.
+func fetchStatus(url string) ([]byte, error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d: %s", url, res.StatusCode, body)
+	}
+	if strings.HasSuffix(url, ".json") {
+		var st bootstrap.Status
+		if err := json.Unmarshal(body, &st); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", url, err)
+		}
+	}
+	return body, nil
+}
+
+// checkStatusJSON checks /status.json at rest: every section without an
+// error and each activity's row equal to its stock report.
+func checkStatusJSON(t *testing.T, url string, reports map[int64]*seckillv1.StockReport) {
+	t.Helper()
+	body, err := fetchStatus(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st bootstrap.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	for name, msg := range map[string]string{"activities": st.Activities.Error, "backlog": st.Backlog.Error,
+		"consumers": st.Consumers.Error, "dead letters": st.DeadLetters.Error, "publisher": st.Publisher.Error,
+		"build": st.Build.Error} {
+		if msg != "" {
+			t.Errorf("/status.json: the %s section has an error: %s", name, msg)
+		}
+	}
+	rows := map[int64]bootstrap.StockRow{}
+	for _, r := range st.Activities.Rows {
+		rows[r.ActivityID] = r
+	}
+	for id, rep := range reports {
+		r, ok := rows[id]
+		if !ok {
+			t.Errorf("/status.json has no row for activity %d: %s", id, body)
+			continue
+		}
+		got := []int64{r.InitialStock, r.RedisAvailable, r.PendingReservations, r.Orders, r.PGFinalStock, r.ReleasesInFlight, r.Drift}
+		want := []int64{rep.GetInitialStock(), rep.GetRedisAvailable(), rep.GetPendingReservations(), rep.GetNonCanceledOrders(),
+			rep.GetPgFinalStock(), rep.GetReleasesInFlight(), rep.GetDrift()}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("/status.json activity %d: %v, the admin API says %v", id, got, want)
+		}
+		if !r.AdmissionOpen {
+			t.Errorf("/status.json: admission closed for activity %d at rest: %s", id, r.AdmissionDetail)
+		}
+	}
+	if st.Build.GoVersion == "" || st.At.IsZero() {
+		t.Errorf("/status.json: no build or snapshot time: %+v, %v", st.Build, st.At)
+	}
+	if len(st.Publisher.Breakers) == 0 || st.Publisher.Breakers[0].Name != "closed" {
+		t.Errorf("/status.json: breakers %+v, want one closed", st.Publisher.Breakers)
+	}
+}
+
+// checkScreenshot checks that path is a PNG of about 1200x900 with a
+// rendered page in it.
+func checkScreenshot(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err != nil || fi.Size() == 0 {
+		t.Fatalf("empty screenshot: %v", err)
+	}
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 1000 || b.Dx() > 2400 || b.Dy() < 700 || b.Dy() > 1800 {
+		t.Errorf("screenshot is %dx%d, want about 1200x900", b.Dx(), b.Dy())
+	}
+	colors := map[uint32]bool{}
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 3 {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x += 3 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colors[(r>>8)<<16|(g>>8)<<8|b>>8] = true
+		}
+	}
+	if len(colors) < 16 {
+		t.Errorf("screenshot has %d colors: the page did not render", len(colors))
+	}
+}
+
+var (
+	activityRow = regexp.MustCompile(`(?s)<tr data-activity="(\d+)/(\d+)">(.*?)</tr>`)
+	fieldCell   = regexp.MustCompile(`<td data-field="(\w+)"[^>]*>(-?\d+)</td>`)
+)
+
+// checkStatusDOM checks the rendered page: one row per activity whose
+// figures equal the admin API's stock report, and a lag row of group.
+func checkStatusDOM(t *testing.T, dom string, reports map[int64]*seckillv1.StockReport, group string) {
+	t.Helper()
+	rows := map[int64]map[string]int64{}
+	for _, m := range activityRow.FindAllStringSubmatch(dom, -1) {
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		fields := map[string]int64{}
+		for _, c := range fieldCell.FindAllStringSubmatch(m[3], -1) {
+			fields[c[1]], _ = strconv.ParseInt(c[2], 10, 64)
+		}
+		rows[id] = fields
+	}
+	for id, rep := range reports {
+		f, ok := rows[id]
+		if !ok {
+			t.Errorf("the rendered page has no row for activity %d:\n%s", id, dom)
+			continue
+		}
+		for name, want := range map[string]int64{"initial_stock": rep.GetInitialStock(), "orders": rep.GetNonCanceledOrders(),
+			"drift": rep.GetDrift(), "redis_available": rep.GetRedisAvailable(),
+			"pending_reservations": rep.GetPendingReservations(), "pg_final_stock": rep.GetPgFinalStock(),
+			"releases_in_flight": rep.GetReleasesInFlight()} {
+			got, ok := f[name]
+			if !ok || got != want {
+				t.Errorf("activity %d: the page shows %s = %d (present %v), the admin API says %d", id, name, got, ok, want)
+			}
+		}
+	}
+	if !strings.Contains(dom, `<tr data-group="`+group+`">`) {
+		t.Errorf("the lag table has no row for %s:\n%s", group, dom)
+	}
+	for _, want := range []string{`id="snapshot-at"`, `data-breaker="`, "seckill status"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered page lacks %q", want)
+		}
+	}
+}
+
+// ensureChromium returns the chromium executable, installing it with
+// deploy/local/chromium.sh when it is missing; the test fails when it
+// cannot be installed.
+func ensureChromium(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	script, err := filepath.Abs(filepath.Join("..", "deploy", "local", "chromium.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, script).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("%s ran but chromium is not on PATH: %v", script, err)
+	}
+	return p
+}
