@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: run test up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts bench-sale
+.PHONY: run test up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts bench-sale observe observe-down
 
 ## run: start the local stack, migrate, and serve the API with all workers and a demo activity.
 run: build
@@ -19,6 +19,12 @@ run: build
 test:
 	@$(WITH_STACK) go vet ./... && go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory lint check-generated
+
+## observe: Jaeger and Prometheus (alert rules loaded) on loopback beside the stack; prints the OTEL_* line for `make run`.
+observe:
+	@$(STACK) up >/dev/null && deploy/local/observe.sh up
+observe-down:
+	@deploy/local/observe.sh down
 
 ## up / down / status: manage the local stack (PostgreSQL, Redis, RocketMQ) started by deploy/local/stack.sh.
 up:

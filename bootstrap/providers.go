@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/adapters/connect"
 	"github.com/seckill-dev/seckill/adapters/failpoint"
@@ -21,6 +22,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/system"
+	"github.com/seckill-dev/seckill/adapters/tracing"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -28,6 +30,7 @@ import (
 
 // InfraSet provides the driven adapters and binds them to their ports.
 var InfraSet = wire.NewSet(
+	provideTracer,
 	provideRegistry,
 	wire.Bind(new(prometheus.Registerer), new(*prometheus.Registry)),
 	providePostgres,
@@ -81,9 +84,34 @@ func provideRegistry() *prometheus.Registry {
 	return reg
 }
 
-func providePostgres(ctx context.Context, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (*postgres.Store, func(), error) {
+// Tracer is the process's OpenTelemetry tracer provider; its
+// TracerProvider is nil when tracing is off, and the adapters then record
+// nothing.
+type Tracer struct{ trace.TracerProvider }
+
+func provideTracer(ctx context.Context, cfg config.Config, log *slog.Logger) (Tracer, func(), error) {
+	p, err := tracing.New(ctx, tracing.Config{Endpoint: cfg.Tracing.Endpoint, ServiceName: cfg.Tracing.ServiceName,
+		InstanceID: cfg.InstanceID, SampleRatio: cfg.Tracing.SampleRatio})
+	if err != nil {
+		return Tracer{}, nil, fmt.Errorf("tracing: %w", err)
+	}
+	flush := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Shutdown(sctx); err != nil {
+			log.Warn("flush the last spans", slog.String("error", err.Error()))
+		}
+	}
+	if cfg.Tracing.Endpoint == "" {
+		return Tracer{}, flush, nil
+	}
+	log.Info("tracing on", slog.String("endpoint", cfg.Tracing.Endpoint), slog.Float64("sample_ratio", cfg.Tracing.SampleRatio))
+	return Tracer{p}, flush, nil
+}
+
+func providePostgres(ctx context.Context, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*postgres.Store, func(), error) {
 	s, err := postgres.Open(ctx, postgres.Config{DSN: string(cfg.Postgres.DSN), MaxConns: cfg.Postgres.MaxConns,
-		ApplicationName: "seckill-" + cfg.InstanceID}, reg, log.With("adapter", "postgres"))
+		ApplicationName: "seckill-" + cfg.InstanceID, Tracer: tr.TracerProvider}, reg, log.With("adapter", "postgres"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -102,16 +130,16 @@ func provideRedisClient(cfg config.Config, guard *redis.Guard) (*goredis.Client,
 	return c, func() { _ = c.Close() }, nil
 }
 
-func provideRedis(c *goredis.Client, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (*redis.Store, error) {
-	return redis.New(c, redis.Config{Namespace: cfg.Redis.Namespace, Guard: guard,
+func provideRedis(c *goredis.Client, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*redis.Store, error) {
+	return redis.New(c, redis.Config{Namespace: cfg.Redis.Namespace, Guard: guard, Tracer: tr.TracerProvider,
 		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}},
 		reg, log.With("adapter", "redis"))
 }
 
 func provideOrderViews(s *redis.Store) ports.OrderViews { return s.OrderViews() }
 
-func provideBrokerConfig(cfg config.Config) rocketmq.Config {
-	return rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix,
+func provideBrokerConfig(cfg config.Config, tr Tracer) rocketmq.Config {
+	return rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix, Tracer: tr.TracerProvider,
 		SendTimeout: cfg.RocketMQ.SendTimeout, SendBatch: cfg.RocketMQ.SendBatch, AckOneByOne: !cfg.RocketMQ.AckBatch, AccessKey: cfg.RocketMQ.AccessKey,
 		AccessSecret: string(cfg.RocketMQ.SecretKey), ClientLogDir: cfg.RocketMQ.ClientLogDir}
 }
@@ -208,7 +236,7 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	health *Health, reg *prometheus.Registry, log *slog.Logger) (*connect.Server, error) {
+	health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*connect.Server, error) {
 	auth, err := connect.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
 		return nil, err
@@ -217,10 +245,13 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 	if err != nil {
 		return nil, fmt.Errorf("rpc metrics: %w", err)
 	}
-	h := connect.NewHandler(orders, admin, auth, log, connect.Limits{
+	h, err := connect.NewHandler(orders, admin, auth, log, connect.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
-	}, health, rpc)
+	}, health, connect.Observability{Metrics: rpc, Tracer: tr.TracerProvider})
+	if err != nil {
+		return nil, err
+	}
 	l := connect.DefaultServerLimits()
 	l.ReadTimeout = cfg.API.ReadTimeout
 	return connect.NewServer(cfg.HTTPAddr, h, log, l), nil
@@ -230,12 +261,13 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 // a type of its own so that Wire tells it from the API server.
 type OpsServer struct{ *connect.Server }
 
-func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Health, log *slog.Logger) OpsServer {
+func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Health, status *StatusPage, log *slog.Logger) OpsServer {
 	alive := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	h := connect.NewOpsHandler(
 		connect.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
 		connect.Route{Pattern: "/livez", Handler: alive},
 		connect.Route{Pattern: "/healthz", Handler: alive},
+		connect.Route{Pattern: "GET /status", Handler: status.Handler()}, connect.Route{Pattern: "GET /status.json", Handler: status.JSONHandler()},
 		connect.Route{Pattern: "/readyz", Handler: health.ReadyHandler()})
 	// Reflection streams: no read timeout on this listener.
 	l := connect.DefaultServerLimits()

@@ -14,6 +14,6 @@ import (
 // NewApp assembles the service from cfg. The returned cleanup closes every
 // adapter in reverse order of construction.
 func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, func(), error) {
-	wire.Build(InfraSet, AppSet)
+	wire.Build(InfraSet, AppSet, provideStatusPage)
 	return nil, nil, nil
 }

@@ -28,19 +28,27 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		return nil, nil, err
 	}
 	registry := provideRegistry()
-	store, err := provideRedis(client, guard, cfg, registry, log)
+	tracer, cleanup2, err := provideTracer(ctx, cfg, log)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	rocketmqConfig := provideBrokerConfig(cfg)
-	publisher, cleanup2, err := providePublisher(rocketmqConfig, registry, log)
+	store, err := provideRedis(client, guard, cfg, registry, tracer, log)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	postgresStore, cleanup3, err := providePostgres(ctx, cfg, registry, log)
+	rocketmqConfig := provideBrokerConfig(cfg, tracer)
+	publisher, cleanup3, err := providePublisher(rocketmqConfig, registry, log)
 	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	postgresStore, cleanup4, err := providePostgres(ctx, cfg, registry, tracer, log)
+	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -49,6 +57,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	clock := provideClock()
 	metrics, err := provideMetrics(registry)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -61,6 +70,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	iDs := system.NewIDs()
 	failpointRegistry, err := provideFailpointRegistry(cfg)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -75,18 +85,28 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
 	health := provideHealth(postgresStore, client, publisher)
-	server, err := provideServer(cfg, orderService, admin, health, registry, log)
+	server, err := provideServer(cfg, orderService, admin, health, registry, tracer, log)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	opsServer := provideOpsServer(cfg, registry, health, log)
+	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, registry, clock, log)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	opsServer := provideOpsServer(cfg, registry, health, statusPage, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, rocketmqConfig, log)
 	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
 	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -108,6 +128,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		Log:        log,
 	}
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

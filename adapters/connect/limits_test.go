@@ -86,7 +86,10 @@ func FuzzPlaceOrderDecoding(f *testing.F) {
 		f.Fatal(err)
 	}
 	orders := &fakeOrders{}
-	h := sconnect.NewHandler(orders, &fakeAdmin{}, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), sconnect.DefaultLimits(), nil, nil)
+	h, err := sconnect.NewHandler(orders, &fakeAdmin{}, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), sconnect.DefaultLimits(), nil, sconnect.Observability{})
+	if err != nil {
+		f.Fatal(err)
+	}
 	tok, err := sconnect.MintToken(secret, 11, false, time.Hour, time.Now())
 	if err != nil {
 		f.Fatal(err)

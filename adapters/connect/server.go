@@ -24,6 +24,11 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"connectrpc.com/otelconnect"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-dev/seckill/adapters/tracing"
 
 	"github.com/seckill-dev/seckill/ports"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -40,17 +45,22 @@ type Route struct {
 // always). Each request passes, in
 // order, the wire body cap, authentication from the headers alone (no
 // body byte is read for an unauthenticated caller), then the decompressed
-// message cap, the per-RPC metrics (rpc; nil records none), the trace, the
+// message cap, the per-RPC metrics and span (obs), the trace context, the
 // scope check of the procedure and the concurrency and per-user limits.
 // Health answers without a token.
 func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits,
-	health grpchealth.Checker, rpc *RPCMetrics) http.Handler {
+	health grpchealth.Checker, obs Observability) (http.Handler, error) {
 	if health == nil {
 		health = grpchealth.NewStaticChecker(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
 	}
 	lim := newLimiter(limits, time.Now)
+	spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tracing.Or(obs.Tracer)),
+		otelconnect.WithPropagator(propagation.TraceContext{}), otelconnect.WithoutMetrics())
+	if err != nil {
+		return nil, fmt.Errorf("tracing interceptor: %w", err)
+	}
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(rpc.interceptor(), traceInterceptor(), authzInterceptor(), lim.interceptor()),
+		connect.WithInterceptors(obs.Metrics.interceptor(), spans, traceInterceptor(), authzInterceptor(), lim.interceptor()),
 		connect.WithReadMaxBytes(limits.MaxMessageBytes),
 		// Responses are a few dozen bytes: compressing them costs more
 		// CPU (a gzip writer reset per response) than it saves.
@@ -62,7 +72,15 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 	mux := http.NewServeMux()
 	mux.Handle(grpchealth.NewHandler(health, connect.WithReadMaxBytes(1<<10)))
 	mux.Handle("/", limitBody(limits.MaxBodyBytes, auth.Middleware(services)))
-	return mux
+	return mux, nil
+}
+
+// Observability is what the API records of each call: per-RPC metrics and
+// a server span (OpenTelemetry, continuing the caller's traceparent). The
+// zero value records neither.
+type Observability struct {
+	Metrics *RPCMetrics
+	Tracer  trace.TracerProvider
 }
 
 // NewOpsHandler returns the operations handler, meant for a listener of

@@ -104,7 +104,10 @@ func startWith(t *testing.T, limits sconnect.Limits, orders *fakeOrders) *env {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := &env{orders: orders, admin: &fakeAdmin{}}
-	h := sconnect.NewHandler(e.orders, e.admin, auth, log, limits, nil, nil)
+	h, err := sconnect.NewHandler(e.orders, e.admin, auth, log, limits, nil, sconnect.Observability{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := sconnect.NewServer("127.0.0.1:0", h, log, sconnect.DefaultServerLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)

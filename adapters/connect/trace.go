@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-dev/seckill/adapters/tracing"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -15,11 +18,20 @@ import (
 // traceInterceptor continues the caller's W3C trace (`traceparent`
 // header) or starts a new one, stores it in the context for the
 // application (it travels inside every message produced for the request)
-// and answers with the request's own traceparent.
+// and answers with the request's own traceparent. When tracing is on, the
+// request's span (started by the OpenTelemetry interceptor before this
+// one) is that context, so the spans of the messages hang under it.
 func traceInterceptor() connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			tc := continueTrace(req.Header().Get("traceparent"))
+			var tc message.TraceContext
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				sc := span.SpanContext()
+				tc = message.TraceContext{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(),
+					Traceparent: tracing.Traceparent(ctx)}
+			} else {
+				tc = continueTrace(req.Header().Get("traceparent"))
+			}
 			res, err := next(ports.WithTrace(ctx, tc), req)
 			if res != nil {
 				res.Header().Set("traceparent", tc.Traceparent)

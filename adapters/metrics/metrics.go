@@ -67,6 +67,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
+	// Series at zero from the start for the label values the use cases
+	// report, so that dashboards and rates see them before the first
+	// event: admission refusals (application/placeorder.go) and replay
+	// results (application/deadletters.go).
+	for _, reason := range []string{"SOLD_OUT_MARK", "RATE_LIMITED", "BACKLOG"} {
+		m.admissionReject.WithLabelValues(reason)
+	}
+	for _, result := range []string{"REPLAYED", "SKIPPED_ALREADY_APPLIED", "REFUSED", "FAILED"} {
+		m.replays.WithLabelValues(result)
+	}
 	return m, nil
 }
 

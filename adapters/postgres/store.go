@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	// spread over, 1..64 (default DefaultStockBuckets; 1 is a single hot
 	// row). It is stored per activity and never changes afterwards.
 	StockBuckets int
+	// Tracer records a span per transaction, commit included (see package
+	// tracing); nil records none.
+	Tracer trace.TracerProvider
 }
 
 // Store is the PostgreSQL adapter on a connection pool. It implements
@@ -55,6 +59,7 @@ type Store struct {
 	log          *slog.Logger
 	metrics      *metrics
 	stockBuckets int
+	tracer       trace.Tracer // nil: tracing off
 }
 
 var (
@@ -85,6 +90,9 @@ func Open(ctx context.Context, cfg Config, reg prometheus.Registerer, logger *sl
 		return nil, fmt.Errorf("postgres: create pool: %w", err)
 	}
 	s := &Store{pool: pool, log: logger, metrics: newMetrics(), stockBuckets: buckets}
+	if cfg.Tracer != nil {
+		s.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/postgres")
+	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, s.classify("ping", err)

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -27,6 +30,18 @@ const rollbackTimeout = 5 * time.Second
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx ports.Tx) error) error {
 	start := time.Now()
 	outcome := outcomeRollback
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "postgres transaction", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system.name", "postgresql")))
+		defer func() {
+			span.SetAttributes(attribute.String("seckill.tx_outcome", outcome))
+			if outcome != outcomeCommit {
+				span.SetStatus(codes.Error, outcome)
+			}
+			span.End()
+		}()
+	}
 	defer func() {
 		s.metrics.txLatency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 //go:embed lua/*.lua
@@ -62,6 +64,13 @@ func loadScripts() (scripts, error) {
 // run executes a script by SHA (EVALSHA) and falls back to EVAL when Redis
 // answers NOSCRIPT (goredis.Script.Run), recording its duration.
 func (s *Store) run(ctx context.Context, name string, keys []string, args ...any) *goredis.Cmd {
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "redis "+name, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system.name", "redis"), attribute.String("db.operation.name", "EVALSHA"),
+				attribute.String("seckill.script", name)))
+		defer span.End()
+	}
 	start := time.Now()
 	cmd := s.scripts.byName[name].Run(ctx, s.client, keys, args...)
 	s.metrics.observeScript(name, time.Since(start))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -74,6 +75,9 @@ type Config struct {
 	// milliseconds) and the clock of the metrics' ages. When nil the
 	// bucket uses Redis' TIME and the metrics time.Now.
 	Clock func() time.Time
+	// Tracer records a span per script call (see package tracing); nil
+	// records none.
+	Tracer trace.TracerProvider
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -115,6 +119,7 @@ type Store struct {
 	scripts scripts
 	metrics *metrics
 	logger  *slog.Logger
+	tracer  trace.Tracer // nil: tracing off
 
 	slotsMu    sync.Mutex
 	slotsCache []string
@@ -155,6 +160,9 @@ func New(client goredis.UniversalClient, cfg Config, reg prometheus.Registerer, 
 		keys:    keys{ns: cfg.Namespace},
 		scripts: sc,
 		logger:  logger.With("component", "redis"),
+	}
+	if cfg.Tracer != nil {
+		s.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/redis")
 	}
 	s.metrics = newMetrics(s)
 	if reg != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -73,6 +75,10 @@ type Config struct {
 	// client library. False (the default) acknowledges the acknowledged
 	// messages of a batch with one AckMessage call per topic.
 	AckOneByOne bool
+	// Tracer records a producer span per send and a consumer span per
+	// received batch, linked through the messages' traceparent property
+	// (see package tracing); nil records none.
+	Tracer trace.TracerProvider
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

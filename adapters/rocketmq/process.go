@@ -8,6 +8,10 @@ import (
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-dev/seckill/adapters/tracing"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -30,6 +34,10 @@ func (r *Runner) process(ctx context.Context, consumer rmq.SimpleConsumer, views
 	for i, mv := range views {
 		deliveries[i] = toDelivery(mv)
 	}
+	ctx, span := r.startProcess(ctx, deliveries)
+	if span != nil {
+		defer span.End()
+	}
 	result := make(chan []ports.Decision, 1)
 	start := time.Now()
 	go func() { result <- r.callHandler(ctx, deliveries) }()
@@ -48,6 +56,29 @@ wait:
 	}
 	r.metrics.process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
 	r.apply(consumer, views, deliveries, decisions)
+}
+
+// startProcess starts the consumer span of a batch (nil when tracing is
+// off): a child of the first message's traceparent (its producer span),
+// linked to the other messages' producer spans, so a one-message batch
+// continues its order's trace and the handler's spans (the database
+// transaction) hang under it.
+func (r *Runner) startProcess(ctx context.Context, deliveries []ports.Delivery) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return ctx, nil
+	}
+	var links []trace.Link
+	for _, d := range deliveries[1:] {
+		if sc := trace.SpanContextFromContext(tracing.FromTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	parent := tracing.FromTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
+	return r.tracer.Start(parent, "process "+deliveries[0].Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
+			attribute.String("messaging.consumer.group.name", r.rc.Group),
+			attribute.String("messaging.destination.name", deliveries[0].Topic),
+			attribute.Int("messaging.batch.message_count", len(deliveries))))
 }
 
 // callHandler calls the handler, turning a panic or a decision list of the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +16,11 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-dev/seckill/adapters/tracing"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -40,6 +46,8 @@ type Publisher struct {
 	// batch group-commits plain messages (Config.SendBatch); nil sends
 	// one message per call through the client library.
 	batch *batchSender
+	// tracer records send spans (nil: tracing off).
+	tracer trace.Tracer
 
 	// mu guards producer; Publish holds it shared for the whole send so
 	// that Close waits for in-flight sends before stopping the producer
@@ -95,6 +103,9 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 	p := &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
 		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow(),
 		stop: make(chan struct{})}
+	if cfg.Tracer != nil {
+		p.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/rocketmq")
+	}
 	if cfg.SendBatch > 1 {
 		if p.batch, err = newBatchSender(cfg, cfg.SendBatch, m.batchSize); err != nil {
 			return nil, err
@@ -300,6 +311,10 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.size())
 		}
 	}
+	ctx, span := p.startSend(ctx, topic, &msg)
+	if span != nil {
+		defer span.End()
+	}
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -334,6 +349,13 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 		brokerID = receipts[0].MessageID
 	}
 	p.observe(msg, topic, outcome, class, brokerID, elapsed, err)
+	if span != nil {
+		span.SetAttributes(attribute.String("seckill.send_outcome", outcome))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
 	switch outcome {
 	case OutcomeConfirmed:
 		return ports.SendReceipt{BrokerMessageID: brokerID}, nil
@@ -342,6 +364,30 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	default:
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
 	}
+}
+
+// startSend starts the producer span of a send (nil when tracing is off):
+// a child of the caller's span, or of the message's own traceparent when
+// the caller has none (the relay and the scanner send stored messages).
+// The message then carries the producer span as its traceparent, so the
+// consumer's span hangs under this send.
+func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.OutboundMessage) (context.Context, trace.Span) {
+	if p.tracer == nil {
+		return ctx, nil
+	}
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = tracing.FromTraceparent(ctx, msg.Properties[message.PropTraceparent])
+	}
+	ctx, span := p.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
+			attribute.String("messaging.destination.name", topic), attribute.String("messaging.message.id", msg.MessageID)))
+	if span.IsRecording() {
+		props := make(map[string]string, len(msg.Properties)+1)
+		maps.Copy(props, msg.Properties)
+		props[message.PropTraceparent] = tracing.Traceparent(ctx)
+		msg.Properties = props
+	}
+	return ctx, span
 }
 
 // healthOf tells what a send's outcome says about the broker: an answer

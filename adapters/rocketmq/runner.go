@@ -12,6 +12,7 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -143,6 +144,8 @@ type Runner struct {
 	// acker carries the batch acknowledgements (nil: one call per message
 	// through the library). Set by Run before its workers start.
 	acker *protoConn
+	// tracer records a span per processed batch (nil: tracing off).
+	tracer trace.Tracer
 }
 
 // NewRunner validates the configuration, installs the client runtime and
@@ -174,7 +177,11 @@ func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slo
 	m.ackFailure.WithLabelValues(rc.Group)
 	m.duplicate.WithLabelValues(rc.Group)
 	m.inflight.WithLabelValues(rc.Group)
-	return &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}, nil
+	r := &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}
+	if cfg.Tracer != nil {
+		r.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/rocketmq")
+	}
+	return r, nil
 }
 
 // Run starts the consumer and processes messages until ctx is canceled.

@@ -60,6 +60,23 @@ type Config struct {
 	// Failpoints enables named failure points (SECKILL_FAILPOINTS, for
 	// tests: "name=action;name=action").
 	Failpoints string
+	// Tracing configures OpenTelemetry from the standard OTEL_* variables.
+	Tracing Tracing
+}
+
+// Tracing configures the OTLP trace export (off unless an endpoint is
+// set).
+type Tracing struct {
+	// Endpoint is OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+	// OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP/protobuf); empty, or
+	// OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none, turns tracing
+	// off.
+	Endpoint string
+	// ServiceName is OTEL_SERVICE_NAME (default seckill).
+	ServiceName string
+	// SampleRatio is OTEL_TRACES_SAMPLER_ARG, the share of new traces
+	// sampled (default 1; a sampled parent is always followed).
+	SampleRatio float64
 }
 
 // Postgres configures the database.
@@ -304,6 +321,24 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 		},
 		Failpoints: r.str("SECKILL_FAILPOINTS", "",
 			"named failure points for tests: \"name=action;name=action\" (empty: none)"),
+		Tracing: Tracing{
+			ServiceName: r.str("OTEL_SERVICE_NAME", "seckill",
+				"service.name of the traces"),
+			SampleRatio: r.float("OTEL_TRACES_SAMPLER_ARG", 1,
+				"share of new traces sampled, 0..1 (a sampled parent is always followed)"),
+		},
+	}
+	traces := r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "",
+		"OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); wins over OTEL_EXPORTER_OTLP_ENDPOINT")
+	base := r.str("OTEL_EXPORTER_OTLP_ENDPOINT", "",
+		"OTLP/HTTP base URL (e.g. http://127.0.0.1:4318); empty with no traces URL: tracing off")
+	disabled := r.boolean("OTEL_SDK_DISABLED", false, "true turns tracing off whatever the endpoint")
+	exporter := r.str("OTEL_TRACES_EXPORTER", "otlp", "otlp, or none to turn tracing off")
+	if !disabled && exporter != "none" {
+		c.Tracing.Endpoint = traces
+		if c.Tracing.Endpoint == "" {
+			c.Tracing.Endpoint = base
+		}
 	}
 	if err := errors.Join(append(r.errs, c.validate()...)...); err != nil {
 		return Config{}, r.settings, fmt.Errorf("invalid configuration: %w", err)
