@@ -79,6 +79,55 @@ prometheus_bin() {
 	echo "$(dirname "$promtool")/prometheus"
 }
 
+# Jaeger's own configuration: OTLP in, memory storage, query UI, every listener on loopback (the built-in
+# all-in-one configuration binds the UI to all interfaces).
+write_jaeger_config() {
+	cat >"$STATE_DIR/jaeger.yaml" <<'YAML'
+# Written by deploy/local/observe.sh.
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: info
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:13133
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:16686
+    grpc:
+      endpoint: 127.0.0.1:16685
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:4317
+      http:
+        endpoint: 127.0.0.1:4318
+processors:
+  batch:
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+YAML
+}
+
 write_prometheus_config() {
 	cat >"$STATE_DIR/prometheus.yml" <<YAML
 # Written by deploy/local/observe.sh.
@@ -101,8 +150,9 @@ cmd_up() {
 	mkdir -p "$STATE_DIR"
 	if ! pid_alive "$(pid_of jaeger)"; then
 		build_jaeger
+		write_jaeger_config
 		log "starting Jaeger (UI http://127.0.0.1:16686, OTLP/HTTP 127.0.0.1:4318)"
-		JAEGER_LISTEN_HOST=127.0.0.1 spawn jaeger "$JAEGER_BIN"
+		spawn jaeger "$JAEGER_BIN" --config "$STATE_DIR/jaeger.yaml"
 	fi
 	wait_http jaeger http://127.0.0.1:16686/
 	if ! pid_alive "$(pid_of prometheus)"; then
