@@ -27,8 +27,7 @@ import (
 	"connectrpc.com/otelconnect"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/seckill-dev/seckill/adapters/tracing"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/seckill-dev/seckill/ports"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -54,7 +53,7 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 		health = grpchealth.NewStaticChecker(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
 	}
 	lim := newLimiter(limits, time.Now)
-	spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tracing.Or(obs.Tracer)),
+	spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tracerOr(obs.Tracer)),
 		otelconnect.WithPropagator(propagation.TraceContext{}), otelconnect.WithoutMetrics())
 	if err != nil {
 		return nil, fmt.Errorf("tracing interceptor: %w", err)
@@ -199,4 +198,12 @@ func (s *Server) Run(ctx context.Context, drain time.Duration, ready func(addr n
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// tracerOr returns tp, or the no-op provider when tp is nil.
+func tracerOr(tp trace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return noop.NewTracerProvider()
+	}
+	return tp
 }

@@ -7,9 +7,8 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/seckill-dev/seckill/adapters/tracing"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -28,7 +27,7 @@ func traceInterceptor() connect.UnaryInterceptorFunc {
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				sc := span.SpanContext()
 				tc = message.TraceContext{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(),
-					Traceparent: tracing.Traceparent(ctx)}
+					Traceparent: traceparentOf(ctx)}
 			} else {
 				tc = continueTrace(req.Header().Get("traceparent"))
 			}
@@ -74,4 +73,12 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand does not fail on supported platforms
 	return hex.EncodeToString(b)
+}
+
+// traceparentOf returns the W3C traceparent of the span in ctx ("" when
+// ctx holds no valid span context).
+func traceparentOf(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
 }

@@ -11,8 +11,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill-dev/seckill/adapters/tracing"
-
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -69,11 +67,11 @@ func (r *Runner) startProcess(ctx context.Context, deliveries []ports.Delivery) 
 	}
 	var links []trace.Link
 	for _, d := range deliveries[1:] {
-		if sc := trace.SpanContextFromContext(tracing.FromTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(withTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
-	parent := tracing.FromTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
+	parent := withTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
 	return r.tracer.Start(parent, "process "+deliveries[0].Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
 		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
 			attribute.String("messaging.consumer.group.name", r.rc.Group),

@@ -20,8 +20,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill-dev/seckill/adapters/tracing"
-
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -376,7 +374,7 @@ func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.Outb
 		return ctx, nil
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = tracing.FromTraceparent(ctx, msg.Properties[message.PropTraceparent])
+		ctx = withTraceparent(ctx, msg.Properties[message.PropTraceparent])
 	}
 	ctx, span := p.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
@@ -384,7 +382,7 @@ func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.Outb
 	if span.IsRecording() {
 		props := make(map[string]string, len(msg.Properties)+1)
 		maps.Copy(props, msg.Properties)
-		props[message.PropTraceparent] = tracing.Traceparent(ctx)
+		props[message.PropTraceparent] = traceparentOf(ctx)
 		msg.Properties = props
 	}
 	return ctx, span

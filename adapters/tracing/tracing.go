@@ -6,12 +6,14 @@
 // off, every tracer is the no-op one and costs a few nanoseconds per span.
 // On, spans go to the endpoint over OTLP/HTTP (protobuf) in batches.
 //
-// Across the broker a trace travels in the message property
-// "traceparent" (W3C trace context): the publisher starts a producer span
-// as a child of the caller's span, or of the message's own traceparent
-// when the caller has none (the relay and the scanner send messages
-// stored earlier), and writes the producer span into the property; the
-// consumer starts its span as a child of the property's context.
+// The adapters record their own spans with the provider New returns
+// (adapters never import one another): across the broker a trace travels
+// in the message property "traceparent" (W3C trace context); the
+// RocketMQ publisher starts a producer span as a child of the caller's
+// span, or of the message's own traceparent when the caller has none (the
+// relay and the scanner send messages stored earlier), and writes the
+// producer span into the property; the consumer starts its span as a
+// child of the property's context.
 package tracing
 
 import (
@@ -22,7 +24,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -93,29 +94,4 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
 	return &Provider{TracerProvider: tp, shutdown: tp.Shutdown}, nil
-}
-
-// Or returns tp, or the no-op provider when tp is nil.
-func Or(tp trace.TracerProvider) trace.TracerProvider {
-	if tp == nil {
-		return noop.NewTracerProvider()
-	}
-	return tp
-}
-
-// FromTraceparent returns ctx with the remote span context of a W3C
-// traceparent header value as parent (ctx unchanged when it is not one).
-func FromTraceparent(ctx context.Context, traceparent string) context.Context {
-	if traceparent == "" {
-		return ctx
-	}
-	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
-}
-
-// Traceparent returns the W3C traceparent of the span in ctx, or "" when
-// ctx holds no valid span context.
-func Traceparent(ctx context.Context) string {
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	return c["traceparent"]
 }
