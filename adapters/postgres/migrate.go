@@ -107,6 +107,39 @@ func (m *Migrator) Status(ctx context.Context) ([]MigrationState, error) {
 	return out, nil
 }
 
+// Down rolls back the most recently applied migration (its Down section,
+// which may drop data) and returns its name.
+func (m *Migrator) Down(ctx context.Context) (string, error) {
+	res, err := m.provider.Down(ctx)
+	if err != nil {
+		return "", fmt.Errorf("postgres: migrate down: %w", err)
+	}
+	return path.Base(res.Source.Path), nil
+}
+
+// Redo rolls back the most recently applied migration and applies the
+// same one again; it returns its name.
+func (m *Migrator) Redo(ctx context.Context) (string, error) {
+	res, err := m.provider.Down(ctx)
+	if err != nil {
+		return "", fmt.Errorf("postgres: migrate redo: roll back: %w", err)
+	}
+	if _, err := m.provider.ApplyVersion(ctx, res.Source.Version, true); err != nil {
+		return "", fmt.Errorf("postgres: migrate redo: apply version %d again: %w", res.Source.Version, err)
+	}
+	return path.Base(res.Source.Path), nil
+}
+
+// Version returns the database's version: the newest applied migration
+// (0 when none is).
+func (m *Migrator) Version(ctx context.Context) (int64, error) {
+	v, err := m.provider.GetDBVersion(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: read the database version: %w", err)
+	}
+	return v, nil
+}
+
 // Close closes the migrator's connections.
 func (m *Migrator) Close() error {
 	if err := m.provider.Close(); err != nil {

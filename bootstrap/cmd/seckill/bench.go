@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -20,27 +18,6 @@ import (
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 )
-
-// bench runs the benchmarks of docs/benchmarks.md against the local
-// stack. Each run works in its own namespace: topics and consumer groups
-// with a fresh prefix, a fresh Redis namespace and fresh activity ids, all
-// removed afterwards, so a running `make run` service is not disturbed.
-func bench(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("usage: seckill bench place|consume|timeouts|sale [flags]: %w", flag.ErrHelp)
-	}
-	switch args[0] {
-	case "place":
-		return benchPlace(ctx, args[1:], stdout)
-	case "consume":
-		return benchConsume(ctx, args[1:], stdout)
-	case "timeouts":
-		return benchTimeouts(ctx, args[1:], stdout)
-	case "sale":
-		return benchSale(ctx, args[1:], stdout)
-	}
-	return fmt.Errorf("unknown benchmark %q: %w", args[0], flag.ErrHelp)
-}
 
 // benchEnv is the isolated broker namespace of one benchmark run.
 type benchEnv struct {
