@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/failpoint"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/application"
@@ -29,7 +29,7 @@ type Worker struct {
 type App struct {
 	Config config.Config
 	// Server is the API listener; Ops the operations listener.
-	Server *connect.Server
+	Server *api.Server
 	Ops    OpsServer
 	// Health probes the dependencies for gRPC health and /readyz.
 	Health     *Health

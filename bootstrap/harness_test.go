@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
@@ -174,7 +174,7 @@ var _ io.Writer = testWriter{}
 
 func (s *system) token(user int64, admin bool) string {
 	s.t.Helper()
-	tok, err := sconnect.MintToken([]byte(s.cfg.AuthSecret), user, admin, time.Hour, time.Now())
+	tok, err := api.MintToken([]byte(s.cfg.AuthSecret), user, admin, time.Hour, time.Now())
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func brokerThroughProxy(t *testing.T, p **faultproxy.Proxy) func(*system) {
 // non-admin caller PayOrder accepts.
 func (s *system) paymentToken() string {
 	s.t.Helper()
-	tok, err := sconnect.MintScopedToken([]byte(s.cfg.AuthSecret), 900_000_001, []string{sconnect.ScopePayment}, time.Hour, time.Now())
+	tok, err := api.MintScopedToken([]byte(s.cfg.AuthSecret), 900_000_001, []string{api.ScopePayment}, time.Hour, time.Now())
 	if err != nil {
 		s.t.Fatal(err)
 	}

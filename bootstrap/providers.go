@@ -15,7 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/failpoint"
 	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/adapters/postgres"
@@ -236,43 +236,43 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*connect.Server, error) {
-	auth, err := connect.NewAuthenticator([]byte(cfg.AuthSecret))
+	health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*api.Server, error) {
+	auth, err := api.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
 		return nil, err
 	}
-	rpc, err := connect.NewRPCMetrics(reg)
+	rpc, err := api.NewRPCMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("rpc metrics: %w", err)
 	}
-	h, err := connect.NewHandler(orders, admin, auth, log, connect.Limits{
+	h, err := api.NewHandler(orders, admin, auth, log, api.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
-	}, health, connect.Observability{Metrics: rpc, Tracer: tr.TracerProvider})
+	}, health, api.Observability{Metrics: rpc, Tracer: tr.TracerProvider})
 	if err != nil {
 		return nil, err
 	}
-	l := connect.DefaultServerLimits()
+	l := api.DefaultServerLimits()
 	l.ReadTimeout = cfg.API.ReadTimeout
-	return connect.NewServer(cfg.HTTPAddr, h, log, l), nil
+	return api.NewServer(cfg.HTTPAddr, h, log, l), nil
 }
 
 // OpsServer is the operations listener (/metrics, /healthz, reflection),
 // a type of its own so that Wire tells it from the API server.
-type OpsServer struct{ *connect.Server }
+type OpsServer struct{ *api.Server }
 
 func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Health, status *StatusPage, log *slog.Logger) OpsServer {
 	alive := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	h := connect.NewOpsHandler(
-		connect.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
-		connect.Route{Pattern: "/livez", Handler: alive},
-		connect.Route{Pattern: "/healthz", Handler: alive},
-		connect.Route{Pattern: "GET /status", Handler: status.Handler()}, connect.Route{Pattern: "GET /status.json", Handler: status.JSONHandler()},
-		connect.Route{Pattern: "/readyz", Handler: health.ReadyHandler()})
+	h := api.NewOpsHandler(
+		api.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
+		api.Route{Pattern: "/livez", Handler: alive},
+		api.Route{Pattern: "/healthz", Handler: alive},
+		api.Route{Pattern: "GET /status", Handler: status.Handler()}, api.Route{Pattern: "GET /status.json", Handler: status.JSONHandler()},
+		api.Route{Pattern: "/readyz", Handler: health.ReadyHandler()})
 	// Reflection streams: no read timeout on this listener.
-	l := connect.DefaultServerLimits()
+	l := api.DefaultServerLimits()
 	l.ReadTimeout = 0
-	return OpsServer{connect.NewServer(cfg.OpsAddr, h, log, l)}
+	return OpsServer{api.NewServer(cfg.OpsAddr, h, log, l)}
 }
 
 // LoggerFor builds the JSON logger of the process.

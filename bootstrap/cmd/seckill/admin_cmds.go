@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -46,12 +46,12 @@ func (c *cli) tokenCmd() *cobra.Command {
 			}
 			var scopes []string
 			if admin {
-				scopes = append(scopes, sconnect.ScopeAdmin)
+				scopes = append(scopes, api.ScopeAdmin)
 			}
 			if payment {
-				scopes = append(scopes, sconnect.ScopePayment)
+				scopes = append(scopes, api.ScopePayment)
 			}
-			tok, err := sconnect.MintScopedToken([]byte(cfg.AuthSecret), user, scopes, ttl, time.Now())
+			tok, err := api.MintScopedToken([]byte(cfg.AuthSecret), user, scopes, ttl, time.Now())
 			if err != nil {
 				return fmt.Errorf("mint a token: %w", err)
 			}
@@ -134,7 +134,7 @@ func operator(cfg config.Config, flagValue string) (string, error) {
 	if token == "" {
 		return "", errors.New(noOperatorToken)
 	}
-	auth, err := sconnect.NewAuthenticator([]byte(cfg.AuthSecret))
+	auth, err := api.NewAuthenticator([]byte(cfg.AuthSecret))
 	if err != nil {
 		return "", fmt.Errorf("verify the operator token: %w", err)
 	}
@@ -230,7 +230,7 @@ a short-lived admin token is minted from SECKILL_AUTH_SECRET.`,
 		}
 		token := operatorToken(*listTok)
 		if token == "" {
-			if token, err = sconnect.MintToken([]byte(cfg.AuthSecret), 1, true, 10*time.Minute, time.Now()); err != nil {
+			if token, err = api.MintToken([]byte(cfg.AuthSecret), 1, true, 10*time.Minute, time.Now()); err != nil {
 				return fmt.Errorf("mint a token for the list: %w", err)
 			}
 		}

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/redisdb"
@@ -267,7 +267,7 @@ func placeLevel(ctx context.Context, base string, secret []byte, activityID, fir
 	// the machine with the service, and signing is the client's cost.
 	tokens := make([]string, int(d.Seconds()*8000))
 	for i := range tokens {
-		tok, err := sconnect.MintToken(secret, firstUser+int64(i)+1, false, time.Hour, time.Now())
+		tok, err := api.MintToken(secret, firstUser+int64(i)+1, false, time.Hour, time.Now())
 		if err != nil {
 			return placeResult{}, err
 		}
@@ -279,7 +279,7 @@ func placeLevel(ctx context.Context, base string, secret []byte, activityID, fir
 			tok = tokens[seq-1]
 		} else {
 			var err error
-			if tok, err = sconnect.MintToken(secret, user, false, time.Hour, time.Now()); err != nil {
+			if tok, err = api.MintToken(secret, user, false, time.Hour, time.Now()); err != nil {
 				return err
 			}
 		}

@@ -26,7 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/domain/message"
@@ -367,7 +367,7 @@ func newSaleLoad(o saleOptions, base string, secret []byte, activityID int64) (*
 	l.tokens = make([]string, o.Buyers)
 	now := time.Now()
 	for i := range l.tokens {
-		tok, err := sconnect.MintToken(secret, int64(firstUser+i), false, 2*time.Hour, now)
+		tok, err := api.MintToken(secret, int64(firstUser+i), false, 2*time.Hour, now)
 		if err != nil {
 			return nil, fmt.Errorf("mint buyer tokens: %w", err)
 		}
@@ -497,9 +497,9 @@ func classifyPlace(res *connect.Response[seckillv1.PlaceOrderResponse], err erro
 	code := connect.CodeOf(err)
 	reason := errorReason(err)
 	switch reason {
-	case sconnect.ReasonSoldOut:
+	case api.ReasonSoldOut:
 		return outcomeSoldOut, outcomeSoldOut, ""
-	case sconnect.ReasonAlreadyPurchased:
+	case api.ReasonAlreadyPurchased:
 		return outcomeAlreadyPurchased, outcomeAlreadyPurchased, ""
 	}
 	key = code.String()
@@ -1123,7 +1123,7 @@ func abs64(v int64) int64 {
 
 // stockReport reads the I6 terms through AdminService.GetStockReport.
 func stockReport(ctx context.Context, httpc *http.Client, base string, secret []byte, activityID int64) (*seckillv1.StockReport, error) {
-	tok, err := sconnect.MintToken(secret, 1, true, time.Hour, time.Now())
+	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
 	if err != nil {
 		return nil, err
 	}

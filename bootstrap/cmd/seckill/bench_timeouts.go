@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
@@ -205,7 +205,7 @@ func sellUnits(ctx context.Context, base string, secret []byte, act ports.Activi
 	firstUser := act.ActivityID % 1_000_000_000 * 10
 	tokens := make([]string, units)
 	for i := range tokens {
-		tok, err := sconnect.MintToken(secret, firstUser+int64(i)+1, false, time.Hour, time.Now())
+		tok, err := api.MintToken(secret, firstUser+int64(i)+1, false, time.Hour, time.Now())
 		if err != nil {
 			return 0, err
 		}

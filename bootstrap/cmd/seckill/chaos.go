@@ -28,7 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -589,7 +589,7 @@ func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns 
 // either instance until a definite answer (acknowledged, sold out,
 // already purchased) or ctx ends.
 func chaosBuy(ctx context.Context, httpc *http.Client, instances []*instance, secret []byte, activityID, user int64, requestID string) buyerAnswer {
-	tok, err := sconnect.MintToken(secret, user, false, time.Hour, time.Now())
+	tok, err := api.MintToken(secret, user, false, time.Hour, time.Now())
 	if err != nil {
 		return buyerAnswer{}
 	}
@@ -617,7 +617,7 @@ func chaosBuy(ctx context.Context, httpc *http.Client, instances []*instance, se
 }
 
 func createChaosActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64) error {
-	tok, err := sconnect.MintToken(secret, 1, true, time.Hour, time.Now())
+	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/migrations"
@@ -43,7 +43,7 @@ func execute(t *testing.T, args ...string) (stdout, stderr string, err error) {
 func nowhere(t *testing.T) {
 	t.Helper()
 	const key = "cli-test-secret-0123456789"
-	tok, err := sconnect.MintToken([]byte(key), 9, true, time.Hour, time.Now())
+	tok, err := api.MintToken([]byte(key), 9, true, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestCLILegacySingleDashFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := sconnect.NewAuthenticator([]byte(key))
+	auth, err := api.NewAuthenticator([]byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}

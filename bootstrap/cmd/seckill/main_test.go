@@ -17,7 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
@@ -57,7 +57,7 @@ const secret = "cmd-test-secret-0123456789"
 // admin).
 func mint(t *testing.T, key string, user int64, admin bool) string {
 	t.Helper()
-	tok, err := sconnect.MintToken([]byte(key), user, admin, time.Hour, time.Now())
+	tok, err := api.MintToken([]byte(key), user, admin, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ var stateChanging = [][]string{
 func TestStateChangingCommandsRefuseWithoutAnAdminToken(t *testing.T) {
 	useStack(t)
 	t.Setenv("SECKILL_OPERATOR_TOKEN", "")
-	expired, err := sconnect.MintToken([]byte(secret), 4, true, time.Minute, time.Now().Add(-time.Hour))
+	expired, err := api.MintToken([]byte(secret), 4, true, time.Minute, time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

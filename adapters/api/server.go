@@ -1,4 +1,4 @@
-// Package connect is the driving adapter: it serves seckill.v1.OrderService
+// Package api is the driving adapter: it serves seckill.v1.OrderService
 // and seckill.v1.AdminService with Connect, gRPC and gRPC-Web on one h2c
 // port, together with gRPC health; reflection and extra handlers (for
 // example /metrics) go on a separate operations handler. It bounds what a
@@ -9,7 +9,7 @@
 // limits, validates requests (InvalidArgument naming the field) and maps
 // application errors to Connect codes in one function, toConnectError,
 // never leaking internals to clients.
-package connect
+package api
 
 import (
 	"context"

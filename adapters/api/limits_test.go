@@ -1,4 +1,4 @@
-package connect_test
+package api_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/domain/clientid"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -22,7 +22,7 @@ import (
 // service with a bound of two: the third is answered ResourceExhausted
 // (OVERLOADED) at once, and once one call finishes a new one is taken.
 func TestPlaceOrderConcurrencyIsBounded(t *testing.T) {
-	limits := sconnect.DefaultLimits()
+	limits := api.DefaultLimits()
 	limits.PlaceOrderConcurrency = 2
 	f := &fakeOrders{entered: make(chan struct{}, 4), release: make(chan struct{})}
 	e := startWith(t, limits, f)
@@ -39,8 +39,8 @@ func TestPlaceOrderConcurrencyIsBounded(t *testing.T) {
 	<-f.entered
 	<-f.entered
 	ce := wantCode(t, place("c"), connect.CodeResourceExhausted)
-	if got := reasonOf(t, ce); got != sconnect.ReasonOverloaded {
-		t.Fatalf("reason = %q, want %s", got, sconnect.ReasonOverloaded)
+	if got := reasonOf(t, ce); got != api.ReasonOverloaded {
+		t.Fatalf("reason = %q, want %s", got, api.ReasonOverloaded)
 	}
 	close(f.release)
 	for range 2 {
@@ -61,7 +61,7 @@ func TestPayOrderNeedsThePaymentSide(t *testing.T) {
 	req := &seckillv1.PayOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5", PaymentId: "pay-1"}
 	_, err := orders.PayOrder(context.Background(), withToken(req, token(t, 5, false)))
 	wantCode(t, err, connect.CodePermissionDenied)
-	payer, perr := sconnect.MintScopedToken(secret, 5, []string{sconnect.ScopePayment}, time.Hour, time.Now())
+	payer, perr := api.MintScopedToken(secret, 5, []string{api.ScopePayment}, time.Hour, time.Now())
 	if perr != nil {
 		t.Fatal(perr)
 	}
@@ -81,16 +81,16 @@ func FuzzPlaceOrderDecoding(f *testing.F) {
 	f.Add([]byte(`{"activityId":"1","skuId":1,"requestId":"`+string(bytes.Repeat([]byte("é"), 65))+`"}`), false, false)
 	f.Add([]byte{0x08, 0x01, 0x10, 0x01, 0x1a, 0x01, 'r'}, true, false)
 	f.Add([]byte("\x1f\x8b\x08\x00"), false, true)
-	auth, err := sconnect.NewAuthenticator(secret)
+	auth, err := api.NewAuthenticator(secret)
 	if err != nil {
 		f.Fatal(err)
 	}
 	orders := &fakeOrders{}
-	h, err := sconnect.NewHandler(orders, &fakeAdmin{}, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), sconnect.DefaultLimits(), nil, sconnect.Observability{})
+	h, err := api.NewHandler(orders, &fakeAdmin{}, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), api.DefaultLimits(), nil, api.Observability{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	tok, err := sconnect.MintToken(secret, 11, false, time.Hour, time.Now())
+	tok, err := api.MintToken(secret, 11, false, time.Hour, time.Now())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package connect_test
+package api_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	sconnect "github.com/seckill-dev/seckill/adapters/connect"
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -92,23 +92,23 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	return startWith(t, sconnect.DefaultLimits(), &fakeOrders{})
+	return startWith(t, api.DefaultLimits(), &fakeOrders{})
 }
 
 // startWith serves fake services behind the real handler with limits.
-func startWith(t *testing.T, limits sconnect.Limits, orders *fakeOrders) *env {
+func startWith(t *testing.T, limits api.Limits, orders *fakeOrders) *env {
 	t.Helper()
-	auth, err := sconnect.NewAuthenticator(secret)
+	auth, err := api.NewAuthenticator(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := &env{orders: orders, admin: &fakeAdmin{}}
-	h, err := sconnect.NewHandler(e.orders, e.admin, auth, log, limits, nil, sconnect.Observability{})
+	h, err := api.NewHandler(e.orders, e.admin, auth, log, limits, nil, api.Observability{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := sconnect.NewServer("127.0.0.1:0", h, log, sconnect.DefaultServerLimits())
+	srv := api.NewServer("127.0.0.1:0", h, log, api.DefaultServerLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -135,7 +135,7 @@ func startWith(t *testing.T, limits sconnect.Limits, orders *fakeOrders) *env {
 
 func token(t *testing.T, user int64, admin bool) string {
 	t.Helper()
-	tok, err := sconnect.MintToken(secret, user, admin, time.Hour, time.Now())
+	tok, err := api.MintToken(secret, user, admin, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +200,14 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 	_, err = orders.PlaceOrder(ctx, withToken(req, "not-a-jwt"))
 	wantCode(t, err, connect.CodeUnauthenticated)
 
-	expired, err := sconnect.MintToken(secret, 7, false, -time.Minute, time.Now())
+	expired, err := api.MintToken(secret, 7, false, -time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = orders.PlaceOrder(ctx, withToken(req, expired))
 	wantCode(t, err, connect.CodeUnauthenticated)
 
-	forged, err := sconnect.MintToken([]byte("another-secret-0123456789"), 7, true, time.Hour, time.Now())
+	forged, err := api.MintToken([]byte("another-secret-0123456789"), 7, true, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestHealthAndReflection(t *testing.T) {
 func serveOps(t *testing.T) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := sconnect.NewServer("127.0.0.1:0", sconnect.NewOpsHandler(), log, sconnect.ServerLimits{})
+	srv := api.NewServer("127.0.0.1:0", api.NewOpsHandler(), log, api.ServerLimits{})
 	addr, err := srv.Listen()
 	if err != nil {
 		t.Fatal(err)
