@@ -20,7 +20,7 @@ func TestIdleBackoffDoublesWhileIdleAndResetsOnWork(t *testing.T) {
 		}
 	}
 	fixed := newIdleBackoff(50*time.Millisecond, 0)
-	if fixed.next(0) != 50*time.Millisecond || fixed.next(0) != 50*time.Millisecond {
+	if a, b := fixed.next(0), fixed.next(0); a != 50*time.Millisecond || b != 50*time.Millisecond {
 		t.Fatal("without a max the pause must stay at base")
 	}
 }

@@ -1,6 +1,8 @@
 package bootstrap_test
 
 import (
+	"errors"
+	"fmt"
 	"go/build"
 	"io/fs"
 	"path/filepath"
@@ -33,8 +35,12 @@ func TestDependencyRule(t *testing.T) {
 			return filepath.SkipDir
 		}
 		pkg, err := build.ImportDir(path, 0)
+		var noGo *build.NoGoError
+		if errors.As(err, &noGo) {
+			return nil
+		}
 		if err != nil {
-			return nil // no Go files
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)

@@ -38,7 +38,7 @@ func TestPlaceOrderConcurrencyIsBounded(t *testing.T) {
 	}
 	<-f.entered
 	<-f.entered
-	ce := wantCode(t, place("c"), connect.CodeResourceExhausted)
+	ce := connectErr(t, place("c"), connect.CodeResourceExhausted)
 	if got := reasonOf(t, ce); got != api.ReasonOverloaded {
 		t.Fatalf("reason = %q, want %s", got, api.ReasonOverloaded)
 	}

@@ -147,7 +147,8 @@ func NewServer(addr string, h http.Handler, log *slog.Logger, l ServerLimits) *S
 // Listen binds the server's address and returns it; Run serves on it.
 // Calling Run without Listen listens first.
 func (s *Server) Listen() (net.Addr, error) {
-	ln, err := net.Listen("tcp", s.srv.Addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", s.srv.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", s.srv.Addr, err)
 	}

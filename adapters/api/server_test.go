@@ -150,7 +150,15 @@ func withToken[T any](msg *T, tok string) *connect.Request[T] {
 	return r
 }
 
-func wantCode(t *testing.T, err error, code connect.Code) *connect.Error {
+// wantCode fails the test unless err is a Connect error with code.
+func wantCode(t *testing.T, err error, code connect.Code) {
+	t.Helper()
+	_ = connectErr(t, err, code) // the assertion is the point; the error itself is not needed
+}
+
+// connectErr returns err as a Connect error with code, failing the test
+// otherwise.
+func connectErr(t *testing.T, err error, code connect.Code) *connect.Error {
 	t.Helper()
 	var ce *connect.Error
 	if !errors.As(err, &ce) || ce.Code() != code {
@@ -293,7 +301,7 @@ func TestValidationNamesTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ce := wantCode(t, c.call(), connect.CodeInvalidArgument)
+			ce := connectErr(t, c.call(), connect.CodeInvalidArgument)
 			if got := fieldOf(t, ce); got != c.field {
 				t.Fatalf("field = %q, want %q (message %q)", got, c.field, ce.Message())
 			}
@@ -332,7 +340,7 @@ func TestErrorMapping(t *testing.T) {
 	for _, c := range cases {
 		e.orders.err = c.err
 		_, err := orders.PlaceOrder(ctx, withToken(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: "r"}, tok))
-		ce := wantCode(t, err, c.code)
+		ce := connectErr(t, err, c.code)
 		if got := reasonOf(t, ce); got != c.reason {
 			t.Errorf("%v: reason = %q, want %q", c.err, got, c.reason)
 		}

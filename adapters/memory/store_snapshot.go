@@ -93,9 +93,7 @@ func (s *Store) Snapshot() StoreSnapshot {
 		Events: make(map[string][]order.Event, len(c.events)),
 		Stock:  maps.Clone(c.stock),
 	}
-	for _, o := range sortedBy(c.orders, func(a, b order.Snapshot) int { return cmp.Compare(a.OrderID, b.OrderID) }) {
-		snap.Orders = append(snap.Orders, o)
-	}
+	snap.Orders = append(snap.Orders, sortedBy(c.orders, func(a, b order.Snapshot) int { return cmp.Compare(a.OrderID, b.OrderID) })...)
 	for id, evs := range c.events {
 		snap.Events[id] = slices.Clone(evs)
 	}

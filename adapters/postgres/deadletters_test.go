@@ -59,7 +59,9 @@ func holdTx(t *testing.T, e *env, fn func(ctx context.Context, tx ports.Tx) erro
 		})
 	}()
 	if err := <-ready; err != nil {
-		<-done
+		if derr := <-done; derr != nil {
+			t.Logf("held transaction ended with: %v", derr)
+		}
 		t.Fatalf("held transaction: %v", err)
 	}
 	var (

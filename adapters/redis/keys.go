@@ -1,9 +1,7 @@
 package redis
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 )
 
 // keys builds the key names of one namespace (docs/architecture.md).
@@ -60,18 +58,3 @@ func (k keys) orderLookup(userID int64, orderID string) string {
 func (k keys) bucket(userID int64) string { return k.userPrefix(userID) + "bucket" }
 
 func (k keys) view(orderID string) string { return k.ns + ":view:{" + orderID + "}" }
-
-// parseSlotID splits a slot id "a<activity>:s<sku>".
-func parseSlotID(id string) (activityID, skuID int64, err error) {
-	a, s, ok := strings.Cut(id, ":")
-	if !ok || !strings.HasPrefix(a, "a") || !strings.HasPrefix(s, "s") {
-		return 0, 0, fmt.Errorf("malformed slot id %q", id)
-	}
-	if activityID, err = strconv.ParseInt(a[1:], 10, 64); err != nil {
-		return 0, 0, fmt.Errorf("malformed slot id %q: %w", id, err)
-	}
-	if skuID, err = strconv.ParseInt(s[1:], 10, 64); err != nil {
-		return 0, 0, fmt.Errorf("malformed slot id %q: %w", id, err)
-	}
-	return activityID, skuID, nil
-}

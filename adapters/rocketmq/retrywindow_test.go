@@ -21,7 +21,8 @@ func TestRetryWindowHalvesOnFailuresAndRegrowsOnAnswers(t *testing.T) {
 	if got := w.size(); got != retryWindowMin {
 		t.Fatalf("window after %d failed retries = %d, want the minimum %d", retryWindowStart, got, retryWindowMin)
 	}
-	if !w.acquire() || !w.acquire() || w.acquire() {
+	first, second, third := w.acquire(), w.acquire(), w.acquire()
+	if !first || !second || third {
 		t.Fatal("a window of 2 must admit exactly 2 retries")
 	}
 	w.release(resultNeutral)

@@ -48,15 +48,14 @@ func TestRunnerAckNoAckRetryAfter(t *testing.T) {
 			return ports.Acked("released")
 		}), reg)
 
-	got := rec.waitFor(t, 45*time.Second, "noack and retry redelivered", func(ds []ports.Delivery) bool {
+	rec.waitFor(t, 45*time.Second, "noack and retry redelivered", func(ds []ports.Delivery) bool {
 		m := byMessageID(ds)
 		return len(m["noack"]) >= 2 && len(m["retry"]) >= 2
 	})
 	// Give an acknowledged message the time to come back if it were going to.
 	time.Sleep(5 * time.Second)
 	rn.stop(t)
-	got = rec.snapshot()
-	m := byMessageID(got)
+	m := byMessageID(rec.snapshot())
 	for _, id := range []string{"ack", "dup", "reject"} {
 		if len(m[id]) != 1 {
 			t.Errorf("%s delivered %d times, want once: %s", id, len(m[id]), describe(m[id]))
@@ -263,12 +262,12 @@ func TestRunnerOrderlyHoldsGroupAfterFailure(t *testing.T) {
 		return ports.Acked("projected")
 	}), nil)
 
-	got := rec.waitFor(t, 30*time.Second, "A2 and A3 redelivered", func(ds []ports.Delivery) bool {
+	rec.waitFor(t, 30*time.Second, "A2 and A3 redelivered", func(ds []ports.Delivery) bool {
 		m := byMessageID(ds)
 		return len(m["A2"]) >= 2 && len(m["A3"]) >= 2
 	})
 	time.Sleep(3 * time.Second) // let anything else that would come back arrive
-	got = rec.snapshot()
+	got := rec.snapshot()
 	m := byMessageID(got)
 	if len(m["A1"]) != 1 {
 		t.Errorf("A1 (acknowledged before the failure) delivered %d times", len(m["A1"]))

@@ -29,12 +29,15 @@ die() {
 	exit 1
 }
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
-pid_of() { [ -s "$STATE_DIR/$1.pid" ] && cat "$STATE_DIR/$1.pid" || true; }
+pid_of() {
+	if [ -s "$STATE_DIR/$1.pid" ]; then cat "$STATE_DIR/$1.pid"; fi
+}
 
 # spawn NAME CMD...: start CMD detached with its own pid file and log.
 spawn() {
 	local name=$1
 	shift
+	# shellcheck disable=SC2016 # $$, $0 and $@ are expanded by the child sh, on purpose.
 	setsid sh -c 'echo $$ >"$0"; exec "$@"' "$STATE_DIR/$name.pid" "$@" </dev/null >>"$STATE_DIR/$name.log" 2>&1 &
 	for _ in $(seq 1 50); do
 		[ -s "$STATE_DIR/$name.pid" ] && return 0

@@ -161,7 +161,6 @@ func TestPropertyNoIllegalState(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		o := newOrder(t)
 		var stream []order.Event
-		stream = append(stream, o.Changes()...)
 		everPaid := false
 		now := t0
 		steps := rapid.IntRange(1, 30).Draw(t, "steps")

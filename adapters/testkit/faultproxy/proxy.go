@@ -8,6 +8,7 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -84,7 +85,8 @@ type link struct {
 // New starts a proxy listening on 127.0.0.1 (a free port) that forwards to
 // target, in Pass mode.
 func New(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy listen: %w", err)
 	}
@@ -213,7 +215,8 @@ func (p *Proxy) handle(c net.Conn) {
 		resetConn(c)
 		return
 	}
-	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	s, err := d.DialContext(context.Background(), "tcp", p.target)
 	if err != nil {
 		resetConn(c)
 		return

@@ -169,8 +169,7 @@ func ensureTemplate(ctx context.Context, base string) (string, error) {
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 
-	ready, exists, err := templateState(ctx, conn, name)
-	if err != nil || ready {
+	if ready, _, err := templateState(ctx, conn, name); err != nil || ready {
 		return name, err
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLockKey); err != nil {
@@ -179,7 +178,8 @@ func ensureTemplate(ctx context.Context, base string) (string, error) {
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", templateLockKey)
 	}()
-	if ready, exists, err = templateState(ctx, conn, name); err != nil || ready {
+	ready, exists, err := templateState(ctx, conn, name)
+	if err != nil || ready {
 		return name, err
 	}
 	if exists { // left half-built by a process that died
