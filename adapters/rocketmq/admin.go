@@ -102,16 +102,8 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	if spec.Name == "" {
 		return errors.New("create topic: empty name")
 	}
+	spec = spec.withDefaults()
 	queues, perm, typ := spec.Queues, spec.Perm, spec.Type
-	if queues <= 0 {
-		queues = 4
-	}
-	if perm <= 0 {
-		perm = 6
-	}
-	if typ == "" {
-		typ = MessageTypeNormal
-	}
 	ext := map[string]string{
 		"topic":           spec.Name,
 		"defaultTopic":    "TBW102",
@@ -153,10 +145,7 @@ func (a *Admin) CreateGroup(ctx context.Context, spec GroupSpec) error {
 	if spec.Name == "" {
 		return errors.New("create group: empty name")
 	}
-	retries := spec.RetryMaxTimes
-	if retries < 0 {
-		retries = 16
-	}
+	retries := spec.withDefaults().RetryMaxTimes
 	body, err := json.Marshal(subscriptionGroupConfig{
 		GroupName:                      spec.Name,
 		ConsumeEnable:                  true,
@@ -200,6 +189,11 @@ func (a *Admin) Topic(ctx context.Context, name string) (TopicInfo, error) {
 	if err := json.Unmarshal(resp.body, &tc); err != nil {
 		return TopicInfo{}, fmt.Errorf("read topic %s: decode %q: %w", name, resp.body, err)
 	}
+	return tc.info(), nil
+}
+
+// info converts the broker's JSON of one topic.
+func (tc topicConfigJSON) info() TopicInfo {
 	info := TopicInfo{
 		Name: tc.TopicName, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm,
 		Type: MessageTypeNormal, Attributes: map[string]string{},
@@ -210,7 +204,94 @@ func (a *Admin) Topic(ctx context.Context, name string) (TopicInfo, error) {
 	if t, ok := info.Attributes["message.type"]; ok {
 		info.Type = MessageType(t)
 	}
-	return info, nil
+	return info
+}
+
+// Topics reads the configuration of every topic of the broker
+// (GET_ALL_TOPIC_CONFIG), keyed by name. Unlike Topic it is one request
+// whatever the number of topics.
+func (a *Admin) Topics(ctx context.Context) (map[string]TopicInfo, error) {
+	resp, err := a.call(ctx, a.broker, codeGetAllTopicConfig, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read all topics: %w", err)
+	}
+	var wrapper struct {
+		TopicConfigTable map[string]topicConfigJSON `json:"topicConfigTable"`
+	}
+	if err := json.Unmarshal(resp.body, &wrapper); err != nil {
+		return nil, fmt.Errorf("read all topics: decode %d bytes: %w", len(resp.body), err)
+	}
+	out := make(map[string]TopicInfo, len(wrapper.TopicConfigTable))
+	for name, tc := range wrapper.TopicConfigTable {
+		if tc.TopicName == "" {
+			tc.TopicName = name
+		}
+		out[name] = tc.info()
+	}
+	return out, nil
+}
+
+// Groups reads the configuration of every consumer group of the broker
+// (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), keyed by name. Unlike Group it never
+// creates a missing group (see README.md, verified behaviour 2).
+func (a *Admin) Groups(ctx context.Context) (map[string]GroupInfo, error) {
+	resp, err := a.call(ctx, a.broker, codeGetAllSubscriptionGroupConfig, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read all groups: %w", err)
+	}
+	var wrapper struct {
+		SubscriptionGroupTable map[string]subscriptionGroupConfig `json:"subscriptionGroupTable"`
+	}
+	if err := json.Unmarshal(resp.body, &wrapper); err != nil {
+		return nil, fmt.Errorf("read all groups: decode %d bytes: %w", len(resp.body), err)
+	}
+	out := make(map[string]GroupInfo, len(wrapper.SubscriptionGroupTable))
+	for name, gc := range wrapper.SubscriptionGroupTable {
+		if gc.GroupName == "" {
+			gc.GroupName = name
+		}
+		out[name] = gc.info()
+	}
+	return out, nil
+}
+
+// RoutedTopics reads the names of the topics the name server routes
+// (GET_ALL_TOPIC_LIST_FROM_NAMESERVER): clients find a topic only once the
+// broker has registered it there. It needs the name server address given
+// to NewAdmin.
+func (a *Admin) RoutedTopics(ctx context.Context) (map[string]bool, error) {
+	if a.namesrv == "" {
+		return nil, errors.New("read the name server's topics: no name server address")
+	}
+	resp, err := a.call(ctx, a.namesrv, codeGetAllTopicListFromNamesrv, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the name server's topics: %w", err)
+	}
+	var list struct {
+		TopicList []string `json:"topicList"`
+	}
+	if err := json.Unmarshal(resp.body, &list); err != nil {
+		return nil, fmt.Errorf("read the name server's topics: decode %d bytes: %w", len(resp.body), err)
+	}
+	out := make(map[string]bool, len(list.TopicList))
+	for _, t := range list.TopicList {
+		out[t] = true
+	}
+	return out, nil
+}
+
+// Namesrv returns the name server address given to NewAdmin ("" when none).
+func (a *Admin) Namesrv() string { return a.namesrv }
+
+// Broker returns the broker address given to NewAdmin.
+func (a *Admin) Broker() string { return a.broker }
+
+// info converts the broker's JSON of one group.
+func (gc subscriptionGroupConfig) info() GroupInfo {
+	return GroupInfo{
+		Name: gc.GroupName, ConsumeEnable: gc.ConsumeEnable, Orderly: gc.ConsumeMessageOrderly,
+		RetryMaxTimes: gc.RetryMaxTimes, RetryQueues: gc.RetryQueueNums,
+	}
 }
 
 // Group reads a consumer group's configuration from the broker
@@ -228,10 +309,7 @@ func (a *Admin) Group(ctx context.Context, name string) (GroupInfo, error) {
 	if err := json.Unmarshal(resp.body, &gc); err != nil {
 		return GroupInfo{}, fmt.Errorf("read group %s: decode %q: %w", name, resp.body, err)
 	}
-	return GroupInfo{
-		Name: gc.GroupName, ConsumeEnable: gc.ConsumeEnable, Orderly: gc.ConsumeMessageOrderly,
-		RetryMaxTimes: gc.RetryMaxTimes, RetryQueues: gc.RetryQueueNums,
-	}, nil
+	return gc.info(), nil
 }
 
 // DeleteTopic deletes a topic from the broker (DELETE_TOPIC_IN_BROKER; the

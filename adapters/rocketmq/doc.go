@@ -16,6 +16,9 @@
 //   - ParseDeadLetter reads a message received from %DLQ%<group>.
 //   - Admin creates, reads and deletes topics and consumer groups
 //     (UPDATE_AND_CREATE_TOPIC, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ...).
+//   - Topology (NewTopology) is the one definition of the broker's topics and
+//     consumer groups with their production settings; Apply makes a broker
+//     match it and Check lists every difference.
 //   - SendLoop measures a publisher's send ceiling.
 //
 // The client library keeps process-wide state (its log, its gRPC connection

@@ -25,7 +25,10 @@ import (
 // Request codes of the remoting protocol (RequestCode.java) used by Admin.
 const (
 	codeUpdateAndCreateTopic             = 17
+	codeGetAllTopicConfig                = 21
 	codeUpdateAndCreateSubscriptionGroup = 200
+	codeGetAllSubscriptionGroupConfig    = 201
+	codeGetAllTopicListFromNamesrv       = 206
 	codeDeleteSubscriptionGroup          = 207
 	codeDeleteTopicInBroker              = 215
 	codeDeleteTopicInNamesrv             = 216

@@ -2,7 +2,8 @@
 # Local infrastructure for seckill: a private PostgreSQL, Redis and RocketMQ 5 (namesrv + proxy in LOCAL
 # mode with the broker embedded), all on 127.0.0.1, all state under one directory outside the repository.
 #
-#   deploy/local/stack.sh up [--quiet]   start whatever is not running, create topics/groups, print exports
+#   deploy/local/stack.sh up [--quiet]   start whatever is not running, apply the topics/groups (seckill topology
+#                                        apply, built into the state dir), print exports
 #   deploy/local/stack.sh env            print the export lines of a running stack (exit 1 if not healthy)
 #   deploy/local/stack.sh status         one line per component: pid, ports, RSS, healthy?
 #   deploy/local/stack.sh down [--purge] [postgres|redis|rocketmq]...
@@ -56,6 +57,9 @@ RMQ_CONF=$RMQ_HOME/conf
 RMQ_STORE=$RMQ_HOME/store
 RMQ_LOGS=$RMQ_HOME/logs/rocketmqlogs
 MARKER=$STATE_DIR/.seckill-stack
+# The service binary, built from this repository for `seckill topology apply|check` (seckill_build).
+REPO_DIR=$(cd "$SCRIPT_DIR/../.." && pwd)
+SECKILL_BIN=$STATE_DIR/bin/seckill
 
 PG_DSN="postgres://seckill:seckill@127.0.0.1:${PG_PORT}/seckill?sslmode=disable"
 
@@ -934,279 +938,60 @@ rmq_wait_cluster() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-# Topics and consumer groups
+# Topics and consumer groups: defined once in Go (adapters/rocketmq/topology.go), applied and checked by the
+# service binary's `seckill topology apply|check` over the broker's remoting port (no mqadmin JVM)
 # ---------------------------------------------------------------------------------------------------------------
-valid_name() { [[ $1 =~ ^[%|a-zA-Z0-9_-]+$ ]] && [ "${#1}" -le 120 ]; }
-valid_int() { [[ $1 =~ ^[0-9]+$ ]]; }
-
-# Fills RMQ_TOPICS ("name type queues perm") and RMQ_GROUPS ("name retryMaxTimes orderly").
-rmq_spec() {
-	local p=${SECKILL_TOPIC_PREFIX:-} q=${SECKILL_TOPIC_QUEUES:-8} g r o t max_src=0 spec name rest
-	local create=${SECKILL_RETRY_MAX_CREATE:-5} timeout=${SECKILL_RETRY_MAX_TIMEOUT:-5}
-	local compensate=${SECKILL_RETRY_MAX_COMPENSATE:-8} projection=${SECKILL_RETRY_MAX_PROJECTION:-5}
-	local audit=${SECKILL_RETRY_MAX_AUDIT:-3} dlqreader=${SECKILL_RETRY_MAX_DLQ_READER:-32}
-	local extra_re='^[a-zA-Z0-9_%|:, -]*$'
-	[[ $p =~ ^[a-zA-Z0-9_-]*$ ]] || die "SECKILL_TOPIC_PREFIX may only contain letters, digits, '_' and '-' (got '$p')"
-	[[ ${SECKILL_EXTRA_GROUPS:-} =~ $extra_re ]] || die "SECKILL_EXTRA_GROUPS: use 'NAME[:RETRY[:orderly]]' items separated by spaces or commas"
-	for t in "$q" "$create" "$timeout" "$compensate" "$projection" "$audit" "$dlqreader"; do
-		valid_int "$t" || die "queue counts and retry counts must be integers (got '$t')"
-	done
-	RMQ_TOPICS=(
-		"${p}PROD_SECKILL_ORDER_CREATE_V1 NORMAL $q 6"
-		"${p}PROD_SECKILL_ORDER_TIMEOUT_V1 DELAY $q 6"
-		"${p}PROD_SECKILL_ORDER_EVENT_V1 NORMAL $q 6"
-		"${p}PROD_SECKILL_INVENTORY_COMPENSATE_V1 NORMAL $q 6"
-		"${p}PROD_SECKILL_ORDER_STATE_FIFO_V1 FIFO $q 6"
-	)
-	RMQ_GROUPS=(
-		"CG_SECKILL_ORDER_CREATE_PG_V1 $create false"
-		"CG_SECKILL_ORDER_TIMEOUT_V1 $timeout false"
-		"CG_SECKILL_INVENTORY_COMPENSATE_V1 $compensate false"
-		"CG_SECKILL_ORDER_QUERY_PROJECTION_V1 $projection true"
-		"CG_SECKILL_AUDIT_V1 $audit false"
-	)
-	# Dead-letter topics of the business groups are pre-created (1 queue, perm 6 = R|W, like the lazy creation).
-	for g in "${RMQ_GROUPS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $g
-		RMQ_TOPICS+=("%DLQ%$1 - 1 6")
-		[ "$2" -le "$max_src" ] || max_src=$2
-	done
-	# A dead-lettered copy arrives with reconsumeTimes = source retryMaxTimes + 2 (delivery attempt R+3), so the
-	# DLQ reader needs retryMaxTimes >= R + 2, or the proxy forwards the copy on to %DLQ%<reader> instead of
-	# delivering it (verified with 5.5.0: R=2 -> reader 3 forwards, reader 4 receives).
-	if [ "$dlqreader" -lt $((max_src + 2)) ]; then
-		warn "SECKILL_RETRY_MAX_DLQ_READER=$dlqreader must be >= max source retryMaxTimes + 2 = $((max_src + 2)); dead letters would be re-dead-lettered"
-	fi
-	RMQ_GROUPS+=("CG_SECKILL_DLQ_READER_V1 $dlqreader false")
-	# Extra groups for tests: SECKILL_EXTRA_GROUPS="NAME[:RETRY[:orderly]] ..." (5.5.0 needs groups to exist).
-	local extras=${SECKILL_EXTRA_GROUPS:-}
-	for spec in ${extras//,/ }; do
-		name=${spec%%:*}
-		rest=${spec#"$name"}
-		rest=${rest#:}
-		r=${rest%%:*}
-		o=false
-		[ "${rest#*:}" != orderly ] || o=true
-		[ -n "$r" ] && [ "$r" != orderly ] || r=16
-		RMQ_GROUPS+=("$name $r $o")
-	done
-	for t in "${RMQ_TOPICS[@]}" "${RMQ_GROUPS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $t
-		valid_name "$1" || die "invalid topic/group name '$1' (allowed: ^[%|a-zA-Z0-9_-]+$, at most 120 chars)"
-	done
-	for g in "${RMQ_GROUPS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $g
-		valid_int "$2" || die "invalid retryMaxTimes '$2' for group $1"
-	done
+# True when $SECKILL_BIN is missing, was built from another checkout, or is older than a Go source file (tests
+# aside), go.mod or go.sum of this one.
+seckill_bin_stale() {
+	[ -x "$SECKILL_BIN" ] && [ "$(cat "$SECKILL_BIN.src" 2>/dev/null || true)" = "$REPO_DIR" ] || return 0
+	[ -n "$(find "$REPO_DIR" -name .git -prune -o -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) \
+		-newer "$SECKILL_BIN" -print -quit)" ]
 }
 
-# What the broker's persisted config must contain, one "table/name/key=value" line each.
-rmq_expected() {
-	local t g
-	for t in "${RMQ_TOPICS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $t
-		printf 'topicConfigTable/%s/readQueueNums=%s\n' "$1" "$3"
-		printf 'topicConfigTable/%s/writeQueueNums=%s\n' "$1" "$3"
-		printf 'topicConfigTable/%s/perm=%s\n' "$1" "$4"
-		[ "$2" = - ] || printf 'topicConfigTable/%s/attributes/message.type=%s\n' "$1" "$2"
-	done
-	for g in "${RMQ_GROUPS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $g
-		printf 'subscriptionGroupTable/%s/retryMaxTimes=%s\n' "$1" "$2"
-		printf 'subscriptionGroupTable/%s/consumeMessageOrderly=%s\n' "$1" "$3"
-		printf 'subscriptionGroupTable/%s/consumeEnable=true\n' "$1"
-	done
-}
-
-# Flatten the broker's pretty-printed JSON (store/config/topics.json, subscriptionGroup.json) to path=value lines.
-rmq_flatten() {
-	[ -s "$1" ] || return 0
-	awk '
-	{
-		line = $0
-		gsub(/^[ \t]+|[ \t\r]+$/, "", line)
-		if (line ~ /^"[^"]*":/) {
-			key = line; sub(/^"/, "", key); sub(/":.*$/, "", key)
-			val = line; sub(/^"[^"]*":/, "", val)
-			if (val == "{" || val == "[") { depth++; stack[depth] = key; next }
-			sub(/,$/, "", val)
-			if (val == "{}" || val == "[]") next
-			gsub(/^"|"$/, "", val)
-			path = ""
-			for (i = 1; i <= depth; i++) path = path stack[i] "/"
-			print path key "=" val
-		} else if (line ~ /^[]}],?$/) {
-			if (depth > 0) depth--
-		}
-	}' "$1"
-}
-
-# rmq_verify MISSING_FILE: 0 when the broker config has every expected line; the missing lines go to MISSING_FILE.
-rmq_verify() {
-	local missing=$1 actual=$1.actual
-	{
-		rmq_flatten "$RMQ_STORE/config/topics.json"
-		rmq_flatten "$RMQ_STORE/config/subscriptionGroup.json"
-	} >"$actual"
-	rmq_expected | grep -vxF -f "$actual" >"$missing" || true
-	[ ! -s "$missing" ]
-}
-
-rmq_spec_hash() { rmq_expected | sha256sum | cut -c1-64; }
-
-# JSON for mqadmin updateTopicList / updateSubGroupList, only for the names listed in $1 (file, one per line).
-rmq_topics_json() {
-	local names=$1 t first=1 attrs
-	printf '['
-	for t in "${RMQ_TOPICS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $t
-		grep -qxF "$1" "$names" || continue
-		if [ "$2" = - ]; then attrs='{}'; else attrs="{\"+message.type\":\"$2\"}"; fi
-		[ "$first" = 1 ] || printf ','
-		first=0
-		printf '\n{"topicName":"%s","readQueueNums":%s,"writeQueueNums":%s,"perm":%s,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false,"attributes":%s}' \
-			"$1" "$3" "$3" "$4" "$attrs"
-	done
-	printf '\n]\n'
-}
-
-rmq_groups_json() {
-	local names=$1 g first=1
-	printf '['
-	for g in "${RMQ_GROUPS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $g
-		grep -qxF "$1" "$names" || continue
-		[ "$first" = 1 ] || printf ','
-		first=0
-		printf '\n{"groupName":"%s","consumeEnable":true,"consumeFromMinEnable":true,"consumeBroadcastEnable":true,"consumeMessageOrderly":%s,"retryQueueNums":1,"retryMaxTimes":%s}' \
-			"$1" "$3" "$2"
-	done
-	printf '\n]\n'
-}
-
-# Create/repair topics and groups. BROKER_KNOWN=1 when clusterList already confirmed the broker in this run.
-rmq_resources_ensure() {
-	local missing=$RMQ_HOME/resources.missing hashfile=$RMQ_HOME/resources.sha256 want t0
-	rmq_spec
-	want=$(rmq_spec_hash)
-	if rmq_verify "$missing"; then
-		[ "$(cat "$hashfile" 2>/dev/null || true)" = "$want" ] || echo "$want" >"$hashfile"
-		log "rocketmq: ${#RMQ_TOPICS[@]} topics and ${#RMQ_GROUPS[@]} groups already match the spec (broker config $RMQ_STORE/config)"
-		return 0
-	fi
+# Build the service binary into the state dir when it is stale (later calls reuse it).
+seckill_build() {
+	seckill_bin_stale || return 0
+	have go || die "go is not on PATH: the stack applies its topics and groups with the service binary (the README requires Go)"
+	local t0 tmp=$SECKILL_BIN.$$
 	t0=$(now_ms)
-	local topics_todo=$RMQ_HOME/topics.todo groups_todo=$RMQ_HOME/groups.todo
-	sed -n 's#^topicConfigTable/\([^/]*\)/.*#\1#p' "$missing" | sort -u >"$topics_todo"
-	sed -n 's#^subscriptionGroupTable/\([^/]*\)/.*#\1#p' "$missing" | sort -u >"$groups_todo"
-	log "rocketmq: applying $(wc -l <"$topics_todo") topic(s) and $(wc -l <"$groups_todo") group(s) with mqadmin (batch)"
-	local tpid="" gpid="" tout=$RMQ_HOME/admin-updateTopicList.out gout=$RMQ_HOME/admin-updateSubGroupList.out
-	local tok="submit batch of topic config to 127\\.0\\.0\\.1:$BROKER_PORT success"
-	local gok="submit batch of subscription group config to 127\\.0\\.0\\.1:$BROKER_PORT success"
-	if [ -s "$topics_todo" ]; then
-		rmq_topics_json "$topics_todo" >"$RMQ_CONF/topics.json"
-		admin_run "$tout" "$tok" updateTopicList -n "127.0.0.1:$NAMESRV_PORT" -c "$RMQ_CLUSTER" -f "$RMQ_CONF/topics.json" &
-		tpid=$!
+	mkdir -p "$(dirname "$SECKILL_BIN")"
+	if ! (cd "$REPO_DIR" && go build -o "$tmp" ./bootstrap/cmd/seckill); then
+		rm -f "$tmp"
+		die "go build ./bootstrap/cmd/seckill failed"
 	fi
-	if [ -s "$groups_todo" ]; then
-		rmq_groups_json "$groups_todo" >"$RMQ_CONF/groups.json"
-		admin_run "$gout" "$gok" updateSubGroupList -n "127.0.0.1:$NAMESRV_PORT" -c "$RMQ_CLUSTER" -f "$RMQ_CONF/groups.json" &
-		gpid=$!
-	fi
-	[ -z "$tpid" ] || wait "$tpid" || true
-	[ -z "$gpid" ] || wait "$gpid" || true
-	if [ -n "$tpid" ] && ! grep -Eq "$tok" "$tout"; then
-		warn "mqadmin updateTopicList did not report success:"
-		sed 's/^/    /' "$tout" >&2
-	fi
-	if [ -n "$gpid" ] && ! grep -Eq "$gok" "$gout"; then
-		warn "mqadmin updateSubGroupList did not report success:"
-		sed 's/^/    /' "$gout" >&2
-	fi
-
-	if ! rmq_verify "$missing"; then
-		# Batch handling is fragile (5.5.0: updateTopicList silently skips the WHOLE batch when one entry is
-		# unchanged); fall back to one mqadmin call per remaining item.
-		warn "rocketmq: batch result incomplete, falling back to one mqadmin call per item:"
-		sed 's/^/    missing: /' "$missing" >&2
-		rmq_apply_each "$missing"
-		rmq_verify "$missing" || {
-			sed 's/^/    still missing: /' "$missing" >&2
-			die "topics/groups do not match the spec after mqadmin; see $RMQ_HOME/admin-*.out and $RMQ_LOGS/broker.log"
-		}
-	fi
-	log "rocketmq: broker config verified: types, queues, perms, retryMaxTimes, consumeMessageOrderly ($(($(now_ms) - t0)) ms)"
-	rmq_verify_namesrv
-	echo "$want" >"$hashfile"
+	mv -f "$tmp" "$SECKILL_BIN"
+	echo "$REPO_DIR" >"$SECKILL_BIN.src"
+	log "built $SECKILL_BIN from $REPO_DIR ($(($(now_ms) - t0)) ms)"
 }
 
-rmq_apply_each() {
-	local missing=$1 t g out=$RMQ_HOME/admin-update-one.out
-	for t in "${RMQ_TOPICS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $t
-		grep -q "^topicConfigTable/$1/" "$missing" || continue
-		local a=()
-		[ "$2" = - ] || a=(-a "+message.type=$2")
-		admin_run "$out" "create topic to 127\\.0\\.0\\.1:$BROKER_PORT success" updateTopic -n "127.0.0.1:$NAMESRV_PORT" \
-			-c "$RMQ_CLUSTER" -t "$1" -r "$3" -w "$3" -p "$4" "${a[@]}"
-		grep -q "create topic to 127.0.0.1:$BROKER_PORT success" "$out" || {
-			cat "$out" >&2
-			die "mqadmin updateTopic $1 failed"
-		}
-	done
-	for g in "${RMQ_GROUPS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $g
-		grep -q "^subscriptionGroupTable/$1/" "$missing" || continue
-		# updateSubGroup replaces the whole group config: pass every option in one call.
-		admin_run "$out" "create subscription group to 127\\.0\\.0\\.1:$BROKER_PORT success" updateSubGroup \
-			-n "127.0.0.1:$NAMESRV_PORT" -c "$RMQ_CLUSTER" -g "$1" -r "$2" -o "$3" -s true -m true -d true -q 1
-		grep -q "create subscription group to 127.0.0.1:$BROKER_PORT success" "$out" || {
-			cat "$out" >&2
-			die "mqadmin updateSubGroup $1 failed"
-		}
-	done
+# topology apply|check [FLAGS...]: `seckill topology` against this stack, with $SECKILL_TOPOLOGY_ARGS.
+topology() {
+	local sub=$1 extra=()
+	shift
+	read -r -a extra <<<"${SECKILL_TOPOLOGY_ARGS:-}"
+	"$SECKILL_BIN" topology "$sub" --broker "127.0.0.1:$BROKER_PORT" --namesrv "127.0.0.1:$NAMESRV_PORT" \
+		--prefix "${SECKILL_TOPIC_PREFIX:-}" "${extra[@]}" "$@"
 }
 
-# The name server must route every topic (clients resolve routes through it, also in local mode).
-rmq_namesrv_missing() {
-	local out=$1 t miss=""
-	for t in "${RMQ_TOPICS[@]}"; do
-		# shellcheck disable=SC2086 # split on purpose; names are validated (no spaces or glob characters)
-		set -- $t
-		grep -qxF "$1" "$out" 2>/dev/null || miss="$miss $1"
+# Apply the topology (writes only what differs, waits for the name server's routes), then check it.
+rmq_topology_ensure() {
+	local out=$RMQ_HOME/topology.out t0 v
+	for v in SECKILL_TOPIC_QUEUES SECKILL_EXTRA_GROUPS ${!SECKILL_RETRY_MAX_*}; do
+		[ -z "${!v:-}" ] || warn "$v is no longer read; use SECKILL_TOPOLOGY_ARGS (docs/local-stack.md)"
 	done
-	printf '%s' "$miss"
-}
-
-rmq_verify_namesrv() {
-	local out=$RMQ_HOME/admin-topicList.out i miss
-	for i in 1 2 3 4 5; do
-		admin_start "$out" topicList -n "127.0.0.1:$NAMESRV_PORT"
-		# topicList has no end marker: done when every topic is listed or when the JVM exits.
-		for _ in $(seq 1 600); do
-			[ -n "$(rmq_namesrv_missing "$out")" ] || break
-			pid_alive "$ADMIN_PID" || break
-			sleep 0.1
-		done
-		miss=$(rmq_namesrv_missing "$out")
-		if [ -z "$miss" ]; then
-			RMQ_NAMESRV_VERIFIED=1
-			log "rocketmq: mqadmin topicList (name server) lists all ${#RMQ_TOPICS[@]} topics"
-			return 0
-		fi
-		pid_alive "$ADMIN_PID" && { kill -TERM "$ADMIN_PID" 2>/dev/null || true; }
-		log "rocketmq: name server does not list yet:$miss (attempt $i)"
-		sleep 2
-	done
-	die "the name server does not route:$miss; see $out"
+	seckill_build
+	t0=$(now_ms)
+	if ! topology apply >"$out" 2>&1; then
+		sed 's/^/    /' "$out" >&2
+		die "seckill topology apply failed; see $RMQ_LOGS/broker.log"
+	fi
+	grep '^applied: ' "$out" | while IFS= read -r v; do log "rocketmq: $v"; done || true
+	if ! topology check >"$out" 2>&1; then
+		sed 's/^/    /' "$out" >&2
+		die "seckill topology check failed after apply"
+	fi
+	log "rocketmq: $(tail -n 1 "$out") ($(($(now_ms) - t0)) ms)"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1305,9 +1090,9 @@ cmd_up() {
 
 	# Real readiness after any RocketMQ (re)start: the broker is registered with the name server.
 	[ "$started_rmq" = 0 ] || rmq_wait_cluster
-	rmq_resources_ensure
-	# A restarted name server only knows what the broker re-registered: check the routes once.
-	[ "$namesrv_spawned" = 0 ] || [ "${RMQ_NAMESRV_VERIFIED:-0}" = 1 ] || rmq_verify_namesrv
+	# Topics and groups; the check includes the name server's routes (a restarted name server only knows what
+	# the broker re-registered).
+	rmq_topology_ensure
 
 	log "up: all healthy in $(($(now_ms) - t0)) ms (postgres 127.0.0.1:$PG_PORT, redis 127.0.0.1:$REDIS_PORT, namesrv 127.0.0.1:$NAMESRV_PORT, proxy gRPC 127.0.0.1:$PROXY_PORT, broker 127.0.0.1:$BROKER_PORT)"
 	print_exports >&3
@@ -1331,7 +1116,7 @@ status_line() {
 fmt_mb() { [ -n "${1:-}" ] && [ "$1" != 0 ] && printf '%dMiB' $(($1 / 1024)) || printf -- '-'; }
 
 cmd_status() {
-	local ok=0 pid h rss pss ver="" missing=$STATE_DIR/.status.missing
+	local ok=0 pid h rss pss ver="" tout=$STATE_DIR/.status.topology
 	if [ ! -e "$MARKER" ]; then
 		echo "no stack in $STATE_DIR (run: deploy/local/stack.sh up)"
 		exit 1
@@ -1366,14 +1151,17 @@ cmd_status() {
 	rss=""
 	[ -z "$pid" ] || rss=$(rss_kb "$pid")
 	status_line proxy "$pid" "grpc $PROXY_PORT,remoting $REMOTING_PORT,broker $BROKER_PORT" "$h" "$(fmt_mb "$rss")" "LOCAL mode, embedded $RMQ_BROKER_NAME"
-	rmq_spec
-	if rmq_verify "$missing"; then
-		status_line resources - "-" yes - "${#RMQ_TOPICS[@]} topics, ${#RMQ_GROUPS[@]} groups match the spec (prefix '${SECKILL_TOPIC_PREFIX:-}')"
+	seckill_build
+	if topology check --timeout 10s >"$tout" 2>&1; then
+		status_line resources - "-" yes - "$(sed -n 's/^topology: //p' "$tout" | tail -n 1)"
+	elif grep -q 'difference(s) from the topology' "$tout"; then
+		status_line resources - "-" no - "$(grep -vc '^seckill: ' "$tout") difference(s) from the topology (up re-applies them; seckill topology check lists them)"
+		ok=1
 	else
-		status_line resources - "-" no - "$(wc -l <"$missing") expected settings missing (up re-applies them)"
+		status_line resources - "-" no - "$(tail -n 1 "$tout")"
 		ok=1
 	fi
-	rm -f "$missing" "$missing.actual"
+	rm -f "$tout"
 	echo "state dir: $STATE_DIR   logs: $LOG_DIR, $RMQ_LOGS"
 	return "$ok"
 }
@@ -1444,7 +1232,7 @@ cmd_mqadmin() {
 }
 
 usage() {
-	sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 main() {

@@ -4,9 +4,11 @@
 //
 // NewEnv reads SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC) and
 // SECKILL_ROCKETMQ_BROKER (broker remoting), picks a unique prefix
-// ("T<hex>_"), creates the five topics of docs/architecture.md with their message types,
-// their dead-letter topics, the five consumer groups and the dead-letter
-// reader group under that prefix through the remoting admin client, and
+// ("T<hex>_"), creates the broker topology of the service under that prefix
+// (rocketmq.NewTopology: the five topics of docs/architecture.md with their
+// message types, their dead-letter topics, the five consumer groups and the
+// dead-letter reader group; fewer queues and retries than production, see
+// WithQueues and WithRetryMaxTimes) through the remoting admin client, and
 // deletes them all when the test ends.
 package mqtest
 
@@ -45,11 +47,13 @@ func MetricsURL(tb testing.TB) string {
 // reaches the group at most three times, then goes to %DLQ%<group>.
 const DefaultRetryMaxTimes = 2
 
-// DLQReaderRetryMaxTimes is the dead-letter reader group's retryMaxTimes.
-// A dead-letter copy arrives with delivery attempt retryMaxTimes+3 of its
-// source group, and the reader's own pops forward it again to
-// %DLQ%<reader> once the attempt exceeds the reader's retryMaxTimes+1, so
-// the reader needs retryMaxTimes >= source retryMaxTimes + 2.
+// DLQReaderRetryMaxTimes is the dead-letter reader group's retryMaxTimes
+// (raised to the business groups' + rocketmq.DLQReaderMargin when
+// WithRetryMaxTimes asks for more than 14). A dead-letter copy arrives with
+// delivery attempt retryMaxTimes+3 of its source group, and the reader's
+// own pops forward it again to %DLQ%<reader> once the attempt exceeds the
+// reader's retryMaxTimes+1, so the reader needs retryMaxTimes >= source
+// retryMaxTimes + 2.
 const DLQReaderRetryMaxTimes = 16
 
 // Env is one test's broker namespace.
@@ -63,6 +67,10 @@ type Env struct {
 	Prefix string
 	// Broker is the broker's remoting address.
 	Broker string
+	// Topology is what NewEnv created: rocketmq.NewTopology under Prefix
+	// with the test's queue and retry counts (Topology.Check of the
+	// namespace is clean).
+	Topology rocketmq.Topology
 
 	tb     testing.TB
 	mu     sync.Mutex
@@ -82,7 +90,8 @@ type options struct {
 // (default DefaultRetryMaxTimes).
 func WithRetryMaxTimes(n int) Option { return func(o *options) { o.retryMaxTimes = n } }
 
-// WithQueues sets the queue count of the business topics (default 4).
+// WithQueues sets the queue count of the business topics (default 4;
+// production: rocketmq.DefaultTopicQueues).
 func WithQueues(n int) Option { return func(o *options) { o.queues = n } }
 
 // NewEnv creates a fresh namespace (see the package doc). It fails the test
@@ -110,25 +119,18 @@ func NewEnv(tb testing.TB, opts ...Option) *Env {
 	}
 	tb.Cleanup(e.cleanup)
 
+	// The production topology under the prefix, with the test's queue and
+	// retry counts; the reader keeps its margin over larger test retries.
+	top, err := rocketmq.NewTopology(e.Config, rocketmq.WithTopicQueues(o.queues),
+		rocketmq.WithBusinessRetryMaxTimes(o.retryMaxTimes),
+		rocketmq.WithRetryMaxTimes(rocketmq.GroupDLQReader, max(DLQReaderRetryMaxTimes, o.retryMaxTimes+rocketmq.DLQReaderMargin)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.Topology = top
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var specs []rocketmq.TopicSpec
-	for _, t := range ports.Topics {
-		base, typ, err := rocketmq.TopicBaseName(t)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		specs = append(specs, rocketmq.TopicSpec{Name: e.Prefix + base, Type: typ, Queues: o.queues})
-	}
-	groups := []rocketmq.GroupSpec{{Name: e.Config.Group(rocketmq.GroupDLQReader), RetryMaxTimes: DLQReaderRetryMaxTimes}}
-	for _, g := range rocketmq.Groups() {
-		name := e.Config.Group(g)
-		groups = append(groups, rocketmq.GroupSpec{Name: name, Orderly: g.Orderly(), RetryMaxTimes: o.retryMaxTimes})
-		// Pre-create the dead-letter topic so that a dead-letter reader can
-		// subscribe before anything was dead-lettered.
-		specs = append(specs, rocketmq.TopicSpec{Name: rocketmq.DLQTopic(name), Queues: 1})
-	}
-	e.createAll(ctx, specs, groups)
+	e.createAll(ctx, top.Topics, top.Groups)
 	return e
 }
 

@@ -45,6 +45,12 @@ func TestNewEnvCreatesTopicsAndGroups(t *testing.T) {
 	if err != nil || reader.RetryMaxTimes != mqtest.DLQReaderRetryMaxTimes {
 		t.Errorf("dead-letter reader group = %+v, %v", reader, err)
 	}
+	if diffs, err := env.Topology.Check(ctx, env.Admin); err != nil || len(diffs) != 0 {
+		t.Errorf("Topology.Check of the new namespace = %v, %v", diffs, err)
+	}
+	if env.Topology.Prefix != env.Prefix || len(env.Topology.Topics) != 10 || len(env.Topology.Groups) != 6 {
+		t.Errorf("Topology = %+v", env.Topology)
+	}
 	extra := env.CreateTopic("EXTRA", rocketmq.MessageTypeFIFO, 2)
 	if info, err := env.Admin.Topic(ctx, extra); err != nil || info.Type != rocketmq.MessageTypeFIFO || info.ReadQueues != 2 {
 		t.Errorf("extra topic = %+v, %v", info, err)

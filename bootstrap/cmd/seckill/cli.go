@@ -65,7 +65,7 @@ $` + envOperatorToken + `, and are audited under that user.`,
 		&cobra.Group{ID: groupMeasure, Title: "Benchmarks and fault injection (local stack):"},
 	)
 	addGroup(root, groupService, c.serveCmd(), c.migrateCmd(), c.configCmd())
-	addGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd())
+	addGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd(), c.topologyCmd())
 	addGroup(root, groupMeasure, c.benchCmd(), c.chaosCmd())
 	root.AddCommand(c.versionCmd())
 	return root

@@ -199,7 +199,7 @@ func TestCLIRootHelpAndHelpCommand(t *testing.T) {
 			t.Fatalf("seckill %v: %v", args, err)
 		}
 		for _, want := range []string{"Usage", "serve", "migrate", "token", "reconcile", "projection", "dlq",
-			"bench", "chaos", "version", "config", "completion", "help"} {
+			"topology", "bench", "chaos", "version", "config", "completion", "help"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("seckill %v does not name %s:\n%s", args, want, out)
 			}
@@ -277,6 +277,8 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 		{[]string{"migrate", "sideways"}, `unknown command "sideways" for "seckill migrate"`},
 		{[]string{"migrate"}, "seckill migrate needs a command: down, redo, status, up"},
 		{[]string{"dlq"}, "seckill dlq needs a command: list, replay"},
+		{[]string{"topology"}, "seckill topology needs a command: apply, check, show"},
+		{[]string{"topology", "fix"}, `unknown command "fix" for "seckill topology"`},
 		{[]string{"token", "--nope"}, "unknown flag: --nope"},
 		{[]string{"token", "--ttl", "forever"}, `invalid argument "forever" for "--ttl"`},
 		{[]string{"reconcile", "extra"}, `unknown command "extra" for "seckill reconcile"`},

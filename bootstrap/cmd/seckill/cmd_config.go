@@ -43,9 +43,9 @@ func commandSettings() []commandSetting {
 		{key: envOperatorToken, secret: true,
 			meaning: "admin token of the operator of reconcile, projection rebuild and dlq replay (when --token is not given)"},
 		{key: "SECKILL_ROCKETMQ_BROKER", def: "127.0.0.1:10911",
-			meaning: "broker remoting address where bench and chaos create their topics and groups"},
+			meaning: "broker remoting address of seckill topology apply|check (the topics and consumer groups)"},
 		{key: "SECKILL_ROCKETMQ_NAMESRV", def: "127.0.0.1:9876",
-			meaning: "name server address used with SECKILL_ROCKETMQ_BROKER by bench and chaos"},
+			meaning: "name server address whose routes seckill topology apply|check wait for and check"},
 		{key: "SECKILL_STACK_DIR",
 			meaning: "state directory of the local stack (deploy/local/stack.sh env): chaos and bench sale find its processes there"},
 	}

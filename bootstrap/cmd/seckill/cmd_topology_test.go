@@ -1,0 +1,89 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// TestTopologyCommand runs check, apply and show against the local stack
+// in a namespace of its own (mqtest: its topics and groups have fewer
+// queues and retries than the production topology): check lists the
+// differences and exits 1, apply repairs exactly those, a second apply
+// and check find nothing, a retry override is checked as such.
+func TestTopologyCommand(t *testing.T) {
+	env := mqtest.NewEnv(t)
+	t.Setenv("SECKILL_TOPIC_PREFIX", env.Prefix)
+	t.Setenv("SECKILL_ROCKETMQ_BROKER", env.Broker)
+
+	out, _, err := execute(t, "topology", "check")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err == nil || exitCode(err) != 1 || len(lines) != 11 || !strings.Contains(err.Error(), "11 difference(s)") {
+		t.Fatalf("check of the test namespace: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
+	want := "topic " + env.Topic(ports.TopicOrderCreate) + ": queues is 4, want 8"
+	if lines[0] != want || !slices.Contains(lines, "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 2, want 3") {
+		t.Fatalf("check lines:\n%s\nwant first %q", out, want)
+	}
+
+	out, _, err = execute(t, "topology", "apply")
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	applied := strings.Split(strings.TrimSpace(out), "\n")
+	if len(applied) != 12 || applied[0] != "applied: "+lines[0] || !strings.Contains(applied[11], "11 difference(s) repaired") {
+		t.Fatalf("apply:\n%s", out)
+	}
+	for _, args := range [][]string{{"apply"}, {"check"}} {
+		out, _, err = execute(t, append([]string{"topology"}, args...)...)
+		if err != nil || !strings.HasPrefix(out, "topology: 10 topics and 6 groups match (prefix \""+env.Prefix+"\"") {
+			t.Fatalf("%s after apply: %v\n%s", args[0], err, out)
+		}
+	}
+
+	start := time.Now()
+	out, _, err = execute(t, "topology", "check", "--retry-max", "CG_SECKILL_AUDIT_V1=4")
+	if exitCode(err) != 1 || out != "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 3, want 4\n" {
+		t.Fatalf("check with an override: %v\n%s", err, out)
+	}
+	t.Logf("check took %v", time.Since(start))
+
+	out, _, err = execute(t, "topology", "show", "--prefix", "X_", "--queues", "2")
+	if err != nil || !strings.Contains(out, "X_PROD_SECKILL_ORDER_STATE_FIFO_V1") || !strings.Contains(out, "FIFO    2") ||
+		!strings.Contains(out, "X_CG_SECKILL_DLQ_READER_V1") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+}
+
+// TestTopologyCommandRefusals: flag values the topology cannot take are
+// usage errors (exit 2) before any broker is dialled; an unreachable
+// broker fails the command (exit 1) within its timeout.
+func TestTopologyCommandRefusals(t *testing.T) {
+	nowhere(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topology", "check", "--retry-max", "CG_SECKILL_AUDIT_V1"}, "want GROUP=N"},
+		{[]string{"topology", "apply", "--retry-max", "CG_NOPE=1"}, `unknown consumer group "CG_NOPE"`},
+		{[]string{"topology", "apply", "--retry-max", "CG_SECKILL_DLQ_READER_V1=3"}, "dead-lettered again"},
+		{[]string{"topology", "check", "--queues", "0"}, "want at least 1"},
+		{[]string{"topology", "show", "--prefix", "a b"}, "may only contain"},
+		{[]string{"topology", "check", "--timeout", "0s"}, "--timeout must be > 0"},
+	} {
+		out, _, err := execute(t, c.args...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), c.want) || out != "" {
+			t.Errorf("seckill %s = %v (exit %d), %q; want exit 2 and %q", strings.Join(c.args, " "), err, exitCode(err), out, c.want)
+		}
+	}
+	start := time.Now()
+	_, _, err := execute(t, "topology", "check", "--timeout", "2s")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "127.0.0.1:1") || time.Since(start) > 3*time.Second {
+		t.Fatalf("check of a closed port: %v after %v", err, time.Since(start))
+	}
+}
