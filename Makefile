@@ -37,6 +37,13 @@ status:
 build:
 	@mkdir -p bin && go build -o $(BIN) ./bootstrap/cmd/seckill
 
+## build-bench: the benchmarks and chaos binary, bin/seckill-bench, beside bin/seckill (which its
+## sale and chaos start as `seckill serve`).
+BENCH_BIN    := bin/seckill-bench
+.PHONY: build-bench
+build-bench: build
+	@go build -o $(BENCH_BIN) ./bootstrap/cmd/seckill-bench
+
 ## generate: regenerate protobuf/Connect code (buf, local plugins) and Wire injectors.
 generate:
 	go tool buf generate
@@ -55,16 +62,16 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1; }
 
 ## bench-place / bench-consume: the benchmark commands (see docs/benchmarks.md).
-bench-place: build
-	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench place
-bench-consume: build
-	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench consume
-bench-timeouts: build
-	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench timeouts
-bench-sale: build
-	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BIN) bench sale
+bench-place: build-bench
+	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) place
+bench-consume: build-bench
+	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) consume
+bench-timeouts: build-bench
+	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) timeouts
+bench-sale: build-bench
+	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) sale
 
 ## chaos: a sale on two service instances while stack processes are killed and paused (docs/operations.md).
 ## It kills processes of the local stack: never run it beside `make test`.
-chaos: build
-	@$(WITH_STACK) ./$(BIN) chaos
+chaos: build-bench
+	@$(WITH_STACK) ./$(BENCH_BIN) chaos

@@ -5,37 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
+	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
-
-func TestBenchReserve(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := ctxT(t)
-	res, err := f.s.BenchReserve(ctx, BenchOptions{ActivityID: 900, SKUID: 1, Reservations: 300, Clients: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Calls != 300 || res.Reserved != 300 || res.PerSecond <= 0 || res.P99 < res.P50 {
-		t.Fatalf("result = %+v", res)
-	}
-	t.Logf("BenchReserve (race detector on if -race): %s", res)
-	if n := f.c.Exists(ctx, f.s.keys.slot(900, 1).stock, f.s.keys.slot(900, 1).rsv("rsv_bench_0")).Val(); n != 0 {
-		t.Fatalf("%d keys left after the run", n)
-	}
-	if f.c.SIsMember(ctx, f.s.keys.slots(), "a900:s1").Val() {
-		t.Fatal("slot left registered after the run")
-	}
-	// The activity SKU must be new.
-	f.seed(901, 1, 1)
-	_, err = f.s.BenchReserve(ctx, BenchOptions{ActivityID: 901, SKUID: 1, Reservations: 1, Clients: 1})
-	wantErr(t, err, ports.ErrAlreadyExists)
-}
 
 // BenchmarkReserve measures Reserve (one EVALSHA of the reserve script per
 // op) against the real Redis, from GOMAXPROCS * 8 goroutines. Run with
@@ -60,7 +38,7 @@ func BenchmarkReserve(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := seq.Add(1)
-			r := benchSnapshot(BenchOptions{ActivityID: 1, SKUID: 1}, int(i), time.Now())
+			r := benchSnapshot(int(i), time.Now())
 			if _, err := s.Reserve(ctx, r, r.CreatedAt); err != nil {
 				b.Error(err)
 				return
@@ -92,11 +70,23 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			r := benchSnapshot(BenchOptions{ActivityID: 1, SKUID: 1}, int(seq.Add(1)), time.Now())
+			r := benchSnapshot(int(seq.Add(1)), time.Now())
 			if _, err := s.Reserve(ctx, r, r.CreatedAt); !errors.Is(err, ports.ErrSoldOut) {
 				b.Error(fmt.Errorf("want sold out: %w", err))
 				return
 			}
 		}
 	})
+}
+
+// benchSnapshot returns the i-th new PENDING reservation of the benchmarks
+// (activity 1, SKU 1, user i+1), created at now.
+func benchSnapshot(i int, now time.Time) reservation.Snapshot {
+	n := strconv.Itoa(i)
+	created := now.UTC().Truncate(time.Millisecond)
+	return reservation.Snapshot{
+		ReservationID: "rsv_bench_" + n, OrderID: "ord_bench_" + n, MessageID: "evt_bench_" + n,
+		RequestID: "req_bench_" + n, ActivityID: 1, SKUID: 1, UserID: int64(i) + 1,
+		Status: reservation.StatusPending, CreatedAt: created, ValidUntil: created.Add(time.Minute), Version: 1,
+	}
 }

@@ -19,7 +19,6 @@
 //   - Topology (NewTopology) is the one definition of the broker's topics and
 //     consumer groups with their production settings; Apply makes a broker
 //     match it and Check lists every difference.
-//   - SendLoop measures a publisher's send ceiling.
 //
 // The client library keeps process-wide state (its log, its gRPC connection
 // factory); InstallRuntime, called by the first NewPublisher or NewRunner,

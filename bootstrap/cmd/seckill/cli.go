@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -33,7 +30,6 @@ func newCLI(stdout, stderr io.Writer) *cli {
 const (
 	groupService = "service"
 	groupOperate = "operate"
-	groupMeasure = "measure"
 )
 
 // rootCmd builds the whole command tree.
@@ -42,8 +38,9 @@ func (c *cli) rootCmd() *cobra.Command {
 		Use:   "seckill",
 		Short: "The flash-sale order service and its operations",
 		Long: `seckill is the flash-sale order service: one binary whose commands serve the API with
-every worker, migrate the database, mint local tokens, reconcile, rebuild the query view,
-operate the dead-letter queue and run the benchmarks.
+every worker, migrate the database, mint local tokens, reconcile, rebuild the query view
+and operate the dead-letter queue. The benchmarks and the fault-injection sale are a binary
+of their own, seckill-bench.
 
 Configuration comes from SECKILL_* environment variables; ` + "`seckill config`" + ` lists them with
 their defaults, current values and meanings. Commands that change state (reconcile,
@@ -62,11 +59,9 @@ $` + envOperatorToken + `, and are audited under that user.`,
 	root.AddGroup(
 		&cobra.Group{ID: groupService, Title: "Service:"},
 		&cobra.Group{ID: groupOperate, Title: "Operations (state-changing ones are audited):"},
-		&cobra.Group{ID: groupMeasure, Title: "Benchmarks and fault injection (local stack):"},
 	)
 	addGroup(root, groupService, c.serveCmd(), c.migrateCmd(), c.configCmd())
 	addGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd(), c.topologyCmd())
-	addGroup(root, groupMeasure, c.benchCmd(), c.chaosCmd())
 	root.AddCommand(c.versionCmd())
 	return root
 }
@@ -102,17 +97,6 @@ func usagef(cmd *cobra.Command, format string, args ...any) error {
 // flagError turns cobra's flag errors into usage errors.
 func flagError(cmd *cobra.Command, err error) error {
 	return usagef(cmd, "%s: %v", cmd.CommandPath(), err)
-}
-
-// commandError keeps the errors of a command's run as they are (callers
-// and tests inspect them, e.g. connect codes), except that an error
-// wrapping flag.ErrHelp (the commands' "bad usage" marker) becomes a
-// usageError: cobra would otherwise print the help and report success.
-func commandError(err error) error {
-	if err != nil && errors.Is(err, flag.ErrHelp) {
-		return &usageError{msg: err.Error()}
-	}
-	return err
 }
 
 // unknownCommand is the root's argument check: the root takes no
@@ -168,113 +152,10 @@ func suggest(cmd *cobra.Command, typed string) string {
 	return fmt.Sprintf(" (did you mean %q?)", s[0])
 }
 
-// entryFunc is a command that parses its own flags with a flag.FlagSet
-// (the benchmarks and chaos).
-type entryFunc func(ctx context.Context, args []string, stdout io.Writer) error
-
-// flagSetCmd wires entry as a command whose flags entry parses itself
-// (DisableFlagParsing): its arguments go to entry as they are, one or two
-// dashes alike. -h, -help or --help anywhere in them shows the help,
-// whose flag list is what entry's flag.FlagSet prints for -h, and runs
-// nothing.
-func (c *cli) flagSetCmd(use, short, long string, entry entryFunc) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:                use + " [flags]",
-		Short:              short,
-		Long:               long,
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsHelp(args) {
-				return writeFlagSetHelp(cmd, entry)
-			}
-			return commandError(entry(cmd.Context(), args, c.stdout))
-		},
-	}
-	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		if err := writeFlagSetHelp(cmd, entry); err != nil {
-			fmt.Fprintln(cmd.ErrOrStderr(), "seckill:", err)
-		}
-	})
-	return cmd
-}
-
-// wantsHelp reports whether args ask for help the way the flag package
-// reads it: -h or -help with one or two dashes, with or without a value,
-// before a "--".
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
-		if name == "h" || name == "help" {
-			return true
-		}
-	}
-	return false
-}
-
-// writeFlagSetHelp writes the help of a flagSetCmd: its description and
-// usage line, then the flags as entry's flag.FlagSet lists them.
-func writeFlagSetHelp(cmd *cobra.Command, entry entryFunc) error {
-	flags, err := flagSetDefaults(entry)
-	if err != nil {
-		return fmt.Errorf("%s: list the flags: %w", cmd.CommandPath(), err)
-	}
-	w := cmd.OutOrStdout()
-	desc := cmd.Long
-	if desc == "" {
-		desc = cmd.Short
-	}
-	fmt.Fprintf(w, "%s\n\nUsage:\n  %s\n\nFlags (one or two dashes):\n%s  -h, --help\n    \thelp for %s\n",
-		strings.TrimSpace(desc), cmd.UseLine(), flags, cmd.Name())
-	return nil
-}
-
-// flagSetDefaults returns the flag list that entry's flag.FlagSet prints
-// for -h. The flag set prints it to os.Stderr (no other output can be
-// set from outside the entry), so os.Stderr is a pipe for the duration of
-// the call. entry gets a canceled context, and it must answer
-// flag.ErrHelp: the entries parse their flags before they do anything,
-// so -h runs nothing.
-func flagSetDefaults(entry entryFunc) (string, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return "", fmt.Errorf("pipe: %w", err)
-	}
-	defer func() { _ = r.Close() }()
-	read := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(r)
-		read <- b
-	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	runErr := func() error {
-		stderr := os.Stderr
-		os.Stderr = w
-		defer func() { os.Stderr = stderr }()
-		return entry(ctx, []string{"-h"}, io.Discard)
-	}()
-	_ = w.Close()
-	out := string(<-read)
-	if !errors.Is(runErr, flag.ErrHelp) {
-		return "", fmt.Errorf("-h did not answer with the flags (%v)", runErr)
-	}
-	// Drop the flag package's "Usage of <name>:" line.
-	if first, rest, ok := strings.Cut(out, "\n"); ok && strings.HasPrefix(first, "Usage of ") {
-		out = rest
-	}
-	return out, nil
-}
-
 // legacyLongFlags rewrites the single-dash long flags the commands
 // accepted when they parsed with the flag package (-user 5, -token=T) to
-// the two dashes cobra reads, for the command args run. Commands that
-// parse their own flags (flagSetCmd) get their arguments unchanged.
+// the two dashes cobra reads, for the command args run. A command that
+// parses its own flags (DisableFlagParsing) gets its arguments unchanged.
 func legacyLongFlags(root *cobra.Command, args []string) []string {
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd.DisableFlagParsing {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -83,18 +82,6 @@ func commandTree() []*cobra.Command {
 	return all
 }
 
-// flagSetFlags are flags each command that parses its own flags must list
-// in its help.
-func flagSetFlags() map[string][]string {
-	return map[string][]string{
-		"seckill bench place":    {"-clients", "-duration", "-ceiling-clients", "-beside"},
-		"seckill bench consume":  {"-messages", "-batches", "-concurrency"},
-		"seckill bench timeouts": {"-units", "-payment-timeout", "-sell-over", "-within"},
-		"seckill bench sale":     {"-stock", "-buyers", "-attempts", "-arrival", "-ceiling-calls", "-out"},
-		"seckill chaos":          {"-scenarios", "-stock", "-buyers", "-private-redis", "-stack"},
-	}
-}
-
 // TestHelpOfEveryCommand: every command path answers --help, -h and
 // `seckill help <path>` at once, with success, "Usage" and every flag of
 // the command, and runs nothing: the configuration points at closed ports
@@ -103,7 +90,7 @@ func flagSetFlags() map[string][]string {
 func TestHelpOfEveryCommand(t *testing.T) {
 	nowhere(t)
 	tree := commandTree()
-	if len(tree) < 25 {
+	if len(tree) < 20 {
 		t.Fatalf("only %d commands in the tree", len(tree))
 	}
 	var paths []string
@@ -111,19 +98,12 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		path := c.CommandPath()
 		paths = append(paths, path)
 		var want []string
-		if c.DisableFlagParsing {
-			want = flagSetFlags()[path]
-			if len(want) == 0 {
-				t.Errorf("%s parses its own flags: add them to flagSetFlags", path)
+		c.InitDefaultHelpFlag()
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				want = append(want, "--"+f.Name)
 			}
-		} else {
-			c.InitDefaultHelpFlag()
-			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
-				if !f.Hidden {
-					want = append(want, "--"+f.Name)
-				}
-			})
-		}
+		})
 		want = append(want, "--help")
 		args := strings.Fields(path)[1:]
 		for _, form := range [][]string{append(slices.Clone(args), "--help"), append(slices.Clone(args), "-h"),
@@ -154,7 +134,6 @@ func TestHelpOfEveryCommand(t *testing.T) {
 	for _, want := range []string{
 		"seckill serve", "seckill migrate up", "seckill migrate down", "seckill migrate redo", "seckill migrate status",
 		"seckill token", "seckill reconcile", "seckill projection rebuild", "seckill dlq list", "seckill dlq replay",
-		"seckill bench place", "seckill bench consume", "seckill bench timeouts", "seckill bench sale", "seckill chaos",
 		"seckill help", "seckill version", "seckill config", "seckill completion bash", "seckill completion zsh",
 		"seckill completion fish", "seckill completion powershell",
 	} {
@@ -162,29 +141,10 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Errorf("the tree has no %q: %v", want, paths)
 		}
 	}
-}
-
-// TestHelpFlagSetCommandsKeepTheirFlags: the help of a command that
-// parses its own flags shows the flags and defaults its flag.FlagSet
-// declares, -h anywhere in the arguments asks for it, and nothing of the
-// flag package's usage goes to the process's stderr.
-func TestHelpFlagSetCommandsKeepTheirFlags(t *testing.T) {
-	nowhere(t)
-	out, _, err := execute(t, "bench", "place", "--clients", "8", "-h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, `(default "16,64,256")`) || !strings.Contains(out, "(default 5s)") || strings.Contains(out, "Usage of") {
-		t.Fatalf("bench place help:\n%s", out)
-	}
-	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"--h"}, {"x", "-help=true"}} {
-		if !wantsHelp(args) {
-			t.Errorf("wantsHelp(%q) = false", args)
-		}
-	}
-	for _, args := range [][]string{{}, {"--clients", "8"}, {"--", "-h"}, {"--hours"}} {
-		if wantsHelp(args) {
-			t.Errorf("wantsHelp(%q) = true", args)
+	// The benchmarks and chaos are bootstrap/cmd/seckill-bench.
+	for _, gone := range []string{"seckill bench", "seckill chaos"} {
+		if slices.Contains(paths, gone) {
+			t.Errorf("the service's tree has %q", gone)
 		}
 	}
 }
@@ -199,7 +159,7 @@ func TestCLIRootHelpAndHelpCommand(t *testing.T) {
 			t.Fatalf("seckill %v: %v", args, err)
 		}
 		for _, want := range []string{"Usage", "serve", "migrate", "token", "reconcile", "projection", "dlq",
-			"topology", "bench", "chaos", "version", "config", "completion", "help"} {
+			"topology", "version", "config", "completion", "help"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("seckill %v does not name %s:\n%s", args, want, out)
 			}
@@ -273,7 +233,8 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 	}{
 		{[]string{"bogus"}, `unknown command "bogus" for "seckill"`},
 		{[]string{"serv"}, `did you mean "serve"?`},
-		{[]string{"bench", "nope"}, `unknown command "nope" for "seckill bench"`},
+		{[]string{"bench", "place"}, `unknown command "bench" for "seckill"`},
+		{[]string{"chaos"}, `unknown command "chaos" for "seckill"`},
 		{[]string{"migrate", "sideways"}, `unknown command "sideways" for "seckill migrate"`},
 		{[]string{"migrate"}, "seckill migrate needs a command: down, redo, status, up"},
 		{[]string{"dlq"}, "seckill dlq needs a command: list, replay"},
@@ -282,8 +243,6 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 		{[]string{"token", "--nope"}, "unknown flag: --nope"},
 		{[]string{"token", "--ttl", "forever"}, `invalid argument "forever" for "--ttl"`},
 		{[]string{"reconcile", "extra"}, `unknown command "extra" for "seckill reconcile"`},
-		{[]string{"bench", "timeouts", "--units", "0"}, "must be > 0"},
-		{[]string{"chaos", "--scenarios", "kill-everything"}, `unknown scenario "kill-everything"`},
 	} {
 		start := time.Now()
 		out, _, err := execute(t, c.args...)
@@ -296,9 +255,6 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 	}
 	if got := exitCode(fmt.Errorf("wrapped: %w", errors.New("failed"))); got != 1 {
 		t.Fatalf("exit code of a failure = %d", got)
-	}
-	if got := commandError(fmt.Errorf("bad value: %w", flag.ErrHelp)); errors.Is(got, flag.ErrHelp) || exitCode(got) != 2 {
-		t.Fatalf("commandError keeps flag.ErrHelp: %v", got)
 	}
 }
 
@@ -321,7 +277,7 @@ func TestCLIExitCodes(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, "Usage", ""},
 		{[]string{"reconcile", "--help"}, 0, "--token", ""},
-		{[]string{"bench", "sale", "--help"}, 0, "-ceiling-calls", ""},
+		{[]string{"chaos"}, 2, "", `seckill: unknown command "chaos" for "seckill"`},
 		{[]string{"version"}, 0, "(devel)", ""},
 		{[]string{"bogus"}, 2, "", `seckill: unknown command "bogus" for "seckill"`},
 		{[]string{"reconcile"}, 1, "", "seckill:"},
@@ -355,7 +311,6 @@ func TestCLILegacySingleDashFlags(t *testing.T) {
 		{[]string{"dlq", "replay", "-reason", "-id", "-id", "3"}, []string{"dlq", "replay", "--reason", "-id", "--id", "3"}},
 		{[]string{"reconcile", "-help"}, []string{"reconcile", "--help"}},
 		{[]string{"token", "-h", "--", "-user"}, []string{"token", "-h", "--", "-user"}},
-		{[]string{"bench", "place", "-clients", "4"}, []string{"bench", "place", "-clients", "4"}},
 	} {
 		if got := legacyLongFlags(root, c.in); !slices.Equal(got, c.want) {
 			t.Errorf("legacyLongFlags(%q) = %q, want %q", c.in, got, c.want)

@@ -1,7 +1,8 @@
 // Command seckill is the flash-sale order service: one binary whose
 // commands serve the API with every worker, migrate the database, mint
-// local tokens, reconcile, rebuild the query view, operate the dead-letter
-// queue and run the benchmarks. Every command and subcommand answers -h
+// local tokens, reconcile, rebuild the query view and operate the
+// dead-letter queue (the benchmarks and the fault-injection sale are
+// bootstrap/cmd/seckill-bench). Every command and subcommand answers -h
 // and --help with its flags and does nothing else; `seckill config` lists
 // the SECKILL_* environment variables the service reads (see
 // bootstrap/config) and docs/cli.md describes the command tree.

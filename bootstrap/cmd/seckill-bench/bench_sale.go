@@ -29,6 +29,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -51,7 +52,7 @@ const sampleEvery = 500 * time.Millisecond
 // Linux architecture Go supports, the unit of /proc/<pid>/stat's times.
 const clockTicks = 100
 
-// saleOptions are the flags of `seckill bench sale`.
+// saleOptions are the flags of `seckill-bench sale`.
 type saleOptions struct {
 	Stock            int     `json:"stock"`
 	Buyers           int     `json:"buyers"`
@@ -88,9 +89,9 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
+	exe, err := serviceBinary()
 	if err != nil {
-		return fmt.Errorf("find the seckill executable: %w", err)
+		return err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("create the output directory: %w", err)
@@ -122,7 +123,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer pool.Close()
 
-	fmt.Fprintf(stdout, "seckill bench sale: %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
+	fmt.Fprintf(stdout, "seckill-bench sale: %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
 		runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
 	fmt.Fprintf(stdout, "service log: %s\n", svc.logFile.Name())
 
@@ -174,7 +175,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	// The ceilings, once the service is gone: they have the machine to
-	// themselves, as in `bench place`.
+	// themselves, as in `seckill-bench place`.
 	svc.stop()
 	sum.Ceilings, err = measureSaleCeilings(ctx, sc, log, o)
 	if err != nil {
@@ -198,7 +199,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 
 // parseSaleOptions reads and validates the flags.
 func parseSaleOptions(args []string) (saleOptions, error) {
-	fs := flag.NewFlagSet("bench sale", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sale", flag.ContinueOnError)
 	var o saleOptions
 	fs.IntVar(&o.Stock, "stock", 10000, "units on sale")
 	fs.IntVar(&o.Buyers, "buyers", 50000, "buyers, each with a user id (and token) of their own")
@@ -1167,14 +1168,14 @@ func (c *saleCeilings) rate(s saleSummary) {
 
 // measureSaleCeilings measures the reserve script alone (EVALSHA on the
 // scratch Redis database) and a bare synchronous send loop to the scratch
-// order-create topic, as `bench place` does.
+// order-create topic, as `seckill-bench place` does.
 func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o saleOptions) (saleCeilings, error) {
 	c := saleCeilings{Clients: o.CeilingClients}
 	store, err := redis.New(sc.redis, redis.Config{Namespace: sc.cfg.Redis.Namespace}, nil, log)
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}
-	rr, err := store.BenchReserve(ctx, redis.BenchOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
+	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}
@@ -1191,7 +1192,7 @@ func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o s
 	if err := pub.Start(ctx); err != nil {
 		return c, fmt.Errorf("send ceiling: start the publisher: %w", err)
 	}
-	sl, err := rocketmq.SendLoop(ctx, pub, max(1, o.CeilingCalls/3), o.CeilingClients, func(i int) ports.OutboundMessage {
+	sl, err := benchkit.SendLoop(ctx, pub, max(1, o.CeilingCalls/3), o.CeilingClients, func(i int) ports.OutboundMessage {
 		id := fmt.Sprintf("evt_sale_ceiling_%d_%d", time.Now().UnixNano(), i)
 		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
 			Keys: []string{id}, Body: []byte(`{"bench":true}`)}

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
@@ -33,7 +34,7 @@ import (
 // per transaction and once micro-batched, and checks the invariants on the
 // result.
 func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench consume", flag.ContinueOnError)
+	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	n := fs.Int("messages", 20000, "messages (and units of stock) per mode")
 	modes := fs.String("batches", "1,32", "batch sizes to compare (1 = one message per transaction)")
 	concurrency := fs.Int("concurrency", 0, "concurrent transactions (default: the PostgreSQL pool budget)")
@@ -56,7 +57,7 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer releaseRedis()
-	fmt.Fprintf(stdout, "seckill bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
+	fmt.Fprintf(stdout, "seckill-bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
 		runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintf(stdout, "%-32s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
 	var best float64
@@ -254,7 +255,7 @@ func orderMessages(act ports.Activity, n int) ([]ports.OutboundMessage, error) {
 // publishOrders sends msgs (orderMessages) to the broker.
 func publishOrders(ctx context.Context, pub ports.Publisher, msgs []ports.OutboundMessage) error {
 	n := len(msgs)
-	res, err := rocketmq.SendLoop(ctx, pub, n, 32, func(i int) ports.OutboundMessage { return msgs[i] })
+	res, err := benchkit.SendLoop(ctx, pub, n, 32, func(i int) ports.OutboundMessage { return msgs[i] })
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // saleBooks is what PostgreSQL holds about one activity after a sale (SKU
-// 1), the facts `bench sale` and `chaos` check their invariants on.
+// 1), the facts `seckill-bench sale` and `chaos` check their invariants on.
 type saleBooks struct {
 	// live orders (not CANCELED).
 	live int64

@@ -36,7 +36,7 @@ import (
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
 
-// chaosScenarios are the faults `seckill chaos` knows: kill-X sends
+// chaosScenarios are the faults `seckill-bench chaos` knows: kill-X sends
 // SIGKILL and restarts X after the outage; pause-X sends SIGSTOP and
 // SIGCONT after it. X is one of the two service instances ("service") or a
 // process of the local stack (redis, postgres, namesrv, proxy). delay-X
@@ -91,11 +91,11 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
+	exe, err := serviceBinary()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seckill chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
+	fmt.Fprintf(stdout, "seckill-bench chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
 		*stock, *buyers, *clients, *down)
 	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %6s %9s %8s\n", "scenario", "acknowledged", "created", "released",
 		"oversell", "lost", "dup-users", "dup-effect", "drift", "recovery", "crashes")

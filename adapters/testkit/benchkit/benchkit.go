@@ -1,4 +1,9 @@
-package rocketmq
+// Package benchkit holds the measurement loops that the benchmarks
+// (bootstrap/cmd/seckill-bench) and the adapters' go test benchmarks
+// share. It works on the ports only, never on an adapter's internals, and
+// like every package under adapters/testkit it is for tests and
+// benchmarks only: no production package imports it.
+package benchkit
 
 import (
 	"context"
@@ -13,7 +18,10 @@ import (
 
 // SendLoopResult summarises a SendLoop run.
 type SendLoopResult struct {
-	// Confirmed, Unknown and Rejected count the outcomes.
+	// Confirmed, Unknown and Rejected count the outcomes: a send that
+	// returned no error, one whose error is neither nil nor
+	// ports.ErrSendRejected (the outcome is unknown), and one rejected
+	// definitely (ports.ErrSendRejected).
 	Confirmed, Unknown, Rejected int
 	// Elapsed is the wall time of the whole loop.
 	Elapsed time.Duration
@@ -49,38 +57,42 @@ func (r SendLoopResult) String() string {
 }
 
 // SendLoop publishes n messages built by msg(i) with workers concurrent
-// synchronous senders (each Publish bounded as usual) and reports the
-// outcomes and latencies: the send ceiling of one publisher. It stops early
-// when ctx ends and returns ctx's error with the partial result. All its
-// goroutines end before it returns.
+// synchronous senders (each Publish bounded as the publisher bounds it)
+// and reports the outcomes and latencies: the send ceiling of one
+// publisher. It stops early when ctx ends and returns ctx's error with
+// the partial result. All its goroutines end before it returns.
 func SendLoop(ctx context.Context, pub ports.Publisher, n, workers int, msg func(i int) ports.OutboundMessage) (SendLoopResult, error) {
 	if workers <= 0 || n < 0 {
 		return SendLoopResult{}, errors.New("send loop: workers must be > 0 and n >= 0")
 	}
+	type outcome int
+	const (
+		confirmed outcome = iota
+		unknown
+		rejected
+	)
 	next := make(chan int)
 	type result struct {
 		lat     time.Duration
-		outcome string
+		outcome outcome
 	}
 	results := make(chan result, workers)
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				start := time.Now()
 				_, err := pub.Publish(ctx, msg(i))
-				outcome := OutcomeConfirmed
+				o := confirmed
 				switch {
 				case errors.Is(err, ports.ErrSendRejected):
-					outcome = OutcomeDefiniteFailure
+					o = rejected
 				case err != nil:
-					outcome = OutcomeUnknown
+					o = unknown
 				}
-				results <- result{time.Since(start), outcome}
+				results <- result{time.Since(start), o}
 			}
-		}()
+		})
 	}
 	go func() {
 		defer close(next)
@@ -103,9 +115,9 @@ func SendLoop(ctx context.Context, pub ports.Publisher, n, workers int, msg func
 	for r := range results {
 		res.Latencies = append(res.Latencies, r.lat)
 		switch r.outcome {
-		case OutcomeConfirmed:
+		case confirmed:
 			res.Confirmed++
-		case OutcomeDefiniteFailure:
+		case rejected:
 			res.Rejected++
 		default:
 			res.Unknown++

@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,18 +22,14 @@ import (
 func TestChaosSubset(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "seckill")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinaries(t, ctx, t.TempDir())
 	scenarios := []string{"kill-service", "restore-redis", "crash-consumers"}
 	cmd := exec.CommandContext(ctx, bin, "chaos", "--private-redis", "--scenarios", strings.Join(scenarios, ","),
 		"--stock", "300", "--buyers", "900", "--clients", "8", "--down", "3s", "--settle", "60s", "--crashes", "30")
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("seckill chaos: %v\n%s", err, out)
+		t.Fatalf("seckill-bench chaos: %v\n%s", err, out)
 	}
 	rows := map[string][]string{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))

@@ -42,7 +42,7 @@ import (
 // expired orders, without the broker). The reconciler is off unless
 // --reconcile-interval says otherwise, so the consumers alone are measured.
 func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench timeouts", flag.ContinueOnError)
+	fs := flag.NewFlagSet("timeouts", flag.ContinueOnError)
 	units := fs.Int("units", 3000, "units sold, one order each; nobody pays")
 	paymentTimeout := fs.Duration("payment-timeout", 30*time.Second, "payment timeout of the sale")
 	clients := fs.Int("clients", 64, "concurrent buyers while selling")
@@ -106,7 +106,7 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "seckill bench timeouts: %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
+	fmt.Fprintf(stdout, "seckill-bench timeouts: %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), *units, *sellOver, *clients, *paymentTimeout, onOff(*reconcile))
 	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(*units),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),

@@ -21,7 +21,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/adapters/testkit/redisdb"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -52,7 +52,7 @@ func (r placeResult) row() string {
 // script alone (EVALSHA), a bare synchronous send loop, and a naive
 // PostgreSQL row-lock purchase.
 func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench place", flag.ContinueOnError)
+	fs := flag.NewFlagSet("place", flag.ContinueOnError)
 	levels := fs.String("clients", "16,64,256", "concurrent clients per level")
 	duration := fs.Duration("duration", 5*time.Second, "measuring time per level")
 	ceilingClients := fs.Int("ceiling-clients", 64, "clients of the ceiling and baseline loops")
@@ -86,7 +86,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	// The hot path alone: order creation is measured by `bench consume`.
+	// The hot path alone: order creation is measured by `seckill-bench consume`.
 	var keep []bootstrap.Worker
 	for _, w := range app.Workers {
 		if w.Name == "backlog-gate" || w.Name == "sent-marker" {
@@ -107,7 +107,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "seckill bench place: %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
+	fmt.Fprintf(stdout, "seckill-bench place: %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)
 	fmt.Fprintf(stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
 
@@ -169,7 +169,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	n := int(float64(*duration/time.Second) * 15000)
-	rr, err := store.BenchReserve(ctx, redis.BenchOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: *ceilingClients})
+	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: *ceilingClients})
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		elapsed: rr.Elapsed, lat: latencies{rr.P50, rr.P99}}
 	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, *ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
 
-	sl, err := rocketmq.SendLoop(ctx, app.Publisher, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
+	sl, err := benchkit.SendLoop(ctx, app.Publisher, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
 		id := fmt.Sprintf("evt_bench_%d_%d", time.Now().UnixNano(), i)
 		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
 			Keys: []string{id}, Body: []byte(`{"bench":true}`)}

@@ -1,4 +1,4 @@
-package redis
+package main
 
 import (
 	"context"
@@ -10,27 +10,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// BenchOptions configures BenchReserve.
-type BenchOptions struct {
+// reserveOptions configures reserveCeiling.
+type reserveOptions struct {
 	// ActivityID and SKUID name the throwaway activity SKU the run seeds
-	// (with Reservations units of stock). Use ids no real activity uses,
-	// ideally in a namespace of their own.
+	// (with Reservations units of stock); it must not exist yet.
 	ActivityID, SKUID int64
 	// Reservations is the number of Reserve calls, one per distinct user.
 	Reservations int
 	// Clients is the number of concurrent callers (>= 1).
 	Clients int
-	// Keep leaves the run's keys in Redis; by default they are deleted
-	// afterwards.
-	Keep bool
 }
 
-// BenchResult is the outcome of BenchReserve.
-type BenchResult struct {
+// reserveResult is the outcome of reserveCeiling.
+type reserveResult struct {
 	Calls    int
 	Reserved int
 	Elapsed  time.Duration
@@ -41,40 +38,39 @@ type BenchResult struct {
 }
 
 // String renders the result on one line.
-func (r BenchResult) String() string {
+func (r reserveResult) String() string {
 	return fmt.Sprintf("calls=%d reserved=%d elapsed=%s rate=%.0f/s p50=%s p99=%s",
 		r.Calls, r.Reserved, r.Elapsed.Round(time.Millisecond), r.PerSecond, r.P50, r.P99)
 }
 
-// BenchReserve measures the raw throughput of the reserve script (EVALSHA
-// through Store.Reserve, no admission, no broker): it seeds
+// reserveCeiling measures the raw throughput of the reserve script
+// (EVALSHA through Store.Reserve, no admission, no broker): it seeds
 // opts.ActivityID/opts.SKUID with opts.Reservations units (an open window
 // around now), makes opts.Reservations Reserve calls for distinct users
-// from opts.Clients goroutines (all waited for before it returns), checks
-// that each succeeded, and deletes the run's keys unless opts.Keep. The
-// activity SKU must not exist yet.
-func (s *Store) BenchReserve(ctx context.Context, opts BenchOptions) (BenchResult, error) {
+// from opts.Clients goroutines (all waited for before it returns) and
+// checks that each succeeded. The activity SKU must not exist yet
+// (ports.ErrAlreadyExists). It uses the store's exported API only and
+// leaves the run's keys behind: run it on a scratch Redis database (the
+// benchmarks' scratch stack empties its leased database when it closes).
+func reserveCeiling(ctx context.Context, store *redis.Store, opts reserveOptions) (reserveResult, error) {
 	if opts.Reservations <= 0 || opts.Clients <= 0 {
-		return BenchResult{}, errors.New("redis bench: Reservations and Clients must be > 0")
+		return reserveResult{}, errors.New("reserve ceiling: Reservations and Clients must be > 0")
 	}
-	sk := s.keys.slot(opts.ActivityID, opts.SKUID)
-	if n, err := s.client.Exists(ctx, sk.rules, sk.stock).Result(); err != nil {
-		return BenchResult{}, wrapErr("bench: check slot", err)
-	} else if n > 0 {
-		return BenchResult{}, fmt.Errorf("redis bench: activity %d sku %d exists already: %w",
+	switch _, err := store.Inventory(ctx, opts.ActivityID, opts.SKUID); {
+	case err == nil:
+		return reserveResult{}, fmt.Errorf("reserve ceiling: activity %d sku %d exists already: %w",
 			opts.ActivityID, opts.SKUID, ports.ErrAlreadyExists)
+	case !errors.Is(err, ports.ErrNotFound):
+		return reserveResult{}, fmt.Errorf("reserve ceiling: %w", err)
 	}
 	now := time.Now()
-	err := s.SeedActivity(ctx, ports.Activity{
+	err := store.SeedActivity(ctx, ports.Activity{
 		ActivityID: opts.ActivityID, SKUID: opts.SKUID, Stock: int64(opts.Reservations),
 		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
 		ReservationTTL: time.Minute, PaymentTimeout: 15 * time.Minute,
 	})
 	if err != nil {
-		return BenchResult{}, err
-	}
-	if !opts.Keep {
-		defer s.benchCleanup(opts)
+		return reserveResult{}, err
 	}
 
 	var (
@@ -94,7 +90,7 @@ func (s *Store) BenchReserve(ctx context.Context, opts BenchOptions) (BenchResul
 					return
 				}
 				t0 := time.Now()
-				_, err := s.Reserve(ctx, benchSnapshot(opts, i, t0), t0)
+				_, err := store.Reserve(ctx, ceilingSnapshot(opts, i, t0), t0)
 				latencies[i] = time.Since(t0)
 				if err != nil {
 					errMu.Lock()
@@ -111,13 +107,13 @@ func (s *Store) BenchReserve(ctx context.Context, opts BenchOptions) (BenchResul
 	wg.Wait()
 	elapsed := time.Since(start)
 	if firstErr != nil {
-		return BenchResult{}, fmt.Errorf("redis bench: %w", firstErr)
+		return reserveResult{}, fmt.Errorf("reserve ceiling: %w", firstErr)
 	}
 	if err := ctx.Err(); err != nil {
-		return BenchResult{}, fmt.Errorf("redis bench: %w", err)
+		return reserveResult{}, fmt.Errorf("reserve ceiling: %w", err)
 	}
 	slices.Sort(latencies)
-	return BenchResult{
+	return reserveResult{
 		Calls:     opts.Reservations,
 		Reserved:  int(reserved.Load()),
 		Elapsed:   elapsed,
@@ -127,40 +123,14 @@ func (s *Store) BenchReserve(ctx context.Context, opts BenchOptions) (BenchResul
 	}, nil
 }
 
-func benchSnapshot(opts BenchOptions, i int, now time.Time) reservation.Snapshot {
+// ceilingSnapshot is the i-th reservation of a reserveCeiling run: a new
+// PENDING reservation of user i+1.
+func ceilingSnapshot(opts reserveOptions, i int, now time.Time) reservation.Snapshot {
 	n := strconv.Itoa(i)
 	created := now.UTC().Truncate(time.Millisecond)
 	return reservation.Snapshot{
 		ReservationID: "rsv_bench_" + n, OrderID: "ord_bench_" + n, MessageID: "evt_bench_" + n,
 		RequestID: "req_bench_" + n, ActivityID: opts.ActivityID, SKUID: opts.SKUID, UserID: int64(i) + 1,
 		Status: reservation.StatusPending, CreatedAt: created, ValidUntil: created.Add(time.Minute), Version: 1,
-	}
-}
-
-// benchCleanup deletes the keys of a BenchReserve run. It uses a fresh
-// context so that a canceled run still cleans up, bounded by a timeout.
-func (s *Store) benchCleanup(opts BenchOptions) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sk := s.keys.slot(opts.ActivityID, opts.SKUID)
-	batch := []string{sk.stock, sk.rules, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated}
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		if err := s.client.Unlink(ctx, batch...).Err(); err != nil {
-			s.logger.WarnContext(ctx, "bench cleanup failed", "error", err, "activity_id", opts.ActivityID, "sku_id", opts.SKUID)
-		}
-		batch = batch[:0]
-	}
-	for i := range opts.Reservations {
-		batch = append(batch, sk.rsv("rsv_bench_"+strconv.Itoa(i)))
-		if len(batch) >= 500 {
-			flush()
-		}
-	}
-	flush()
-	if err := s.client.SRem(ctx, s.keys.slots(), s.keys.slotID(opts.ActivityID, opts.SKUID)).Err(); err != nil {
-		s.logger.WarnContext(ctx, "bench cleanup failed", "error", err, "activity_id", opts.ActivityID, "sku_id", opts.SKUID)
 	}
 }

@@ -23,7 +23,7 @@ func syntheticSaleResult() saleResult {
 	procs := []string{"service", "load generator", "broker proxy", "namesrv", "redis", "postgres"}
 	r := saleResult{Settings: saleOptions{Stock: 10000, Buyers: 50000, Attempts: 2, SameRequestShare: 0.5, Arrival: "burst",
 		Clients: 256, Protocol: "connect", SettleSeconds: 120, CeilingClients: 64, CeilingCalls: 60000, Seed: 1},
-		Command: "seckill bench sale", Cores: 2, GoVersion: "go1.26.8", StartedAt: start, ActivityID: 42, Processes: procs}
+		Command: "seckill-bench sale", Cores: 2, GoVersion: "go1.26.8", StartedAt: start, ActivityID: 42, Processes: procs}
 	for i := 1; i <= 120; i++ {
 		t := float64(i) / 2
 		s := saleSample{T: t, Phase: "sale", CPUCores: map[string]float64{}}
@@ -173,25 +173,22 @@ func ensureChromium(t *testing.T) string {
 	return p
 }
 
-// TestBenchSaleEndToEnd runs a small `seckill bench sale` on the stack:
+// TestBenchSaleEndToEnd runs a small `seckill-bench sale` on the stack:
 // it must exit 0, write a result.json that parses, report every checked
 // invariant held and write the report.
 func TestBenchSaleEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "seckill")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinaries(t, ctx, tmp)
 	out := filepath.Join(tmp, "out")
-	cmd := exec.CommandContext(ctx, bin, "bench", "sale", "--stock", "200", "--buyers", "600", "--clients", "16",
+	cmd := exec.CommandContext(ctx, bin, "sale", "--stock", "200", "--buyers", "600", "--clients", "16",
 		"--ceiling-calls", "3000", "--settle", "90s", "--out", out)
 	cmd.Env = os.Environ()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("seckill bench sale: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), tail(stderr.String(), 4000))
+		t.Fatalf("seckill-bench sale: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), tail(stderr.String(), 4000))
 	}
 	b, err := os.ReadFile(filepath.Join(out, "result.json"))
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // privateRedis is a redis-server process of one chaos scenario, with its
 // own port and data directory (AOF everysec, as the local stack's), so a
 // scenario can kill and restore Redis without touching the stack's
-// (`seckill chaos --private-redis`, the subset `make test` runs).
+// (`seckill-bench chaos --private-redis`, the subset `make test` runs).
 type privateRedis struct {
 	dir  string
 	port int

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// cli is what the commands share: where they write.
+type cli struct {
+	stdout, stderr io.Writer
+}
+
+// newCLI returns the configuration of a command run from a terminal: its
+// output to stdout, its diagnostics and progress to stderr.
+func newCLI(stdout, stderr io.Writer) *cli {
+	return &cli{stdout: stdout, stderr: stderr}
+}
+
+// Command groups of the root command's help.
+const (
+	groupBench = "bench"
+	groupChaos = "chaos"
+)
+
+// rootCmd builds the whole command tree.
+func (c *cli) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "seckill-bench",
+		Short: "The benchmarks and the fault-injection sale of the seckill service",
+		Long: `seckill-bench runs the benchmarks of docs/benchmarks.md and the fault-injection sale (chaos)
+against the local stack. Each benchmark works in its own namespace (fresh topics and consumer
+groups, Redis namespace, database and activity ids), all removed afterwards, so a running
+service is not disturbed. sale and chaos start the service as ` + "`seckill serve`" + ` subprocesses: the
+seckill binary beside this one (make build-bench builds both into bin/).
+
+Configuration comes from the service's SECKILL_* environment variables (` + "`seckill config`" + `
+lists them); eval "$(deploy/local/stack.sh env)" points them at the local stack. Progress goes
+to stderr.`,
+		Args:          unknownCommand,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetFlagErrorFunc(flagError)
+	root.AddGroup(
+		&cobra.Group{ID: groupBench, Title: "Benchmarks (docs/benchmarks.md):"},
+		&cobra.Group{ID: groupChaos, Title: "Fault injection (kills and restarts stack processes):"},
+	)
+	addGroup(root, groupBench,
+		c.flagSetCmd("place", "Measure PlaceOrder through the API beside its ceilings",
+			`Measure PlaceOrder through the Connect API at several client counts, beside three
+ceilings measured in the same run: the reserve script alone, a bare synchronous send loop
+and a naive PostgreSQL row-lock purchase.`, benchPlace),
+		c.flagSetCmd("consume", "Measure order creation by the order-create consumer",
+			`Publish order-create messages for one hot SKU through the real broker, let the
+order-create consumer drain them into PostgreSQL and report orders created per second for
+each batch size, beside the handler-alone ceiling, with the invariants checked.`, benchConsume),
+		c.flagSetCmd("timeouts", "Measure the payment-timeout wave",
+			`Sell units through the real service with a short payment timeout, let every order expire
+unpaid and report how late the orders were canceled and the stock released, beside the
+PostgreSQL ceiling of the cancel transactions.`, benchTimeouts),
+		c.flagSetCmd("sale", "Run a whole sale against one seckill serve and write a report",
+			`Run a whole sale against one seckill serve subprocess on a scratch stack: buyers arrive
+and place orders through the public API while a sampler records rates, orders, backlog,
+latency and CPU; then check the invariants, measure the ceilings and write result.json and
+report.html.`, benchSale),
+	)
+	addGroup(root, groupChaos,
+		c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",
+			`Sell through two service instances sharing the local stack while one fault per scenario is
+injected (processes killed or paused, connections delayed, black-holed or reset, consumers
+crashing), then check every buyer's answers against PostgreSQL and print one row per
+scenario. It fails when an invariant is violated. It kills and restarts processes of the
+local stack: never run it beside make test.`, chaos),
+	)
+	return root
+}
+
+// addGroup adds cmds to root under the help's group id.
+func addGroup(root *cobra.Command, id string, cmds ...*cobra.Command) {
+	for _, cmd := range cmds {
+		cmd.GroupID = id
+		root.AddCommand(cmd)
+	}
+}
+
+// execute runs the command line args (without the program name) with ctx.
+func (c *cli) execute(ctx context.Context, args []string) error {
+	root := c.rootCmd()
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// usageError is a command line the commands do not accept: an unknown
+// command or flag, a bad flag value. The process exits with status 2. It
+// deliberately does not wrap flag.ErrHelp: cobra answers an error that
+// does with the help text and success.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usageError that names the command's help.
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())}
+}
+
+// flagError turns cobra's flag errors into usage errors.
+func flagError(cmd *cobra.Command, err error) error {
+	return usagef(cmd, "%s: %v", cmd.CommandPath(), err)
+}
+
+// commandError keeps the errors of a command's run as they are, except
+// that an error wrapping flag.ErrHelp (the commands' "bad usage" marker:
+// a flag the flag set rejects, a bad value) becomes a usageError: cobra
+// would otherwise print the help and report success.
+func commandError(err error) error {
+	if err != nil && errors.Is(err, flag.ErrHelp) {
+		return &usageError{msg: err.Error()}
+	}
+	return err
+}
+
+// unknownCommand is the root's argument check: the root takes no
+// arguments, so one is an unknown command.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return usagef(cmd, "unknown command %q for %q%s", args[0], cmd.CommandPath(), suggest(cmd, args[0]))
+}
+
+// suggest returns ` (did you mean "x"?)` for a mistyped command, or "".
+func suggest(cmd *cobra.Command, typed string) string {
+	s := cmd.SuggestionsFor(typed)
+	if len(s) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", s[0])
+}
+
+// entryFunc is a command that parses its own flags with a flag.FlagSet.
+type entryFunc func(ctx context.Context, args []string, stdout io.Writer) error
+
+// flagSetCmd wires entry as a command whose flags entry parses itself
+// (DisableFlagParsing): its arguments go to entry as they are, one or two
+// dashes alike. -h, -help or --help anywhere in them shows the help,
+// whose flag list is what entry's flag.FlagSet prints for -h, and runs
+// nothing.
+func (c *cli) flagSetCmd(use, short, long string, entry entryFunc) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                use + " [flags]",
+		Short:              short,
+		Long:               long,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsHelp(args) {
+				return writeFlagSetHelp(cmd, entry)
+			}
+			return commandError(entry(cmd.Context(), args, c.stdout))
+		},
+	}
+	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if err := writeFlagSetHelp(cmd, entry); err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "seckill-bench:", err)
+		}
+	})
+	return cmd
+}
+
+// wantsHelp reports whether args ask for help the way the flag package
+// reads it: -h or -help with one or two dashes, with or without a value,
+// before a "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if name == "h" || name == "help" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeFlagSetHelp writes the help of a flagSetCmd: its description and
+// usage line, then the flags as entry's flag.FlagSet lists them.
+func writeFlagSetHelp(cmd *cobra.Command, entry entryFunc) error {
+	flags, err := flagSetDefaults(entry)
+	if err != nil {
+		return fmt.Errorf("%s: list the flags: %w", cmd.CommandPath(), err)
+	}
+	w := cmd.OutOrStdout()
+	desc := cmd.Long
+	if desc == "" {
+		desc = cmd.Short
+	}
+	fmt.Fprintf(w, "%s\n\nUsage:\n  %s\n\nFlags (one or two dashes):\n%s  -h, --help\n    \thelp for %s\n",
+		strings.TrimSpace(desc), cmd.UseLine(), flags, cmd.Name())
+	return nil
+}
+
+// flagSetDefaults returns the flag list that entry's flag.FlagSet prints
+// for -h. The flag set prints it to os.Stderr (no other output can be
+// set from outside the entry), so os.Stderr is a pipe for the duration of
+// the call. entry gets a canceled context, and it must answer
+// flag.ErrHelp: the entries parse their flags before they do anything,
+// so -h runs nothing.
+func flagSetDefaults(entry entryFunc) (string, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("pipe: %w", err)
+	}
+	defer func() { _ = r.Close() }()
+	read := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- b
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	runErr := func() error {
+		stderr := os.Stderr
+		os.Stderr = w
+		defer func() { os.Stderr = stderr }()
+		return entry(ctx, []string{"-h"}, io.Discard)
+	}()
+	_ = w.Close()
+	out := string(<-read)
+	if !errors.Is(runErr, flag.ErrHelp) {
+		return "", fmt.Errorf("-h did not answer with the flags (%v)", runErr)
+	}
+	// Drop the flag package's "Usage of <name>:" line.
+	if first, rest, ok := strings.Cut(out, "\n"); ok && strings.HasPrefix(first, "Usage of ") {
+		out = rest
+	}
+	return out, nil
+}
