@@ -9,7 +9,11 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: run test up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts bench-sale observe observe-down
+.PHONY: help run test unit up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts bench-sale observe observe-down
+
+## help: list the targets with their one-line description.
+help:
+	@grep -E '^## [a-z-]+( / [a-z-]+)*:' $(MAKEFILE_LIST) | sed 's/^## //'
 
 ## run: start the local stack, migrate, and serve the API with all workers and a demo activity.
 run: build
@@ -19,6 +23,11 @@ run: build
 test:
 	@$(WITH_STACK) go vet ./... && go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory lint check-generated
+
+## unit: the tests that need no local stack (domain, application, in-memory adapters, API, config); seconds.
+UNIT_PKGS = $$(go list ./... | grep -v -E '/adapters/(postgres|redis|rocketmq)$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
+unit:
+	@go test -count=1 $(UNIT_PKGS)
 
 ## observe: Jaeger and Prometheus (alert rules loaded) on loopback beside the stack; prints the OTEL_* line for `make run`.
 observe:
@@ -34,11 +43,11 @@ down:
 status:
 	@$(STACK) status
 
+## build: bin/seckill, the service binary.
 build:
 	@mkdir -p bin && go build -o $(BIN) ./bootstrap/cmd/seckill
 
-## build-bench: the benchmarks and chaos binary, bin/seckill-bench, beside bin/seckill (which its
-## sale and chaos start as `seckill serve`).
+## build-bench: bin/seckill-bench (benchmarks and chaos) beside bin/seckill, which its sale and chaos start.
 BENCH_BIN    := bin/seckill-bench
 .PHONY: build-bench
 build-bench: build
@@ -57,11 +66,14 @@ check-generated:
 	@go tool wire diff ./bootstrap || { echo "bootstrap/wire_gen.go is stale: run make generate" >&2; exit 1; }
 	@echo "generated code is current"
 
+## lint: buf lint, gofmt, golangci-lint (.golangci.yml) and shellcheck of every script; part of `make test`.
 lint:
 	@go tool buf lint
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1; }
+	@"$$(deploy/local/golangci-lint.sh)" run ./...
+	@"$$(deploy/local/shellcheck.sh)" $$(git ls-files '*.sh') .ci/run
 
-## bench-place / bench-consume: the benchmark commands (see docs/benchmarks.md).
+## bench-place / bench-consume / bench-timeouts / bench-sale: the benchmarks of docs/benchmarks.md.
 bench-place: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) place
 bench-consume: build-bench

@@ -175,7 +175,9 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
 	elapsed := time.Since(start)
 	stop()
-	<-done
+	if rerr := <-done; rerr != nil && err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return 0, 0, "", err
 	}

@@ -98,7 +98,12 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(runCtx, func(a net.Addr) { addrc <- a }) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "seckill-bench place: the in-process service stopped with:", err)
+		}
+	}()
 	var base string
 	select {
 	case a := <-addrc:

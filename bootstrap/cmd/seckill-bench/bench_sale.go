@@ -300,7 +300,7 @@ func startSaleService(ctx context.Context, sc *scratch, exe, dir string) (*insta
 func waitReady(ctx context.Context, url string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		res, err := http.Get(url)
+		res, err := httpGet(ctx, url)
 		if err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -1219,4 +1219,13 @@ func writeSaleSummary(w io.Writer, r saleResult) {
 		}
 		fmt.Fprintf(w, "%-4s %-36s %10s  %s\n", c.ID, c.Name, v, c.Detail)
 	}
+}
+
+// httpGet is a GET bound by ctx.
+func httpGet(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultClient.Do(req)
 }

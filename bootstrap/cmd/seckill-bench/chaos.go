@@ -199,7 +199,7 @@ type instance struct {
 func (in *instance) start() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	cmd := exec.Command(in.exe, "serve")
+	cmd := exec.Command(in.exe, "serve") //nolint:noctx // the instance outlives any request: chaos stops it by PID
 	cmd.Env = in.env
 	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
 	if err := cmd.Start(); err != nil {
@@ -278,7 +278,7 @@ func (in *instance) killAndWait() {
 func (in *instance) waitLive(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		res, err := http.Get("http://" + in.ops + "/livez")
+		res, err := httpGet(ctx, "http://"+in.ops+"/livez")
 		if err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -296,7 +296,8 @@ func (in *instance) waitLive(ctx context.Context) error {
 
 // freeAddr returns a loopback address with a free port.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}

@@ -35,7 +35,8 @@ func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +60,7 @@ func (p *privateRedis) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("private redis: %w (deploy/local/stack.sh up installs it)", err)
 	}
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--dir", p.dir,
+	cmd := exec.Command(bin, "--bind", //nolint:noctx // the private Redis lives for the whole run: stopped by PID "127.0.0.1", "--port", strconv.Itoa(p.port), "--dir", p.dir,
 		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
 		"--logfile", filepath.Join(p.dir, "redis.log"))
 	if err := cmd.Start(); err != nil {

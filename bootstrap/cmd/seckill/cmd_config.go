@@ -47,7 +47,7 @@ func commandSettings() []commandSetting {
 		{key: "SECKILL_ROCKETMQ_NAMESRV", def: "127.0.0.1:9876",
 			meaning: "name server address whose routes seckill topology apply|check wait for and check"},
 		{key: "SECKILL_STACK_DIR",
-			meaning: "state directory of the local stack (deploy/local/stack.sh env): chaos and bench sale find its processes there"},
+			meaning: "state directory of the local stack (deploy/local/stack.sh env): seckill-bench chaos and sale find its processes there"},
 	}
 }
 
