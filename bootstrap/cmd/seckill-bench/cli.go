@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 // cli is what the commands share: where they write.
@@ -43,19 +45,19 @@ seckill binary beside this one (make build-bench builds both into bin/).
 Configuration comes from the service's SECKILL_* environment variables (` + "`seckill config`" + `
 lists them); eval "$(deploy/local/stack.sh env)" points them at the local stack. Progress goes
 to stderr.`,
-		Args:          unknownCommand,
+		Args:          clikit.UnknownCommand,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
-	root.SetFlagErrorFunc(flagError)
+	root.SetFlagErrorFunc(clikit.FlagError)
 	root.AddGroup(
 		&cobra.Group{ID: groupBench, Title: "Benchmarks (docs/benchmarks.md):"},
 		&cobra.Group{ID: groupChaos, Title: "Fault injection (kills and restarts stack processes):"},
 	)
-	addGroup(root, groupBench,
+	clikit.AddGroup(root, groupBench,
 		c.flagSetCmd("place", "Measure PlaceOrder through the API beside its ceilings",
 			`Measure PlaceOrder through the Connect API at several client counts, beside three
 ceilings measured in the same run: the reserve script alone, a bare synchronous send loop
@@ -74,7 +76,7 @@ and place orders through the public API while a sampler records rates, orders, b
 latency and CPU; then check the invariants, measure the ceilings and write result.json and
 report.html.`, benchSale),
 	)
-	addGroup(root, groupChaos,
+	clikit.AddGroup(root, groupChaos,
 		c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",
 			`Sell through two service instances sharing the local stack while one fault per scenario is
 injected (processes killed or paused, connections delayed, black-holed or reset, consumers
@@ -85,37 +87,11 @@ local stack: never run it beside make test.`, chaos),
 	return root
 }
 
-// addGroup adds cmds to root under the help's group id.
-func addGroup(root *cobra.Command, id string, cmds ...*cobra.Command) {
-	for _, cmd := range cmds {
-		cmd.GroupID = id
-		root.AddCommand(cmd)
-	}
-}
-
 // execute runs the command line args (without the program name) with ctx.
 func (c *cli) execute(ctx context.Context, args []string) error {
 	root := c.rootCmd()
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
-}
-
-// usageError is a command line the commands do not accept: an unknown
-// command or flag, a bad flag value. The process exits with status 2. It
-// deliberately does not wrap flag.ErrHelp: cobra answers an error that
-// does with the help text and success.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-// usagef returns a usageError that names the command's help.
-func usagef(cmd *cobra.Command, format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())}
-}
-
-// flagError turns cobra's flag errors into usage errors.
-func flagError(cmd *cobra.Command, err error) error {
-	return usagef(cmd, "%s: %v", cmd.CommandPath(), err)
 }
 
 // commandError keeps the errors of a command's run as they are, except
@@ -124,27 +100,9 @@ func flagError(cmd *cobra.Command, err error) error {
 // would otherwise print the help and report success.
 func commandError(err error) error {
 	if err != nil && errors.Is(err, flag.ErrHelp) {
-		return &usageError{msg: err.Error()}
+		return clikit.NewUsageError(err.Error())
 	}
 	return err
-}
-
-// unknownCommand is the root's argument check: the root takes no
-// arguments, so one is an unknown command.
-func unknownCommand(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
-	}
-	return usagef(cmd, "unknown command %q for %q%s", args[0], cmd.CommandPath(), suggest(cmd, args[0]))
-}
-
-// suggest returns ` (did you mean "x"?)` for a mistyped command, or "".
-func suggest(cmd *cobra.Command, typed string) string {
-	s := cmd.SuggestionsFor(typed)
-	if len(s) == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", s[0])
 }
 
 // entryFunc is a command that parses its own flags with a flag.FlagSet.

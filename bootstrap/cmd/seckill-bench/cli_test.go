@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 // buildBinaries builds seckill-bench and the service binary it starts
@@ -166,17 +168,17 @@ func TestRejectsBadCommandLines(t *testing.T) {
 	} {
 		start := time.Now()
 		out, _, err := execute(t, c.args...)
-		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != 2 {
-			t.Errorf("seckill-bench %s = %v (exit %d), want exit 2 and %q", strings.Join(c.args, " "), err, exitCode(err), c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || clikit.ExitCode(err) != 2 {
+			t.Errorf("seckill-bench %s = %v (exit %d), want exit 2 and %q", strings.Join(c.args, " "), err, clikit.ExitCode(err), c.want)
 		}
 		if out != "" || time.Since(start) > 3*time.Second {
 			t.Errorf("seckill-bench %s printed %q in %s", strings.Join(c.args, " "), out, time.Since(start))
 		}
 	}
-	if got := exitCode(fmt.Errorf("wrapped: %w", errors.New("failed"))); got != 1 {
+	if got := clikit.ExitCode(fmt.Errorf("wrapped: %w", errors.New("failed"))); got != 1 {
 		t.Fatalf("exit code of a failure = %d", got)
 	}
-	if got := commandError(fmt.Errorf("bad value: %w", flag.ErrHelp)); errors.Is(got, flag.ErrHelp) || exitCode(got) != 2 {
+	if got := commandError(fmt.Errorf("bad value: %w", flag.ErrHelp)); errors.Is(got, flag.ErrHelp) || clikit.ExitCode(got) != 2 {
 		t.Fatalf("commandError keeps flag.ErrHelp: %v", got)
 	}
 }

@@ -10,11 +10,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 func main() {
@@ -24,20 +25,5 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill-bench:", err)
 	}
-	os.Exit(exitCode(err))
-}
-
-// exitCode is the process status for the outcome err of a command line: 0
-// for success (help included), 2 for a command line the commands do not
-// accept, 1 for a command that failed.
-func exitCode(err error) int {
-	var usage *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &usage):
-		return 2
-	default:
-		return 1
-	}
+	os.Exit(clikit.ExitCode(err))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -264,7 +265,7 @@ operator of the admin token, --token or $` + envOperatorToken + `, which is veri
 			return err
 		}
 		if *id <= 0 || *reason == "" {
-			return usagef(cmd, "dlq replay needs --id and --reason")
+			return clikit.Usagef(cmd, "dlq replay needs --id and --reason")
 		}
 		req := connect.NewRequest(&seckillv1.ReplayDeadLetterRequest{DeadLetterId: *id, Reason: *reason})
 		req.Header().Set("Authorization", "Bearer "+token)

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 // cli is what the commands share: where they write, and how often the
@@ -46,7 +47,7 @@ Configuration comes from SECKILL_* environment variables; ` + "`seckill config`"
 their defaults, current values and meanings. Commands that change state (reconcile,
 projection rebuild, dlq replay) run as the operator of an admin token, --token or
 $` + envOperatorToken + `, and are audited under that user.`,
-		Args:          unknownCommand,
+		Args:          clikit.UnknownCommand,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -55,23 +56,15 @@ $` + envOperatorToken + `, and are audited under that user.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
-	root.SetFlagErrorFunc(flagError)
+	root.SetFlagErrorFunc(clikit.FlagError)
 	root.AddGroup(
 		&cobra.Group{ID: groupService, Title: "Service:"},
 		&cobra.Group{ID: groupOperate, Title: "Operations (state-changing ones are audited):"},
 	)
-	addGroup(root, groupService, c.serveCmd(), c.migrateCmd(), c.configCmd())
-	addGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd(), c.topologyCmd())
+	clikit.AddGroup(root, groupService, c.serveCmd(), c.migrateCmd(), c.configCmd())
+	clikit.AddGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd(), c.topologyCmd())
 	root.AddCommand(c.versionCmd())
 	return root
-}
-
-// addGroup adds cmds to root under the help's group id.
-func addGroup(root *cobra.Command, id string, cmds ...*cobra.Command) {
-	for _, cmd := range cmds {
-		cmd.GroupID = id
-		root.AddCommand(cmd)
-	}
 }
 
 // execute runs the command line args (without the program name) with ctx.
@@ -81,39 +74,12 @@ func (c *cli) execute(ctx context.Context, args []string) error {
 	return root.ExecuteContext(ctx)
 }
 
-// usageError is a command line the commands do not accept: an unknown
-// command or flag, a missing subcommand or argument, a bad flag value. The
-// process exits with status 2. It deliberately does not wrap flag.ErrHelp:
-// cobra answers an error that does with the help text and success.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-// usagef returns a usageError that names the command's help.
-func usagef(cmd *cobra.Command, format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())}
-}
-
-// flagError turns cobra's flag errors into usage errors.
-func flagError(cmd *cobra.Command, err error) error {
-	return usagef(cmd, "%s: %v", cmd.CommandPath(), err)
-}
-
-// unknownCommand is the root's argument check: the root takes no
-// arguments, so one is an unknown command.
-func unknownCommand(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
-	}
-	return usagef(cmd, "unknown command %q for %q%s", args[0], cmd.CommandPath(), suggest(cmd, args[0]))
-}
-
 // noArgs is the argument check of a command that takes none.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
-	return usagef(cmd, "unknown command %q for %q", args[0], cmd.CommandPath())
+	return clikit.Usagef(cmd, "unknown command %q for %q", args[0], cmd.CommandPath())
 }
 
 // groupCmd returns a command that only holds subcommands: without one it
@@ -127,7 +93,7 @@ func groupCmd(use, short, long string, subs ...*cobra.Command) *cobra.Command {
 			if len(args) == 0 {
 				return nil
 			}
-			return usagef(cmd, "unknown command %q for %q%s", args[0], cmd.CommandPath(), suggest(cmd, args[0]))
+			return clikit.Usagef(cmd, "unknown command %q for %q%s", args[0], cmd.CommandPath(), clikit.Suggest(cmd, args[0]))
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var names []string
@@ -136,20 +102,11 @@ func groupCmd(use, short, long string, subs ...*cobra.Command) *cobra.Command {
 					names = append(names, s.Name())
 				}
 			}
-			return usagef(cmd, "%s needs a command: %s", cmd.CommandPath(), strings.Join(names, ", "))
+			return clikit.Usagef(cmd, "%s needs a command: %s", cmd.CommandPath(), strings.Join(names, ", "))
 		},
 	}
 	g.AddCommand(subs...)
 	return g
-}
-
-// suggest returns ` (did you mean "x"?)` for a mistyped command, or "".
-func suggest(cmd *cobra.Command, typed string) string {
-	s := cmd.SuggestionsFor(typed)
-	if len(s) == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", s[0])
 }
 
 // legacyLongFlags rewrites the single-dash long flags the commands

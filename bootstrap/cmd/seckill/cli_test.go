@@ -23,6 +23,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/migrations"
 )
@@ -246,14 +247,14 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 	} {
 		start := time.Now()
 		out, _, err := execute(t, c.args...)
-		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != 2 {
-			t.Errorf("seckill %s = %v (exit %d), want exit 2 and %q", strings.Join(c.args, " "), err, exitCode(err), c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || clikit.ExitCode(err) != 2 {
+			t.Errorf("seckill %s = %v (exit %d), want exit 2 and %q", strings.Join(c.args, " "), err, clikit.ExitCode(err), c.want)
 		}
 		if out != "" || time.Since(start) > 3*time.Second {
 			t.Errorf("seckill %s printed %q in %s", strings.Join(c.args, " "), out, time.Since(start))
 		}
 	}
-	if got := exitCode(fmt.Errorf("wrapped: %w", errors.New("failed"))); got != 1 {
+	if got := clikit.ExitCode(fmt.Errorf("wrapped: %w", errors.New("failed"))); got != 1 {
 		t.Fatalf("exit code of a failure = %d", got)
 	}
 }
@@ -488,7 +489,7 @@ func TestMigrateDownOfAnEmptyDatabase(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	err := newCLI(&out, io.Discard).execute(ctx, []string{"migrate", "down"})
-	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "migrate down") {
+	if err == nil || clikit.ExitCode(err) != 1 || !strings.Contains(err.Error(), "migrate down") {
 		t.Fatalf("down of an empty database: %v\n%s", err, out.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 // Addresses of the local stack, the defaults of the topology commands when
@@ -64,13 +65,13 @@ func (f *topologyFlags) topology(cmd *cobra.Command) (rocketmq.Topology, error) 
 		group, n, ok := strings.Cut(kv, "=")
 		retries, err := strconv.Atoi(n)
 		if !ok || err != nil {
-			return rocketmq.Topology{}, usagef(cmd, "--retry-max %q: want GROUP=N", kv)
+			return rocketmq.Topology{}, clikit.Usagef(cmd, "--retry-max %q: want GROUP=N", kv)
 		}
 		opts = append(opts, rocketmq.WithRetryMaxTimes(rocketmq.Group(group), retries))
 	}
 	t, err := rocketmq.NewTopology(rocketmq.Config{TopicPrefix: f.prefix}, opts...)
 	if err != nil {
-		return rocketmq.Topology{}, usagef(cmd, "%v", err)
+		return rocketmq.Topology{}, clikit.Usagef(cmd, "%v", err)
 	}
 	return t, nil
 }
@@ -79,10 +80,10 @@ func (f *topologyFlags) topology(cmd *cobra.Command) (rocketmq.Topology, error) 
 // the command's context bounded by --timeout.
 func (f *topologyFlags) admin(cmd *cobra.Command) (*rocketmq.Admin, context.Context, context.CancelFunc, error) {
 	if f.broker == "" {
-		return nil, nil, nil, usagef(cmd, "--broker is empty")
+		return nil, nil, nil, clikit.Usagef(cmd, "--broker is empty")
 	}
 	if f.timeout <= 0 {
-		return nil, nil, nil, usagef(cmd, "--timeout must be > 0")
+		return nil, nil, nil, clikit.Usagef(cmd, "--timeout must be > 0")
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	return rocketmq.NewAdmin(f.broker, f.namesrv, 5*time.Second), ctx, cancel, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -23,8 +24,8 @@ func TestTopologyCommand(t *testing.T) {
 
 	out, _, err := execute(t, "topology", "check")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err == nil || exitCode(err) != 1 || len(lines) != 11 || !strings.Contains(err.Error(), "11 difference(s)") {
-		t.Fatalf("check of the test namespace: %v (exit %d)\n%s", err, exitCode(err), out)
+	if err == nil || clikit.ExitCode(err) != 1 || len(lines) != 11 || !strings.Contains(err.Error(), "11 difference(s)") {
+		t.Fatalf("check of the test namespace: %v (exit %d)\n%s", err, clikit.ExitCode(err), out)
 	}
 	want := "topic " + env.Topic(ports.TopicOrderCreate) + ": queues is 4, want 8"
 	if lines[0] != want || !slices.Contains(lines, "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 2, want 3") {
@@ -48,7 +49,7 @@ func TestTopologyCommand(t *testing.T) {
 
 	start := time.Now()
 	out, _, err = execute(t, "topology", "check", "--retry-max", "CG_SECKILL_AUDIT_V1=4")
-	if exitCode(err) != 1 || out != "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 3, want 4\n" {
+	if clikit.ExitCode(err) != 1 || out != "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 3, want 4\n" {
 		t.Fatalf("check with an override: %v\n%s", err, out)
 	}
 	t.Logf("check took %v", time.Since(start))
@@ -77,13 +78,13 @@ func TestTopologyCommandRefusals(t *testing.T) {
 		{[]string{"topology", "check", "--timeout", "0s"}, "--timeout must be > 0"},
 	} {
 		out, _, err := execute(t, c.args...)
-		if exitCode(err) != 2 || !strings.Contains(err.Error(), c.want) || out != "" {
-			t.Errorf("seckill %s = %v (exit %d), %q; want exit 2 and %q", strings.Join(c.args, " "), err, exitCode(err), out, c.want)
+		if clikit.ExitCode(err) != 2 || !strings.Contains(err.Error(), c.want) || out != "" {
+			t.Errorf("seckill %s = %v (exit %d), %q; want exit 2 and %q", strings.Join(c.args, " "), err, clikit.ExitCode(err), out, c.want)
 		}
 	}
 	start := time.Now()
 	_, _, err := execute(t, "topology", "check", "--timeout", "2s")
-	if exitCode(err) != 1 || !strings.Contains(err.Error(), "127.0.0.1:1") || time.Since(start) > 3*time.Second {
+	if clikit.ExitCode(err) != 1 || !strings.Contains(err.Error(), "127.0.0.1:1") || time.Since(start) > 3*time.Second {
 		t.Fatalf("check of a closed port: %v after %v", err, time.Since(start))
 	}
 }

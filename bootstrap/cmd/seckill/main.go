@@ -10,12 +10,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 func main() {
@@ -25,26 +26,11 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seckill:", err)
 	}
-	os.Exit(exitCode(err))
+	os.Exit(clikit.ExitCode(err))
 }
 
 // run runs the command line args (without the program name), writing the
 // commands' output to stdout and diagnostics to os.Stderr.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return newCLI(stdout, os.Stderr).execute(ctx, args)
-}
-
-// exitCode is the process status for the outcome err of a command line: 0
-// for success (help included), 2 for a command line the commands do not
-// accept, 1 for a command that failed.
-func exitCode(err error) int {
-	var usage *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &usage):
-		return 2
-	default:
-		return 1
-	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -141,7 +142,7 @@ func TestProjectionRebuildCommand(t *testing.T) {
 	if got := out.String(); got != "views rebuilt: 0\n" {
 		t.Fatalf("output %q", got)
 	}
-	if err := run(t.Context(), []string{"projection"}, &out); exitCode(err) != 2 || !strings.Contains(err.Error(), "needs a command: rebuild") {
+	if err := run(t.Context(), []string{"projection"}, &out); clikit.ExitCode(err) != 2 || !strings.Contains(err.Error(), "needs a command: rebuild") {
 		t.Fatalf("missing subcommand: %v", err)
 	}
 }
