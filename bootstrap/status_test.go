@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -111,14 +112,14 @@ func TestStatusPage(t *testing.T) {
 	}
 	checkStatusJSON(t, ops+"/status.json", reports)
 
-	chromium := ensureChromium(t)
+	browser := chromium.Path(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	headless := []string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
 		"--user-data-dir=" + filepath.Join(dir, "profile")}
 	shot := filepath.Join(dir, "status.png")
-	cmd := exec.CommandContext(ctx, chromium, append(headless, "--screenshot="+shot, "--window-size=1200,900", ops+"/status")...)
+	cmd := exec.CommandContext(ctx, browser, append(headless, "--screenshot="+shot, "--window-size=1200,900", ops+"/status")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
 	}
@@ -133,7 +134,7 @@ func TestStatusPage(t *testing.T) {
 		}
 	}
 
-	cmd = exec.CommandContext(ctx, chromium, append(headless, "--dump-dom", ops+"/status")...)
+	cmd = exec.CommandContext(ctx, browser, append(headless, "--dump-dom", ops+"/status")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	dom, err := cmd.Output()
@@ -286,28 +287,4 @@ func checkStatusDOM(t *testing.T, dom string, reports map[int64]*seckillv1.Stock
 			t.Errorf("the rendered page lacks %q", want)
 		}
 	}
-}
-
-// ensureChromium returns the chromium executable, installing it with
-// deploy/local/chromium.sh when it is missing; the test fails when it
-// cannot be installed.
-func ensureChromium(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	script, err := filepath.Abs(filepath.Join("..", "deploy", "local", "chromium.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, script).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
-	}
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("%s ran but chromium is not on PATH: %v", script, err)
-	}
-	return p
 }

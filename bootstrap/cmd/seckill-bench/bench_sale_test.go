@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
 )
 
 // syntheticSaleResult is a sale of 60 seconds with made-up but plausible
@@ -91,13 +93,13 @@ func TestSaleReportRendersInChromium(t *testing.T) {
 		}
 	}
 
-	chromium := ensureChromium(t)
+	browser := chromium.Path(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	url := "file://" + htmlPath
 	shot := filepath.Join(dir, "report.png")
 	headless := []string{"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + filepath.Join(dir, "profile")}
-	cmd := exec.CommandContext(ctx, chromium, append(headless, "--screenshot="+shot, "--window-size=1280,2400", url)...)
+	cmd := exec.CommandContext(ctx, browser, append(headless, "--screenshot="+shot, "--window-size=1280,2400", url)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
 	}
@@ -124,7 +126,7 @@ func TestSaleReportRendersInChromium(t *testing.T) {
 		t.Errorf("screenshot has %d colors: the page did not render", len(colors))
 	}
 
-	cmd = exec.CommandContext(ctx, chromium, append(headless, "--dump-dom", url)...)
+	cmd = exec.CommandContext(ctx, browser, append(headless, "--dump-dom", url)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	dom, err := cmd.Output()
@@ -148,29 +150,6 @@ func TestSaleReportRendersInChromium(t *testing.T) {
 	if len(found) != len(salePlots) {
 		t.Errorf("the DOM has %d charts, want %d: %v", len(found), len(salePlots), salePlots)
 	}
-}
-
-// ensureChromium returns the chromium executable, installing it with
-// deploy/local/chromium.sh when it is missing.
-func ensureChromium(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "..", "deploy", "local", "chromium.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, script).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
-	}
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("%s ran but chromium is not on PATH: %v", script, err)
-	}
-	return p
 }
 
 // TestBenchSaleEndToEnd runs a small `seckill-bench sale` on the stack:
