@@ -60,9 +60,10 @@ func (p *privateRedis) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("private redis: %w (deploy/local/stack.sh up installs it)", err)
 	}
-	cmd := exec.Command(bin, "--bind", //nolint:noctx // the private Redis lives for the whole run: stopped by PID "127.0.0.1", "--port", strconv.Itoa(p.port), "--dir", p.dir,
+	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(p.port), "--dir", p.dir,
 		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
-		"--logfile", filepath.Join(p.dir, "redis.log"))
+		"--logfile", filepath.Join(p.dir, "redis.log")}
+	cmd := exec.Command(bin, args...) //nolint:noctx // the private Redis lives for the whole run: stopped by PID
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("private redis: %w", err)
 	}
