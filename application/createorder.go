@@ -61,9 +61,36 @@ type createItem struct {
 	delivery ports.Delivery
 	msg      message.OrderCreateRequested
 	activity ports.Activity
-	outcome  string // created, duplicate, rejected
-	reason   reservation.ReleaseReason
-	order    *order.Order
+	outcome  createOutcome
+	reason   reservation.ReleaseReason // for outcomeRejected
+	order    *order.Order              // for outcomeCreated
+}
+
+// createOutcome is what the batch transaction decided for one message.
+type createOutcome int
+
+// The outcomes. outcomeUndecided only lives inside the transaction, between
+// claiming a reservation and deciding it; after a committed transaction
+// every item is created, rejected or a duplicate.
+const (
+	outcomeUndecided createOutcome = iota
+	outcomeDuplicate
+	outcomeCreated
+	outcomeRejected
+)
+
+// String returns the label the decision, the logs and the metrics carry:
+// created, duplicate or rejected.
+func (o createOutcome) String() string {
+	switch o {
+	case outcomeDuplicate:
+		return "duplicate"
+	case outcomeCreated:
+		return "created"
+	case outcomeRejected:
+		return "rejected"
+	}
+	return "undecided"
 }
 
 // HandleBatch implements ports.BatchHandler.
@@ -124,7 +151,7 @@ func (h *CreateOrders) quarantine(ctx context.Context, d ports.Delivery, message
 func (h *CreateOrders) process(ctx context.Context, items []*createItem) error {
 	return h.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		for _, it := range items {
-			it.outcome, it.reason, it.order = "duplicate", "", nil
+			it.outcome, it.reason, it.order = outcomeDuplicate, "", nil
 		}
 		fresh, decided, err := h.claim(ctx, tx, items)
 		if err != nil {
@@ -136,8 +163,8 @@ func (h *CreateOrders) process(ctx context.Context, items []*createItem) error {
 		}
 		var candidates []*createItem
 		for _, it := range fresh {
-			if !now.Before(it.msg.ReservationValidUntil) {
-				it.outcome, it.reason = "rejected", reservation.ReasonExpired
+			if reservation.Expired(it.msg.ReservationValidUntil, now) {
+				it.outcome, it.reason = outcomeRejected, reservation.ReasonExpired
 				continue
 			}
 			candidates = append(candidates, it)
@@ -156,7 +183,7 @@ func (h *CreateOrders) process(ctx context.Context, items []*createItem) error {
 }
 
 // claim inserts the inbox rows and decides which reservations this
-// transaction may act on (fresh); everything else stays "duplicate":
+// transaction may act on (fresh); everything else stays a duplicate:
 // messages the group already handled, and new messages whose reservation
 // was already decided under another message id (decided: their inbox rows
 // are finished as DUPLICATE).
@@ -192,7 +219,7 @@ func (h *CreateOrders) claim(ctx context.Context, tx ports.Tx, items []*createIt
 	for _, it := range byMessage {
 		if isClaimed[it.msg.ReservationID] {
 			isClaimed[it.msg.ReservationID] = false
-			it.outcome = "" // decided below
+			it.outcome = outcomeUndecided // decided below
 			fresh = append(fresh, it)
 			continue
 		}
@@ -212,7 +239,7 @@ func (h *CreateOrders) takeStock(ctx context.Context, tx ports.Tx, candidates []
 		}
 		for i, it := range g.items {
 			if int64(i) >= granted {
-				it.outcome, it.reason = "rejected", reservation.ReasonNoFinalStock
+				it.outcome, it.reason = outcomeRejected, reservation.ReasonNoFinalStock
 			}
 		}
 	}
@@ -226,7 +253,7 @@ func (h *CreateOrders) createOrders(ctx context.Context, tx ports.Tx, candidates
 	var pending []*createItem
 	var snaps []order.Snapshot
 	for _, it := range candidates {
-		if it.outcome != "" {
+		if it.outcome != outcomeUndecided {
 			continue
 		}
 		o, err := order.Create(order.NewOrder{
@@ -251,10 +278,10 @@ func (h *CreateOrders) createOrders(ctx context.Context, tx ports.Tx, candidates
 	var refused []*createItem
 	for i, it := range pending {
 		if inserted[i] {
-			it.outcome = "created"
+			it.outcome = outcomeCreated
 			continue
 		}
-		it.outcome, it.reason, it.order = "rejected", reservation.ReasonDuplicateOrder, nil
+		it.outcome, it.reason, it.order = outcomeRejected, reservation.ReasonDuplicateOrder, nil
 		refused = append(refused, it)
 	}
 	for _, g := range bySKU(refused) {
@@ -265,97 +292,28 @@ func (h *CreateOrders) createOrders(ctx context.Context, tx ports.Tx, candidates
 	return nil
 }
 
-// record writes events, ledger, outbox, rejections, reservation outcomes
-// and inbox results of the items this transaction decided, and finishes
-// the inbox rows of the messages whose reservation was decided before.
+// record collects the rows of the items this transaction decided (events,
+// ledger, outbox, rejections, reservation outcomes, inbox results) and of
+// the messages whose reservation was decided before (their inbox rows are
+// finished as duplicates), then writes them.
 func (h *CreateOrders) record(ctx context.Context, tx ports.Tx, fresh, decidedBefore []*createItem, now time.Time) error {
-	var (
-		events     []order.Event
-		ledger     []ports.LedgerEntry
-		outbox     []ports.OutboundMessage
-		rejections []ports.Rejection
-		decided    []ports.ReservationOutcome
-		results    []ports.InboxResult
-	)
+	var w createWrites
 	for _, it := range decidedBefore {
-		results = append(results, ports.InboxResult{MessageID: it.msg.MessageID, Status: ports.InboxDuplicate,
-			Detail: "reservation already decided"})
+		w.duplicate(it.msg)
 	}
 	for _, it := range fresh {
-		m := it.msg
-		trace := m.Trace
+		var err error
 		switch it.outcome {
-		case "created":
-			changes := it.order.Changes()
-			events = append(events, changes...)
-			ledger = append(ledger, ports.LedgerEntry{ActivityID: m.ActivityID, SKUID: m.SKUID, Delta: -1,
-				Reason: ports.LedgerOrderCreated, OrderID: m.OrderID, ReservationID: m.ReservationID, MessageID: m.MessageID})
-			snap := it.order.Snapshot()
-			msgs, err := orderMessages(snap, changes, now, trace)
-			if err != nil {
-				return err
-			}
-			timeout, err := timeoutMessage(snap, now, trace)
-			if err != nil {
-				return err
-			}
-			outbox = append(append(outbox, msgs...), timeout)
-			decided = append(decided, ports.ReservationOutcome{ReservationID: m.ReservationID, Outcome: ports.OutcomeOrdered})
-			results = append(results, ports.InboxResult{MessageID: m.MessageID, Status: ports.InboxSucceeded})
-		case "rejected":
-			ref := releaseRef{ReservationID: m.ReservationID, OrderID: m.OrderID, ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID}
-			release, err := releaseMessage(ref, it.reason, ClassBusinessReject, h.policy, now, trace)
-			if err != nil {
-				return err
-			}
-			state, err := stateChanged(message.OrderState{
-				OrderID: m.OrderID, ReservationID: m.ReservationID, ActivityID: m.ActivityID, SKUID: m.SKUID,
-				UserID: m.UserID, Status: string(ports.OrderRejected), Reason: string(it.reason),
-				AggregateVersion: 1, CreatedAt: m.ReservationCreatedAt, UpdatedAt: now,
-			}, now, trace)
-			if err != nil {
-				return err
-			}
-			outbox = append(outbox, release, state)
-			rejections = append(rejections, ports.Rejection{OrderID: m.OrderID, ReservationID: m.ReservationID,
-				MessageID: m.MessageID, ActivityID: m.ActivityID, SKUID: m.SKUID, UserID: m.UserID,
-				Reason: string(it.reason), RejectedAt: now})
-			decided = append(decided, ports.ReservationOutcome{ReservationID: m.ReservationID,
-				Outcome: ports.OutcomeRejected, Reason: string(it.reason)})
-			results = append(results, ports.InboxResult{MessageID: m.MessageID, Status: ports.InboxRejected, Detail: string(it.reason)})
+		case outcomeCreated:
+			err = w.created(it.msg, it.order, now)
+		case outcomeRejected:
+			err = w.rejected(it.msg, it.reason, h.policy, now)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if len(events) > 0 {
-		if err := tx.AppendEvents(ctx, events); err != nil {
-			return fmt.Errorf("append events: %w", err)
-		}
-	}
-	if len(ledger) > 0 {
-		if err := tx.AppendLedger(ctx, ledger); err != nil {
-			return fmt.Errorf("append ledger: %w", err)
-		}
-	}
-	if len(outbox) > 0 {
-		if err := tx.AppendOutbox(ctx, outbox); err != nil {
-			return fmt.Errorf("append outbox: %w", err)
-		}
-	}
-	if len(rejections) > 0 {
-		if err := tx.RecordRejections(ctx, rejections); err != nil {
-			return fmt.Errorf("record rejections: %w", err)
-		}
-	}
-	if len(decided) > 0 {
-		if err := tx.FinishReservations(ctx, decided); err != nil {
-			return fmt.Errorf("finish reservations: %w", err)
-		}
-	}
-	if len(results) > 0 {
-		if err := tx.FinishInbox(ctx, h.group, results); err != nil {
-			return fmt.Errorf("finish inbox: %w", err)
-		}
-	}
-	return nil
+	return w.write(ctx, tx, h.group)
 }
 
 // finish turns outcomes into decisions after the transaction: on success
@@ -374,7 +332,7 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 	}
 	var ordered []ports.ReservationRef
 	for _, it := range items {
-		if it.outcome == "created" {
+		if it.outcome == outcomeCreated {
 			ordered = append(ordered, ports.ReservationRef{ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID,
 				ReservationID: it.msg.ReservationID, UserID: it.msg.UserID})
 		}
@@ -391,13 +349,13 @@ func (h *CreateOrders) finish(ctx context.Context, items []*createItem, txErr er
 		return out
 	}
 	for i, it := range items {
-		inbox, effect := "inserted", it.outcome
-		if it.outcome == "duplicate" {
+		inbox, effect := "inserted", it.outcome.String()
+		if it.outcome == outcomeDuplicate {
 			inbox, effect = "duplicate", "none"
 		}
 		// The consumer runner logs the decision with these fields (one
 		// line per order).
-		out[i] = ports.Decision{Ack: true, Outcome: it.outcome, Reason: string(it.reason),
+		out[i] = ports.Decision{Ack: true, Outcome: it.outcome.String(), Reason: string(it.reason),
 			Inbox: inbox, Effect: effect, TxLatency: txLatency}
 	}
 	return out

@@ -210,9 +210,16 @@ func (r *Reservation) Release(reason ReleaseReason, now time.Time) (bool, error)
 	return true, nil
 }
 
+// Expired reports whether a reservation valid until validUntil can no
+// longer become an order at now. This is the one home of the expiry rule: a
+// reservation is valid strictly before its valid-until instant, so at
+// validUntil itself it has expired. Callers deciding an order pass the
+// database clock (the transaction's now), never the process clock.
+func Expired(validUntil, now time.Time) bool { return !now.Before(validUntil) }
+
 // Expired reports whether the reservation can no longer become an order at
-// now.
-func (r *Reservation) Expired(now time.Time) bool { return !now.Before(r.validUntil) }
+// now (see the function Expired).
+func (r *Reservation) Expired(now time.Time) bool { return Expired(r.validUntil, now) }
 
 func (r *Reservation) record(t EventType, now time.Time, reason ReleaseReason) {
 	r.version++

@@ -119,3 +119,24 @@ func TestReleasedIsTerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiredBoundary: a reservation is valid strictly before its
+// valid-until instant.
+func TestExpiredBoundary(t *testing.T) {
+	until := t0.Add(5 * time.Minute)
+	cases := []struct {
+		now  time.Time
+		want bool
+	}{
+		{until.Add(-time.Nanosecond), false},
+		{until.Add(-time.Millisecond), false},
+		{until, true},
+		{until.Add(time.Nanosecond), true},
+		{t0, false},
+	}
+	for _, c := range cases {
+		if got := reservation.Expired(until, c.now); got != c.want {
+			t.Errorf("Expired(%v, %v) = %v, want %v", until, c.now, got, c.want)
+		}
+	}
+}
