@@ -223,7 +223,7 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 			if err := r.release(ctx, ref, reservation.ReleaseReason(st.Reason), rep); err != nil {
 				return err
 			}
-		case !now.Before(s.ValidUntil.Add(r.cfg.Grace)):
+		case reservation.Expired(s.ValidUntil.Add(r.cfg.Grace), now):
 			decided, err := r.rejectExpired(ctx, s)
 			if err != nil {
 				return err
