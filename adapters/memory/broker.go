@@ -140,10 +140,11 @@ func (b *Broker) SetModeFor(topic ports.Topic, mode SendMode, n int) {
 // Publish stores msg and confirms it, unless the topic's SendMode says
 // otherwise (see SendMode). A canceled context fails with
 // ports.ErrSendUnknown and stores nothing. Invalid messages fail with
-// ports.ErrSendRejected: an unknown topic, an empty MessageID, a
-// MessageGroup outside the FIFO topic or a DeliverAt outside the DELAY
-// topic. The stored message gets the message_id property and a broker
-// message id that differs on every publish.
+// ports.ErrSendRejected: an unknown topic, an empty MessageID, an empty
+// body (RocketMQ's proxy refuses one too), a MessageGroup outside the FIFO
+// topic or a DeliverAt outside the DELAY topic. The stored message gets
+// the message_id property and a broker message id that differs on every
+// publish.
 func (b *Broker) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.SendReceipt{}, fmt.Errorf("memory broker publish %s: %w: %w", msg.MessageID, ports.ErrSendUnknown, err)
@@ -191,6 +192,8 @@ func validateOutbound(m ports.OutboundMessage) error {
 		return fmt.Errorf("unknown topic %q", m.Topic)
 	case m.MessageID == "":
 		return fmt.Errorf("empty message id")
+	case len(m.Body) == 0:
+		return fmt.Errorf("empty body")
 	case m.MessageGroup != "" && m.Topic != ports.TopicOrderStateFIFO:
 		return fmt.Errorf("message group on non-FIFO topic")
 	case !m.DeliverAt.IsZero() && m.Topic != ports.TopicOrderTimeout:

@@ -1,0 +1,68 @@
+package memory_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/adapters/contracttest"
+	"github.com/seckill-dev/seckill/adapters/memory"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// TestBrokerContract runs the shared publisher and consumer suite (also
+// run against RocketMQ) against the memory broker, driven synchronously:
+// the suite's Pump delivers what is due and moves the fake clock.
+func TestBrokerContract(t *testing.T) {
+	contracttest.Broker(t, memoryBrokerHarness{})
+}
+
+// memoryBrokerHarness gives the suite a new memory broker per namespace,
+// with the invisible duration of the RocketMQ tests' runners.
+type memoryBrokerHarness struct{}
+
+// pumpStep is how far Pump moves the clock when nothing was due.
+const pumpStep = 100 * time.Millisecond
+
+func (memoryBrokerHarness) Options() contracttest.BrokerOptions { return contracttest.BrokerOptions{} }
+
+func (memoryBrokerHarness) Namespace(t *testing.T) contracttest.BrokerNamespace {
+	clock := memory.NewClock(start)
+	b := memory.NewBroker(memory.BrokerConfig{Clock: clock, TopicPrefix: "CT_", InvisibleDuration: 2 * time.Second})
+	type consumer struct {
+		topic ports.Topic
+		group string
+		h     ports.BatchHandler
+	}
+	var (
+		mu        sync.Mutex
+		consumers []consumer
+	)
+	return contracttest.BrokerNamespace{
+		Publisher: b,
+		Consume: func(_ *testing.T, topic ports.Topic, group string, h ports.BatchHandler) {
+			mu.Lock()
+			defer mu.Unlock()
+			consumers = append(consumers, consumer{topic, "CG_" + group, h})
+		},
+		Pump: func(ctx context.Context) error {
+			mu.Lock()
+			cs := append([]consumer(nil), consumers...)
+			mu.Unlock()
+			delivered := 0
+			for _, c := range cs {
+				n, err := b.Drain(ctx, c.topic, c.group, c.h, 8)
+				if err != nil {
+					return err
+				}
+				delivered += n
+			}
+			if delivered == 0 {
+				clock.Advance(pumpStep)
+			}
+			return nil
+		},
+		Now: clock.Now,
+	}
+}
