@@ -16,7 +16,7 @@ type BrokerHarness interface {
 	// publishes and its consumer groups are new. It is called once per
 	// subtest and registers its own cleanup with t.
 	Namespace(t *testing.T) BrokerNamespace
-	// Options tells the suite what the adapter cannot do.
+	// Options tunes the suite's tolerances to the adapter (timer precision, waits).
 	Options() BrokerOptions
 }
 
@@ -46,16 +46,10 @@ type BrokerNamespace struct {
 	Now func() time.Time
 }
 
-// BrokerOptions tells the suite what the adapter cannot do; the zero value
-// claims everything the ports promise.
+// BrokerOptions tunes the suite's tolerances to the adapter. Every case
+// runs for every adapter: the ports promise message-group order and
+// RetryAfter, so an adapter that cannot keep them does not pass.
 type BrokerOptions struct {
-	// NoMessageGroups says the adapter does not keep the publish order of
-	// a message group on the FIFO topic: the MessageGroupOrder case is
-	// skipped.
-	NoMessageGroups bool
-	// NoRetryAfter says the adapter ignores Decision.RetryAfter: the
-	// RetryAfterDelaysRedelivery case is skipped.
-	NoRetryAfter bool
 	// TimerPrecision is how much earlier than a decision's RetryAfter the
 	// broker may redeliver (its timer's rounding); zero for a timer that
 	// never fires early.
@@ -102,20 +96,17 @@ const maxPumps = 5000
 // needed.
 func Broker(t *testing.T, h BrokerHarness) {
 	opts := h.Options()
-	run := func(name string, skip bool, fn func(t *testing.T, b *brokerRun)) {
+	run := func(name string, fn func(t *testing.T, b *brokerRun)) {
 		t.Run(name, func(t *testing.T) {
-			if skip {
-				t.Skipf("the adapter says it cannot: %s", name)
-			}
 			t.Parallel()
 			fn(t, newBrokerRun(t, h.Namespace(t), opts))
 		})
 	}
-	run("DeliveredToEachGroup", false, testDeliveredToEachGroup)
-	run("AckMeansNoRedelivery", false, testAckMeansNoRedelivery)
-	run("NoAckMeansRedelivery", false, testNoAckMeansRedelivery)
-	run("RetryAfterDelaysRedelivery", opts.NoRetryAfter, testRetryAfterDelaysRedelivery)
-	run("MessageGroupOrder", opts.NoMessageGroups, testMessageGroupOrder)
-	run("InvalidMessageRejected", false, testInvalidMessageRejected)
-	run("SameMessageIDTwice", false, testSameMessageIDTwice)
+	run("DeliveredToEachGroup", testDeliveredToEachGroup)
+	run("AckMeansNoRedelivery", testAckMeansNoRedelivery)
+	run("NoAckMeansRedelivery", testNoAckMeansRedelivery)
+	run("RetryAfterDelaysRedelivery", testRetryAfterDelaysRedelivery)
+	run("MessageGroupOrder", testMessageGroupOrder)
+	run("InvalidMessageRejected", testInvalidMessageRejected)
+	run("SameMessageIDTwice", testSameMessageIDTwice)
 }

@@ -187,9 +187,6 @@ func TestRejectsBadCommandLines(t *testing.T) {
 // unknown command 2; sale without a seckill binary beside seckill-bench
 // fails before it touches anything and says how to build it.
 func TestExitCodesAndServiceBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binaries")
-	}
 	nowhere(t)
 	bin := buildBinaries(t, t.Context(), t.TempDir())
 	lone := filepath.Join(t.TempDir(), "seckill-bench")

@@ -262,9 +262,6 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 // TestCLIExitCodes runs the built binary: help exits 0, an unknown
 // command 2 with a message on stderr.
 func TestCLIExitCodes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	nowhere(t)
 	bin := filepath.Join(t.TempDir(), "seckill")
 	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
