@@ -27,7 +27,6 @@ import (
 	"connectrpc.com/otelconnect"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/seckill-dev/seckill/ports"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -53,13 +52,18 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 		health = grpchealth.NewStaticChecker(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
 	}
 	lim := newLimiter(limits, time.Now)
-	spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tracerOr(obs.Tracer)),
-		otelconnect.WithPropagator(propagation.TraceContext{}), otelconnect.WithoutMetrics())
-	if err != nil {
-		return nil, fmt.Errorf("tracing interceptor: %w", err)
+	interceptors := []connect.Interceptor{obs.Metrics.interceptor()}
+	if obs.Tracer != nil { // tracing off: no span work on the hot path at all
+		spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(obs.Tracer),
+			otelconnect.WithPropagator(propagation.TraceContext{}), otelconnect.WithoutMetrics())
+		if err != nil {
+			return nil, fmt.Errorf("tracing interceptor: %w", err)
+		}
+		interceptors = append(interceptors, spans)
 	}
+	interceptors = append(interceptors, traceInterceptor(), authzInterceptor(), lim.interceptor())
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(obs.Metrics.interceptor(), spans, traceInterceptor(), authzInterceptor(), lim.interceptor()),
+		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(limits.MaxMessageBytes),
 		// Responses are a few dozen bytes: compressing them costs more
 		// CPU (a gzip writer reset per response) than it saves.
@@ -199,12 +203,4 @@ func (s *Server) Run(ctx context.Context, drain time.Duration, ready func(addr n
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
-}
-
-// tracerOr returns tp, or the no-op provider when tp is nil.
-func tracerOr(tp trace.TracerProvider) trace.TracerProvider {
-	if tp == nil {
-		return noop.NewTracerProvider()
-	}
-	return tp
 }
