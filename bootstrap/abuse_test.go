@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
 
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 )
@@ -212,7 +213,7 @@ func TestAbusePaymentsComeOnlyFromThePaymentSide(t *testing.T) {
 		t.Fatalf("the same confirmation again (idempotent): %v", err)
 	}
 	err := pay(mine, "pay-1", s.paymentToken())
-	if connect.CodeOf(err) != connect.CodeAlreadyExists || reasonOf(err) != "PAYMENT_ID_REUSED" {
+	if connect.CodeOf(err) != connect.CodeAlreadyExists || api.ErrorReason(err) != "PAYMENT_ID_REUSED" {
 		t.Fatalf("another order's payment_id: %v, want AlreadyExists PAYMENT_ID_REUSED", err)
 	}
 	if err := pay(mine, "pay-2", s.token(1, true)); err != nil {
@@ -228,7 +229,7 @@ func TestAbusePaymentsComeOnlyFromThePaymentSide(t *testing.T) {
 		return s.count(`SELECT count(*) FROM orders WHERE order_id = $1 AND expires_at <= now()`, late) == 1
 	})
 	err = pay(late, "pay-late", s.paymentToken())
-	if connect.CodeOf(err) != connect.CodeFailedPrecondition || reasonOf(err) != "PAYMENT_EXPIRED" {
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || api.ErrorReason(err) != "PAYMENT_EXPIRED" {
 		t.Fatalf("a payment after expires_at (%s): %v, want FailedPrecondition PAYMENT_EXPIRED", expiresAt, err)
 	}
 	if n := s.count(`SELECT count(*) FROM orders WHERE order_id = $1 AND status <> 'CREATED'`, late); n != 0 {
@@ -292,7 +293,7 @@ func TestAbuseRequestsThatReserveNothingLeaveNoLongLivedKeys(t *testing.T) {
 			before[k] = true
 		}
 		_, err := s.place(ctx, p.user, p.act, p.rid)
-		answers[p.rid] = reasonOf(err)
+		answers[p.rid] = api.ErrorReason(err)
 		for _, k := range s.keysOfUser(p.user) {
 			if before[k] {
 				continue
@@ -317,7 +318,7 @@ func TestAbuseReadsAndAdminAreRateLimited(t *testing.T) {
 	var limited int
 	for range 5 {
 		_, err := s.orders.GetOrder(ctx, authed(&seckillv1.GetOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5"}, s.token(70, false)))
-		if connect.CodeOf(err) == connect.CodeResourceExhausted && reasonOf(err) == "RATE_LIMITED" {
+		if connect.CodeOf(err) == connect.CodeResourceExhausted && api.ErrorReason(err) == "RATE_LIMITED" {
 			limited++
 		}
 	}
@@ -327,7 +328,7 @@ func TestAbuseReadsAndAdminAreRateLimited(t *testing.T) {
 	limited = 0
 	for range 5 {
 		_, err := s.admin.GetStockReport(ctx, authed(&seckillv1.GetStockReportRequest{ActivityId: 1, SkuId: 1}, s.token(71, true)))
-		if reasonOf(err) == "RATE_LIMITED" {
+		if api.ErrorReason(err) == "RATE_LIMITED" {
 			limited++
 		}
 	}

@@ -2,7 +2,6 @@ package bootstrap_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,28 +9,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 )
-
-func reasonOf(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if info, ok := v.(*errdetails.ErrorInfo); ok {
-				return info.GetReason()
-			}
-		}
-	}
-	return ""
-}
 
 // TestFlashSaleThroughTheAPI is the acceptance scenario of the hot path:
 // 1,000 units, 3,000 buyers who each send the same request twice at the
@@ -80,7 +64,7 @@ func TestFlashSaleThroughTheAPI(t *testing.T) {
 			}
 			orderOf[user] = res.GetOrderId()
 			won++
-		case reasonOf(err) == "SOLD_OUT":
+		case api.ErrorReason(err) == "SOLD_OUT":
 			soldOut++
 		default:
 			failures = append(failures, err)
@@ -206,12 +190,12 @@ func TestBacklogClosesAdmission(t *testing.T) {
 		}
 		return err != nil
 	})
-	if connect.CodeOf(err) != connect.CodeResourceExhausted || reasonOf(err) != "BACKLOG" {
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || api.ErrorReason(err) != "BACKLOG" {
 		t.Fatalf("closed admission answered %v", err)
 	}
 	for i := 0; i < 5; i++ {
 		user++
-		if _, err := s.place(context.Background(), user, 5, fmt.Sprintf("b-%d", user)); reasonOf(err) != "BACKLOG" {
+		if _, err := s.place(context.Background(), user, 5, fmt.Sprintf("b-%d", user)); api.ErrorReason(err) != "BACKLOG" {
 			t.Fatalf("admission reopened: %v", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -95,7 +96,7 @@ func TestHalfPayHalfTimeout(t *testing.T) {
 	concurrently(n/2, 16, func(i int) {
 		_, err := s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{
 			OrderId: ids[i], PaymentId: fmt.Sprintf("pay-%d", i)}, payer))
-		if err != nil && reasonOf(err) == "PAYMENT_EXPIRED" {
+		if err != nil && api.ErrorReason(err) == "PAYMENT_EXPIRED" {
 			expired.Add(1)
 		} else if err != nil {
 			t.Errorf("pay %d: %v", i, err)

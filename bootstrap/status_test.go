@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/bootstrap"
@@ -77,7 +78,7 @@ func TestStatusPage(t *testing.T) {
 			switch {
 			case err == nil:
 				accepted[act]++
-			case act == soldOut && reasonOf(err) == "SOLD_OUT":
+			case act == soldOut && api.ErrorReason(err) == "SOLD_OUT":
 			default:
 				t.Fatalf("place order %d for user %d: %v", act, user, err)
 			}

@@ -126,3 +126,21 @@ func addDetail(ce *connect.Error, m proto.Message) {
 func replayRefusedMessage(err error) string {
 	return "replay refused: " + err.Error()
 }
+
+// ErrorReason returns the google.rpc.ErrorInfo reason a Connect error of
+// this API carries (SOLD_OUT, BACKLOG, ...), or "" when err is not a
+// Connect error or has none: what a client of the API branches on.
+func ErrorReason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok {
+				return info.GetReason()
+			}
+		}
+	}
+	return ""
+}

@@ -15,7 +15,7 @@ if [ ! -x "$BIN" ]; then
 		echo "golangci-lint.sh: go is needed to build golangci-lint $VERSION" >&2
 		exit 1
 	}
-	echo "golangci-lint.sh: building golangci-lint $VERSION from the Go module proxy (once; about a minute)" >&2
+	echo "golangci-lint.sh: building golangci-lint $VERSION from the Go module proxy (once; a minute or two)" >&2
 	mkdir -p "$DIR"
 	# Built outside the repository so that its dependencies never touch this module's go.mod.
 	(cd "$DIR" && GOFLAGS='' GOBIN="$DIR" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$VERSION") >&2

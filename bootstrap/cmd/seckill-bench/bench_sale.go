@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
@@ -496,7 +494,7 @@ func classifyPlace(res *connect.Response[seckillv1.PlaceOrderResponse], err erro
 		}
 	}
 	code := connect.CodeOf(err)
-	reason := errorReason(err)
+	reason := api.ErrorReason(err)
 	switch reason {
 	case api.ReasonSoldOut:
 		return outcomeSoldOut, outcomeSoldOut, ""
@@ -508,23 +506,6 @@ func classifyPlace(res *connect.Response[seckillv1.PlaceOrderResponse], err erro
 		key += "/" + reason
 	}
 	return outcomeOther, key, ""
-}
-
-// errorReason returns the ErrorInfo reason of a Connect error ("" when
-// there is none).
-func errorReason(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if info, ok := v.(*errdetails.ErrorInfo); ok {
-				return info.GetReason()
-			}
-		}
-	}
-	return ""
 }
 
 // takeInterval returns the latencies since the last call and starts a

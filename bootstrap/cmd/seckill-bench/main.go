@@ -9,21 +9,11 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newCLI(os.Stdout, os.Stderr).execute(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "seckill-bench:", err)
-	}
-	os.Exit(clikit.ExitCode(err))
+	clikit.Main("seckill-bench", newCLI(os.Stdout, os.Stderr).execute)
 }

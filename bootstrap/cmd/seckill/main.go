@@ -10,23 +10,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newCLI(os.Stdout, os.Stderr).execute(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "seckill:", err)
-	}
-	os.Exit(clikit.ExitCode(err))
+	clikit.Main("seckill", newCLI(os.Stdout, os.Stderr).execute)
 }
 
 // run runs the command line args (without the program name), writing the

@@ -5,8 +5,12 @@
 package clikit
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -74,4 +78,17 @@ func ExitCode(err error) int {
 	default:
 		return 1
 	}
+}
+
+// Main runs a program's command line: execute gets os.Args[1:] and a
+// context canceled by SIGINT or SIGTERM; an error is printed to stderr
+// after "prog: " and the process exits with ExitCode of it.
+func Main(prog string, execute func(ctx context.Context, args []string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := execute(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, prog+":", err)
+	}
+	os.Exit(ExitCode(err))
 }
