@@ -47,7 +47,7 @@ type RedisConfig struct {
 // ports.OrderViews. Every method is atomic (one mutex), as every Lua script
 // of the real adapter is; reservation times are kept at millisecond
 // precision, as the real adapter stores them. Reservation status changes
-// are guarded by reservation.CanTransition. Request claims expire ttl after
+// are the commands of the reservation aggregate (reservation.Restore). Request claims expire ttl after
 // they were made, measured on the injected clock. Safe for concurrent use.
 type Redis struct {
 	cfg    RedisConfig

@@ -132,15 +132,15 @@ func (r *Redis) Get(ctx context.Context, ref ports.ReservationRef) (reservation.
 	return e.snap, nil
 }
 
-// transition moves e to status to when reservation.CanTransition allows
-// it, bumping the version and dropping any lease; it reports whether it
-// did. The caller holds r.mu.
-func transition(e *rsvEntry, to reservation.Status) bool {
-	if !reservation.CanTransition(e.snap.Status, to) {
+// apply runs cmd, a command of the reservation aggregate, on e's stored
+// state and keeps the result when cmd reports a change; a change drops any
+// lease, as the scripts do. It reports cmd's answer. The caller holds r.mu.
+func apply(e *rsvEntry, cmd func(*reservation.Reservation) bool) bool {
+	agg := reservation.Restore(e.snap)
+	if !cmd(agg) {
 		return false
 	}
-	e.snap.Status = to
-	e.snap.Version++
+	e.snap = agg.Snapshot()
 	e.leaseOwner, e.leaseUntil = "", time.Time{}
 	return true
 }
@@ -157,7 +157,7 @@ func (r *Redis) MarkSent(ctx context.Context, ref ports.ReservationRef) error {
 	if err != nil {
 		return err
 	}
-	if transition(e, reservation.StatusSent) {
+	if apply(e, (*reservation.Reservation).MarkSent) {
 		delete(s.pending, ref.ReservationID)
 	}
 	return after
@@ -176,7 +176,7 @@ func (r *Redis) MarkSentBatch(ctx context.Context, refs []ports.ReservationRef) 
 		if err != nil {
 			continue
 		}
-		if transition(e, reservation.StatusSent) {
+		if apply(e, (*reservation.Reservation).MarkSent) {
 			delete(s.pending, ref.ReservationID)
 		}
 	}
@@ -198,17 +198,19 @@ func (r *Redis) ScheduleRetry(ctx context.Context, ref ports.ReservationRef, own
 	if err != nil {
 		return err
 	}
-	if !reservation.CanTransition(e.snap.Status, reservation.StatusPending) {
+	leaseOwner, leaseUntil := e.leaseOwner, e.leaseUntil
+	if !apply(e, (*reservation.Reservation).ScheduleRetry) {
 		return after
 	}
 	next = msTime(next)
-	if e.leaseOwner == "" || e.leaseOwner == owner {
-		e.leaseOwner, e.leaseUntil = "", time.Time{}
-	} else if e.leaseUntil.After(next) {
-		next = e.leaseUntil
+	if leaseOwner != "" && leaseOwner != owner {
+		// Another owner's lease stays: not due before it ends.
+		e.leaseOwner, e.leaseUntil = leaseOwner, leaseUntil
+		if leaseUntil.After(next) {
+			next = leaseUntil
+		}
 	}
 	e.nextAt = next
-	e.snap.Version++
 	return after
 }
 
@@ -242,11 +244,14 @@ func (r *Redis) Release(ctx context.Context, ref ports.ReservationRef, reason re
 // with reason, out of every index. It reports whether it released e. The
 // caller holds r.mu.
 func release(s *rslot, e *rsvEntry, reason reservation.ReleaseReason) bool {
-	if !transition(e, reservation.StatusReleased) {
+	released := apply(e, func(agg *reservation.Reservation) bool {
+		ok, err := agg.Release(reason)
+		return ok && err == nil
+	})
+	if !released {
 		return false
 	}
 	id := e.snap.ReservationID
-	e.snap.ReleaseReason = reason
 	s.stock++
 	if s.holders[e.snap.UserID] == id {
 		delete(s.holders, e.snap.UserID)
@@ -310,7 +315,7 @@ func (r *Redis) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) er
 		if err != nil {
 			continue
 		}
-		if transition(e, reservation.StatusOrdered) {
+		if apply(e, (*reservation.Reservation).MarkOrdered) {
 			delete(s.pending, ref.ReservationID)
 			delete(s.unresolved, ref.ReservationID)
 		}
@@ -355,8 +360,10 @@ func (r *Redis) ClaimDue(ctx context.Context, now time.Time, limit int, owner st
 	out := make([]reservation.Snapshot, 0, len(due))
 	until := msTime(now.Add(lease))
 	for _, e := range due {
+		agg := reservation.Restore(e.snap)
+		agg.ClaimForResend() // due holds PENDING reservations only
+		e.snap = agg.Snapshot()
 		e.leaseOwner, e.leaseUntil, e.nextAt = owner, until, until
-		e.snap.SendAttempt++
 		out = append(out, e.snap)
 	}
 	if after != nil {

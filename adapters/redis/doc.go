@@ -19,7 +19,10 @@
 // time), which Backlog.Stats needs because the pending index is scored by
 // the next send attempt.
 //
-// Reservation statuses follow reservation.CanTransition: Reserve creates
+// The scripts perform the commands of the reservation aggregate, the
+// reference of the rules (TestScriptsFollowTheAggregate runs every script
+// and the aggregate from every status and requires the same result):
+// Reserve creates
 // PENDING; MarkSent moves PENDING to SENT; ScheduleRetry keeps PENDING;
 // MarkOrdered moves PENDING or SENT to ORDERED; Release moves any other
 // status to RELEASED, exactly once. Times of a reservation are stored as

@@ -10,10 +10,13 @@
 // reached at most once (invariant I4). A message whose send outcome was
 // unknown may still be delivered, so PENDING may go straight to ORDERED.
 //
-// Every transition is recorded as a versioned Event. The Redis adapter
-// stores the current state and performs the same transitions atomically in
-// Lua, guarded by the rules of CanTransition; the adapter's tests check its
-// scripts against this table.
+// The aggregate is the reference of the reservation's rules; it is not
+// stored itself. The Redis adapter keeps the current state in a hash and
+// performs the same commands atomically in Lua (the scripts of
+// adapters/redis/lua), and its reference test drives every script and this
+// aggregate from every status and checks that they agree on the status,
+// release reason, send attempt, version and answer. The in-memory double of
+// adapters/memory applies these commands to its stored snapshots.
 //
 // All ids (reservation, order, message, request) are fixed when the
 // reservation is created and never change afterwards.
@@ -85,13 +88,8 @@ func CanTransition(from, to Status) bool {
 	return false
 }
 
-// Errors.
-var (
-	// ErrInvalid wraps constructor validation failures.
-	ErrInvalid = errors.New("reservation: invalid argument")
-	// ErrIllegalTransition: the command does not apply in the current status.
-	ErrIllegalTransition = errors.New("reservation: illegal transition")
-)
+// ErrInvalid wraps constructor and argument validation failures.
+var ErrInvalid = errors.New("reservation: invalid argument")
 
 // MaxRequestIDLen is the longest accepted client request id, in bytes.
 const MaxRequestIDLen = clientid.MaxLen
@@ -111,20 +109,16 @@ type NewReservation struct {
 	TTL time.Duration
 }
 
-// Reservation is the aggregate.
+// Reservation is the aggregate: the reference state machine of a
+// reservation. Its commands answer whether they changed anything, the way
+// the Redis scripts answer 1 or 0, and its version grows by one with each
+// change of status or schedule (never with a resend claim, which only
+// counts an attempt).
 type Reservation struct {
-	id, orderID, messageID, requestID string
-	activityID, skuID, userID         int64
-	status                            Status
-	createdAt, validUntil             time.Time
-	sendAttempt                       int
-	releaseReason                     ReleaseReason
-	version                           int64
-	recorded                          []Event
+	s Snapshot
 }
 
-// New validates n and creates a PENDING reservation at now, recording its
-// Created event (version 1).
+// New validates n and creates a PENDING reservation at now (version 1).
 func New(n NewReservation, now time.Time) (*Reservation, error) {
 	switch {
 	case n.ReservationID == "", n.OrderID == "", n.MessageID == "":
@@ -139,74 +133,73 @@ func New(n NewReservation, now time.Time) (*Reservation, error) {
 		return nil, fmt.Errorf("%w: zero time", ErrInvalid)
 	}
 	now = now.UTC().Truncate(time.Millisecond)
-	r := &Reservation{
-		id: n.ReservationID, orderID: n.OrderID, messageID: n.MessageID, requestID: n.RequestID,
-		activityID: n.ActivityID, skuID: n.SKUID, userID: n.UserID,
-		status: StatusPending, createdAt: now, validUntil: now.Add(n.TTL),
-	}
-	r.record(EventCreated, now, "")
-	return r, nil
+	return &Reservation{s: Snapshot{
+		ReservationID: n.ReservationID, OrderID: n.OrderID, MessageID: n.MessageID, RequestID: n.RequestID,
+		ActivityID: n.ActivityID, SKUID: n.SKUID, UserID: n.UserID,
+		Status: StatusPending, CreatedAt: now, ValidUntil: now.Add(n.TTL), Version: 1,
+	}}, nil
 }
 
-// MarkSent records the broker's confirmation of the order-create message.
-// It is a no-op when the reservation already moved past SENT.
-func (r *Reservation) MarkSent(now time.Time) error {
-	switch r.status {
-	case StatusSent, StatusOrdered, StatusReleased:
-		return nil
+// Restore rebuilds a reservation from its stored state (a snapshot read
+// back from the store), so that a command can be applied to it.
+func Restore(s Snapshot) *Reservation { return &Reservation{s: s} }
+
+// change moves the reservation to status to when CanTransition allows it,
+// counting a version; it reports whether it did.
+func (r *Reservation) change(to Status) bool {
+	if !CanTransition(r.s.Status, to) {
+		return false
 	}
-	r.status = StatusSent
-	r.record(EventSent, now, "")
-	return nil
+	r.s.Status = to
+	r.s.Version++
+	return true
 }
 
-// ClaimForResend records that a scanner took the PENDING reservation to
-// resend its message: the send attempt count grows.
-func (r *Reservation) ClaimForResend(now time.Time) error {
-	if r.status != StatusPending {
-		return fmt.Errorf("%w: resend in status %s", ErrIllegalTransition, r.status)
+// MarkSent records the broker's confirmation of the order-create message:
+// PENDING becomes SENT. It reports false, changing nothing, in any other
+// status.
+func (r *Reservation) MarkSent() bool {
+	return r.s.Status == StatusPending && r.change(StatusSent)
+}
+
+// ClaimForResend counts one more send attempt of a PENDING reservation that
+// a scanner took to resend its message; the status and version stay. It
+// reports false, counting nothing, when the reservation is not PENDING.
+func (r *Reservation) ClaimForResend() bool {
+	if r.s.Status != StatusPending {
+		return false
 	}
-	r.sendAttempt++
-	r.record(EventResendClaimed, now, "")
-	return nil
+	r.s.SendAttempt++
+	return true
 }
 
 // ScheduleRetry records an unknown send outcome: the reservation stays
-// PENDING, due again later.
-func (r *Reservation) ScheduleRetry(now time.Time) error {
-	if r.status != StatusPending {
-		return fmt.Errorf("%w: retry in status %s", ErrIllegalTransition, r.status)
-	}
-	r.record(EventRetryScheduled, now, "")
-	return nil
+// PENDING, due again later (one version). It reports false, changing
+// nothing, when the reservation is not PENDING.
+func (r *Reservation) ScheduleRetry() bool {
+	return r.s.Status == StatusPending && r.change(StatusPending)
 }
 
-// MarkOrdered records that PostgreSQL created the order. It is a no-op when
-// already ORDERED; a RELEASED reservation cannot become ORDERED.
-func (r *Reservation) MarkOrdered(now time.Time) error {
-	switch r.status {
-	case StatusOrdered:
-		return nil
-	case StatusReleased:
-		return fmt.Errorf("%w: ordered after release", ErrIllegalTransition)
-	}
-	r.status = StatusOrdered
-	r.record(EventOrdered, now, "")
-	return nil
+// MarkOrdered records that PostgreSQL created the order: PENDING or SENT
+// becomes ORDERED. It reports false, changing nothing, when the
+// reservation is ORDERED already or RELEASED (a released unit never
+// becomes an order).
+func (r *Reservation) MarkOrdered() bool {
+	return r.s.Status != StatusOrdered && r.change(StatusOrdered)
 }
 
 // Release returns the reservation's stock for reason. It reports whether
 // this call released it: a second release is a no-op returning false
-// (invariant I4: at most one release per reservation).
-func (r *Reservation) Release(reason ReleaseReason, now time.Time) (bool, error) {
+// (invariant I4: at most one release per reservation). An unknown reason
+// matches ErrInvalid and changes nothing.
+func (r *Reservation) Release(reason ReleaseReason) (bool, error) {
 	if !ValidReleaseReason(reason) {
 		return false, fmt.Errorf("%w: unknown release reason %q", ErrInvalid, reason)
 	}
-	if r.status == StatusReleased {
+	if !r.change(StatusReleased) {
 		return false, nil
 	}
-	r.status, r.releaseReason = StatusReleased, reason
-	r.record(EventReleased, now, reason)
+	r.s.ReleaseReason = reason
 	return true, nil
 }
 
@@ -219,28 +212,10 @@ func Expired(validUntil, now time.Time) bool { return !now.Before(validUntil) }
 
 // Expired reports whether the reservation can no longer become an order at
 // now (see the function Expired).
-func (r *Reservation) Expired(now time.Time) bool { return Expired(r.validUntil, now) }
-
-func (r *Reservation) record(t EventType, now time.Time, reason ReleaseReason) {
-	r.version++
-	r.recorded = append(r.recorded, Event{
-		ReservationID: r.id, Version: r.version, Type: t, SchemaVersion: 1,
-		OccurredAt: now.UTC(), Status: r.status, Reason: reason,
-	})
-}
-
-// Changes returns the events recorded since New or Restore.
-func (r *Reservation) Changes() []Event { return append([]Event(nil), r.recorded...) }
+func (r *Reservation) Expired(now time.Time) bool { return Expired(r.s.ValidUntil, now) }
 
 // Snapshot returns the current state.
-func (r *Reservation) Snapshot() Snapshot {
-	return Snapshot{
-		ReservationID: r.id, OrderID: r.orderID, MessageID: r.messageID, RequestID: r.requestID,
-		ActivityID: r.activityID, SKUID: r.skuID, UserID: r.userID,
-		Status: r.status, CreatedAt: r.createdAt, ValidUntil: r.validUntil,
-		SendAttempt: r.sendAttempt, ReleaseReason: r.releaseReason, Version: r.version,
-	}
-}
+func (r *Reservation) Snapshot() Snapshot { return r.s }
 
 // Snapshot is a plain copy of a reservation's state.
 type Snapshot struct {
@@ -257,28 +232,4 @@ type Snapshot struct {
 	SendAttempt   int
 	ReleaseReason ReleaseReason
 	Version       int64
-}
-
-// EventType names a reservation event.
-type EventType string
-
-// The reservation event types.
-const (
-	EventCreated        EventType = "RESERVATION_CREATED"
-	EventSent           EventType = "RESERVATION_MESSAGE_SENT"
-	EventResendClaimed  EventType = "RESERVATION_RESEND_CLAIMED"
-	EventRetryScheduled EventType = "RESERVATION_SEND_RETRY_SCHEDULED"
-	EventOrdered        EventType = "RESERVATION_ORDERED"
-	EventReleased       EventType = "RESERVATION_RELEASED"
-)
-
-// Event is one versioned fact about a reservation.
-type Event struct {
-	ReservationID string
-	Version       int64
-	Type          EventType
-	SchemaVersion int
-	OccurredAt    time.Time
-	Status        Status        // status after the event
-	Reason        ReleaseReason // for EventReleased
 }
