@@ -27,8 +27,9 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 	n, err := t.exec(ctx, "create activity", `
 		WITH created AS (
 		    INSERT INTO activities
-		        (activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_buckets)
-		    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		        (activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_buckets,
+		         created_at)
+		    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()))
 		    ON CONFLICT (activity_id, sku_id) DO NOTHING
 		    RETURNING activity_id, sku_id, stock, stock_buckets
 		)
@@ -37,7 +38,7 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		       c.stock / c.stock_buckets + CASE WHEN b.bucket < c.stock % c.stock_buckets THEN 1 ELSE 0 END
 		FROM created c, generate_series(0, c.stock_buckets - 1) AS b(bucket)`,
 		a.ActivityID, a.SKUID, a.Stock, a.StartsAt, a.EndsAt,
-		interval(a.PaymentTimeout), interval(a.ReservationTTL), buckets)
+		interval(a.PaymentTimeout), interval(a.ReservationTTL), buckets, t.nowArg())
 	if err != nil {
 		return ports.Activity{}, false, err
 	}

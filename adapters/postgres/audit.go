@@ -241,7 +241,7 @@ func scanActivity(r interface{ Scan(dest ...any) error }) (ports.Activity, error
 }
 
 // AppendAudit implements ports.AdminAuditStore: one admin_audit row, at =
-// now() (the transaction's Now), params stored as AuditEntry.ParamsJSON.
+// the transaction's Now, params stored as AuditEntry.ParamsJSON.
 // An invalid entry fails before any statement runs, so the transaction
 // stays usable.
 func (t *tx) AppendAudit(ctx context.Context, e ports.AuditEntry) error {
@@ -253,9 +253,9 @@ func (t *tx) AppendAudit(ctx context.Context, e ports.AuditEntry) error {
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
 	_, err = t.exec(ctx, "append audit", `
-		INSERT INTO admin_audit (actor, action, target, params, outcome)
-		VALUES ($1, $2, $3, $4::jsonb, $5)`,
-		e.Actor, e.Action, e.Target, string(params), e.Outcome)
+		INSERT INTO admin_audit (actor, action, target, params, outcome, at)
+		VALUES ($1, $2, $3, $4::jsonb, $5, coalesce($6::timestamptz, now()))`,
+		e.Actor, e.Action, e.Target, string(params), e.Outcome, t.nowArg())
 	return err
 }
 

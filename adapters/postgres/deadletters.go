@@ -17,7 +17,8 @@ import (
 // by UNIQUE(consumer_group, message_id):
 //
 //   - the first arrival inserts an OPEN row (first_seen_at = last_seen_at =
-//     r.SeenAt, or now() when it is zero) and returns (id, true);
+//     r.SeenAt, or the transaction's now when it is zero) and returns
+//     (id, true);
 //   - a later arrival (another broker message, for example a replay that
 //     failed again) sets last_seen_at to the later of the stored and the
 //     new time, attempts to the larger of the stored and the new count
@@ -48,6 +49,9 @@ func (t *tx) RecordDeadLetter(ctx context.Context, r ports.DeadLetterRecord) (in
 		return 0, false, fmt.Errorf("postgres: record dead letter %s: encode properties: %w", r.MessageID, err)
 	}
 	seen := timestamptz(r.SeenAt)
+	if !seen.Valid {
+		seen = t.nowArg() // NULL without Config.Clock: the SQL takes now()
+	}
 	var id int64
 	err = t.queryRow(ctx, "record dead letter", `
 		INSERT INTO dead_letters

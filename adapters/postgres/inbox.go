@@ -32,15 +32,17 @@ func (t *tx) ClaimInbox(ctx context.Context, group string, entries []ports.Inbox
 	}
 	inserted, err := query(ctx, t, "claim inbox", `
 		INSERT INTO consumer_inbox
-		    (consumer_group, message_id, topic, reservation_id, order_id, status, delivery_attempt)
+		    (consumer_group, message_id, topic, reservation_id, order_id, status, delivery_attempt,
+		     received_at, created_at, updated_at)
 		SELECT $1, u.message_id, u.topic, NULLIF(u.reservation_id, ''), NULLIF(u.order_id, ''),
-		       'PROCESSING', u.delivery_attempt
+		       'PROCESSING', u.delivery_attempt,
+		       coalesce($7::timestamptz, now()), coalesce($7::timestamptz, now()), coalesce($7::timestamptz, now())
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[])
 		     WITH ORDINALITY AS u(message_id, topic, reservation_id, order_id, delivery_attempt, ord)
 		ORDER BY u.ord
 		ON CONFLICT (consumer_group, message_id) DO NOTHING
 		RETURNING message_id`,
-		pgx.RowTo[string], group, ids, topics, rsvs, ords, attempts)
+		pgx.RowTo[string], group, ids, topics, rsvs, ords, attempts, t.nowArg())
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +81,10 @@ func (t *tx) FinishInbox(ctx context.Context, group string, results []ports.Inbo
 	}
 	n, err := t.exec(ctx, "finish inbox", `
 		UPDATE consumer_inbox i
-		SET status = u.status, detail = NULLIF(u.detail, ''), updated_at = now()
+		SET status = u.status, detail = NULLIF(u.detail, ''), updated_at = coalesce($5::timestamptz, now())
 		FROM unnest($2::text[], $3::text[], $4::text[]) AS u(message_id, status, detail)
 		WHERE i.consumer_group = $1 AND i.message_id = u.message_id`,
-		group, ids, statuses, details)
+		group, ids, statuses, details, t.nowArg())
 	if err != nil {
 		return err
 	}

@@ -27,13 +27,13 @@ func (t *tx) AppendLedger(ctx context.Context, entries []ports.LedgerEntry) erro
 	}
 	_, err := t.exec(ctx, "append ledger", `
 		INSERT INTO inventory_ledger
-		    (activity_id, sku_id, delta, reason, order_id, reservation_id, message_id)
+		    (activity_id, sku_id, delta, reason, order_id, reservation_id, message_id, created_at)
 		SELECT u.activity_id, u.sku_id, u.delta, u.reason, u.order_id, u.reservation_id,
-		       NULLIF(u.message_id, '')
+		       NULLIF(u.message_id, ''), coalesce($8::timestamptz, now())
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
 		     WITH ORDINALITY AS u(activity_id, sku_id, delta, reason, order_id, reservation_id, message_id, ord)
 		ORDER BY u.ord`,
-		activity, sku, delta, reason, ord, rsv, msg)
+		activity, sku, delta, reason, ord, rsv, msg, t.nowArg())
 	if err != nil && sqlState(err) == codeUniqueViolation && constraintOf(err) == ledgerKey {
 		return fmt.Errorf("postgres: append ledger: entry repeats a (reservation, reason): %w: %w", ports.ErrAlreadyExists, err)
 	}

@@ -183,12 +183,14 @@ func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
 		    FROM input i
 		    GROUP BY i.aggregate_id
 		)
-		INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at)
-		SELECT i.aggregate_id, i.aggregate_version, i.event_type, i.schema_version, i.payload::jsonb, i.occurred_at
+		INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at,
+		                          recorded_at)
+		SELECT i.aggregate_id, i.aggregate_version, i.event_type, i.schema_version, i.payload::jsonb, i.occurred_at,
+		       coalesce($7::timestamptz, now())
 		FROM input i
 		WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.first_version <> h.head + 1)
 		ORDER BY i.ord`,
-		ids, versions, types, schemas, payloads, occurred)
+		ids, versions, types, schemas, payloads, occurred, t.nowArg())
 	if err != nil {
 		if sqlState(err) == codeUniqueViolation && constraintOf(err) == streamVersionKey {
 			return fmt.Errorf("postgres: append events: %w: %w", ports.ErrConcurrencyConflict, err)

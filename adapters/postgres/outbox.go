@@ -44,19 +44,22 @@ func (t *tx) AppendOutbox(ctx context.Context, msgs []ports.OutboundMessage) err
 		deliverAt[i], body[i] = timestamptz(m.DeliverAt), nonNilBytes(m.Body)
 	}
 	_, err := t.exec(ctx, "append outbox", `
-		INSERT INTO event_outbox (topic, message_id, tag, keys, message_group, deliver_at, body, properties)
+		INSERT INTO event_outbox (topic, message_id, tag, keys, message_group, deliver_at, body, properties,
+		                          created_at, available_at)
 		SELECT u.topic, u.message_id, u.tag,
 		       ARRAY(SELECT jsonb_array_elements_text(u.keys::jsonb)),
-		       NULLIF(u.message_group, ''), u.deliver_at, u.body, u.properties::jsonb
+		       NULLIF(u.message_group, ''), u.deliver_at, u.body, u.properties::jsonb,
+		       coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now())
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[], $8::text[])
 		     WITH ORDINALITY AS u(topic, message_id, tag, keys, message_group, deliver_at, body, properties, ord)
 		ORDER BY u.ord`,
-		topic, msgID, tag, keys, group, deliverAt, body, props)
+		topic, msgID, tag, keys, group, deliverAt, body, props, t.nowArg())
 	return err
 }
 
 // ClaimOutbox implements ports.OutboxStore. It locks (FOR UPDATE SKIP
-// LOCKED) up to limit unpublished rows that are due, in (txid, id) order,
+// LOCKED) up to limit unpublished rows that are due (available_at at or
+// before the transaction's now), in (txid, id) order,
 // taking only rows whose writing transaction is older than every
 // transaction still in flight: txid < pg_snapshot_xmin(pg_current_snapshot()).
 // Without that fence a relay could publish a younger transaction's row and
@@ -85,7 +88,7 @@ func (t *tx) ClaimOutbox(ctx context.Context, limit int) ([]ports.OutboxRecord, 
 		       o.deliver_at, o.body, o.properties, o.attempts
 		FROM event_outbox o
 		WHERE o.published_at IS NULL
-		  AND o.available_at <= now()
+		  AND o.available_at <= coalesce($2::timestamptz, now())
 		  AND o.txid < pg_snapshot_xmin(pg_current_snapshot())
 		  AND (o.message_group IS NULL OR NOT EXISTS (
 		        SELECT 1 FROM event_outbox p
@@ -95,7 +98,7 @@ func (t *tx) ClaimOutbox(ctx context.Context, limit int) ([]ports.OutboxRecord, 
 		ORDER BY o.txid, o.id
 		LIMIT $1
 		FOR UPDATE OF o SKIP LOCKED`,
-		scanOutbox, limit)
+		scanOutbox, limit, t.nowArg())
 }
 
 func scanOutbox(r pgx.CollectableRow) (ports.OutboxRecord, error) {
@@ -121,15 +124,15 @@ func scanOutbox(r pgx.CollectableRow) (ports.OutboxRecord, error) {
 	return rec, nil
 }
 
-// MarkPublished implements ports.OutboxStore: published_at = now() for the
-// rows not yet marked.
+// MarkPublished implements ports.OutboxStore: published_at = the
+// transaction's now for the rows not yet marked.
 func (t *tx) MarkPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := t.exec(ctx, "mark outbox published", `
-		UPDATE event_outbox SET published_at = now()
-		WHERE id = ANY($1::bigint[]) AND published_at IS NULL`, ids)
+		UPDATE event_outbox SET published_at = coalesce($2::timestamptz, now())
+		WHERE id = ANY($1::bigint[]) AND published_at IS NULL`, ids, t.nowArg())
 	return err
 }
 

@@ -28,13 +28,14 @@ func (t *tx) ClaimReservations(ctx context.Context, claims []ports.ReservationCl
 		rsv[i], ord[i], msg[i] = c.ReservationID, c.OrderID, c.MessageID
 	}
 	inserted, err := query(ctx, t, "claim reservations", `
-		INSERT INTO reservation_outcomes (reservation_id, order_id, message_id, status)
-		SELECT u.reservation_id, u.order_id, u.message_id, 'PROCESSING'
+		INSERT INTO reservation_outcomes (reservation_id, order_id, message_id, status, created_at, updated_at)
+		SELECT u.reservation_id, u.order_id, u.message_id, 'PROCESSING',
+		       coalesce($4::timestamptz, now()), coalesce($4::timestamptz, now())
 		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(reservation_id, order_id, message_id, ord)
 		ORDER BY u.ord
 		ON CONFLICT (reservation_id) DO NOTHING
 		RETURNING reservation_id`,
-		pgx.RowTo[string], rsv, ord, msg)
+		pgx.RowTo[string], rsv, ord, msg, t.nowArg())
 	if err != nil {
 		return nil, err
 	}
@@ -65,10 +66,10 @@ func (t *tx) FinishReservations(ctx context.Context, outcomes []ports.Reservatio
 	}
 	n, err := t.exec(ctx, "finish reservations", `
 		UPDATE reservation_outcomes r
-		SET status = u.status, reason = NULLIF(u.reason, ''), updated_at = now()
+		SET status = u.status, reason = NULLIF(u.reason, ''), updated_at = coalesce($4::timestamptz, now())
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS u(reservation_id, status, reason)
 		WHERE r.reservation_id = u.reservation_id`,
-		rsv, status, reason)
+		rsv, status, reason, t.nowArg())
 	if err != nil {
 		return err
 	}

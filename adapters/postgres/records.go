@@ -50,10 +50,10 @@ func (t *tx) Quarantine(ctx context.Context, m ports.QuarantinedMessage) error {
 	_, err = t.exec(ctx, "quarantine", `
 		INSERT INTO message_quarantine
 		    (consumer_group, topic, message_id, broker_message_id, error_class, reason,
-		     body, properties, delivery_attempt)
-		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6, $7, $8::jsonb, $9)
+		     body, properties, delivery_attempt, created_at)
+		VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6, $7, $8::jsonb, $9, coalesce($10::timestamptz, now()))
 		ON CONFLICT (consumer_group, broker_message_id) DO NOTHING`,
 		m.ConsumerGroup, m.Topic, m.MessageID, m.BrokerMessageID, m.ErrorClass, m.Reason,
-		nonNilBytes(m.Body), string(props), m.DeliveryAttempt)
+		nonNilBytes(m.Body), string(props), m.DeliveryAttempt, t.nowArg())
 	return err
 }

@@ -49,6 +49,16 @@ type Config struct {
 	// Tracer records a span per transaction, commit included (see package
 	// tracing); nil records none.
 	Tracer trace.TracerProvider
+	// Clock, when set, is the source of every "now" the store uses: each
+	// transaction reads it once when it begins, and that instant is its
+	// Tx.Now and the value of every timestamp the adapter's SQL would
+	// otherwise take from the database's now() (outbox availability and
+	// publication, inbox and outcome updates, dead-letter sightings, audit
+	// and creation times). It exists for deterministic tests that advance a
+	// fake clock (payment timeouts, reservation TTLs, relay backoff) and
+	// must not be set in production: nil, the default, keeps the
+	// database's clock, with no extra statement or round trip.
+	Clock ports.Clock
 }
 
 // Store is the PostgreSQL adapter on a connection pool. It implements
@@ -60,6 +70,7 @@ type Store struct {
 	metrics      *metrics
 	stockBuckets int
 	tracer       trace.Tracer // nil: tracing off
+	clock        ports.Clock  // nil: the database's now() (see Config.Clock)
 }
 
 var (
@@ -89,7 +100,7 @@ func Open(ctx context.Context, cfg Config, reg prometheus.Registerer, logger *sl
 	if err != nil {
 		return nil, fmt.Errorf("postgres: create pool: %w", err)
 	}
-	s := &Store{pool: pool, log: logger, metrics: newMetrics(), stockBuckets: buckets}
+	s := &Store{pool: pool, log: logger, metrics: newMetrics(), stockBuckets: buckets, clock: cfg.Clock}
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/postgres")
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -57,6 +58,9 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx ports.
 		return s.classify("begin", err)
 	}
 	t := &tx{store: s, tx: ptx}
+	if s.clock != nil {
+		t.now = s.clock.Now().UTC().Truncate(time.Microsecond)
+	}
 	panicked := true
 	defer func() {
 		if panicked { // the panic continues once the rollback is done
@@ -107,7 +111,8 @@ func errorClass(err error) string {
 type tx struct {
 	store *Store
 	tx    pgx.Tx
-	// now caches the transaction timestamp after the first Now call.
+	// now caches the transaction timestamp after the first Now call, or
+	// holds the configured clock's reading from the start (Config.Clock).
 	now time.Time
 	// done is set when fn returned; using tx afterwards is a bug.
 	done bool
@@ -116,7 +121,8 @@ type tx struct {
 var _ ports.Tx = (*tx)(nil)
 
 // Now returns the transaction's now() (the same for the whole transaction),
-// fetched once and cached, in UTC.
+// fetched once and cached, in UTC; with Config.Clock set it is the clock's
+// reading taken when the transaction began, and no statement runs.
 func (t *tx) Now(ctx context.Context) (time.Time, error) {
 	if !t.now.IsZero() {
 		return t.now, nil
@@ -127,6 +133,17 @@ func (t *tx) Now(ctx context.Context) (time.Time, error) {
 	}
 	t.now = now.UTC()
 	return t.now, nil
+}
+
+// nowArg is the argument the adapter's SQL passes for "now", always as
+// coalesce($n::timestamptz, now()): NULL without Config.Clock, so the
+// statement reads the database's transaction timestamp (the production
+// default), else the transaction's instant from the configured clock.
+func (t *tx) nowArg() pgtype.Timestamptz {
+	if t.store.clock == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t.now, Valid: true}
 }
 
 // errTxDone is returned when a ports.Tx is used after its InTx callback
