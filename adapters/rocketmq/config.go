@@ -118,65 +118,62 @@ func (c Config) validate() error {
 }
 
 // Group is the base name of a consumer group (without the environment
-// prefix).
+// prefix): a business group of ports.Subscriptions, or GroupDLQReader.
 type Group string
 
-// The consumer groups of the design (docs/architecture.md), plus the dead-letter reader.
+// The consumer groups: the business groups of ports.Subscriptions (their
+// topic, order and retry count are defined there, once), plus this
+// adapter's dead-letter reader.
 const (
-	GroupOrderCreate         Group = "CG_SECKILL_ORDER_CREATE_PG_V1"
-	GroupOrderTimeout        Group = "CG_SECKILL_ORDER_TIMEOUT_V1"
-	GroupInventoryCompensate Group = "CG_SECKILL_INVENTORY_COMPENSATE_V1"
+	GroupOrderCreate         = Group(ports.GroupOrderCreate)
+	GroupOrderTimeout        = Group(ports.GroupOrderTimeout)
+	GroupInventoryCompensate = Group(ports.GroupInventoryCompensate)
 	// GroupOrderProjection consumes the FIFO topic; it must be created
 	// with consumeMessageOrderly=true.
-	GroupOrderProjection Group = "CG_SECKILL_ORDER_QUERY_PROJECTION_V1"
-	GroupAudit           Group = "CG_SECKILL_AUDIT_V1"
+	GroupOrderProjection = Group(ports.GroupOrderProjection)
+	GroupAudit           = Group(ports.GroupAudit)
 	// GroupDLQReader reads the %DLQ%<group> topics of the other groups.
 	GroupDLQReader Group = "CG_SECKILL_DLQ_READER_V1"
 )
 
-// Groups lists the groups that consume a business topic (every group but
-// GroupDLQReader).
+// Groups lists the groups that consume a business topic (every group of
+// ports.Subscriptions, in its order; not GroupDLQReader).
 func Groups() []Group {
-	return []Group{GroupOrderCreate, GroupOrderTimeout, GroupInventoryCompensate, GroupOrderProjection, GroupAudit}
+	subs := ports.Subscriptions()
+	out := make([]Group, len(subs))
+	for i, s := range subs {
+		out[i] = Group(s.Group)
+	}
+	return out
 }
 
 // Orderly reports whether the group consumes in order (FIFO).
-func (g Group) Orderly() bool { return g == GroupOrderProjection }
+func (g Group) Orderly() bool {
+	s, ok := ports.SubscriptionOf(ports.ConsumerGroup(g))
+	return ok && s.Ordered
+}
 
 // Topic returns the logical topic the group consumes; false for
 // GroupDLQReader and unknown groups.
 func (g Group) Topic() (ports.Topic, bool) {
-	switch g {
-	case GroupOrderCreate:
-		return ports.TopicOrderCreate, true
-	case GroupOrderTimeout:
-		return ports.TopicOrderTimeout, true
-	case GroupInventoryCompensate:
-		return ports.TopicInventoryCompensate, true
-	case GroupOrderProjection:
-		return ports.TopicOrderStateFIFO, true
-	case GroupAudit:
-		return ports.TopicOrderEvent, true
-	}
-	return "", false
+	s, ok := ports.SubscriptionOf(ports.ConsumerGroup(g))
+	return s.Topic, ok
 }
 
 // TopicBaseName returns the physical name of a logical topic without the
-// environment prefix, and the topic's message type.
+// environment prefix, and the topic's message type (ports.SpecOf).
 func TopicBaseName(t ports.Topic) (string, MessageType, error) {
-	switch t {
-	case ports.TopicOrderCreate:
-		return "PROD_SECKILL_ORDER_CREATE_V1", MessageTypeNormal, nil
-	case ports.TopicOrderTimeout:
-		return "PROD_SECKILL_ORDER_TIMEOUT_V1", MessageTypeDelay, nil
-	case ports.TopicOrderEvent:
-		return "PROD_SECKILL_ORDER_EVENT_V1", MessageTypeNormal, nil
-	case ports.TopicInventoryCompensate:
-		return "PROD_SECKILL_INVENTORY_COMPENSATE_V1", MessageTypeNormal, nil
-	case ports.TopicOrderStateFIFO:
-		return "PROD_SECKILL_ORDER_STATE_FIFO_V1", MessageTypeFIFO, nil
+	spec, err := ports.SpecOf(t)
+	if err != nil {
+		return "", "", err
 	}
-	return "", "", fmt.Errorf("unknown logical topic %q", t)
+	switch spec.Kind {
+	case ports.TopicDelayed:
+		return spec.Name, MessageTypeDelay, nil
+	case ports.TopicOrdered:
+		return spec.Name, MessageTypeFIFO, nil
+	}
+	return spec.Name, MessageTypeNormal, nil
 }
 
 // Topic returns the physical topic name of a logical topic (prefix + base

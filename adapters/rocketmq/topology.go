@@ -33,8 +33,9 @@ const (
 	DLQReaderMargin = 2
 )
 
-// RetryMaxTimes returns the group's production retryMaxTimes (16, the
-// broker default, for a group not of this package).
+// RetryMaxTimes returns the group's production retryMaxTimes: a business
+// group's ports.Subscription MaxRetries, 32 for GroupDLQReader, and 16 (the
+// broker default) for a group not of this package.
 //
 // The dead-letter reader's 32 leaves it 25 deliveries of its own after the
 // business groups' largest 5+2: when service processes crash over and over,
@@ -42,14 +43,10 @@ const (
 // reader out of deliveries would forward the dead letter to %DLQ% of the
 // reader itself, where nothing reads it.
 func (g Group) RetryMaxTimes() int {
-	switch g {
-	case GroupOrderCreate, GroupOrderTimeout, GroupOrderProjection:
-		return 5
-	case GroupInventoryCompensate:
-		return 8
-	case GroupAudit:
-		return 3
-	case GroupDLQReader:
+	if s, ok := ports.SubscriptionOf(ports.ConsumerGroup(g)); ok {
+		return s.MaxRetries
+	}
+	if g == GroupDLQReader {
 		return 32
 	}
 	return 16
