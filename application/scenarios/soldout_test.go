@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"context"
@@ -162,7 +162,7 @@ func TestUnknownSendIsResentWithTheSameMessageID(t *testing.T) {
 		t.Fatalf("retry and resend must reuse the message id: %+v", msgs)
 	}
 	h.settle()
-	if n := len(h.store.Snapshot().Orders); n != 1 {
+	if n := h.orderCount(); n != 1 {
 		t.Fatalf("%d orders from one reservation", n)
 	}
 	if h.metrics.Snapshot().ResendOutcomes["CONFIRMED"] != 1 {
@@ -190,7 +190,7 @@ func TestUnknownSendIsRetriedOnceInTheRequest(t *testing.T) {
 		t.Fatalf("the retry must reuse the message id: %+v", msgs)
 	}
 	h.settle()
-	if n := len(h.store.Snapshot().Orders); n != 1 {
+	if n := h.orderCount(); n != 1 {
 		t.Fatalf("%d orders from one reservation", n)
 	}
 	h.invariants(1)
@@ -212,7 +212,7 @@ func TestCrashAfterReserveIsRecoveredByTheScanner(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.settle()
-	if n := len(h.store.Snapshot().Orders); n != 1 {
+	if n := h.orderCount(); n != 1 {
 		t.Fatalf("%d orders after recovery", n)
 	}
 	h.invariants(1)
@@ -289,9 +289,9 @@ func TestConsumerIdempotency(t *testing.T) {
 	if !ds[0].Ack || ds[0].Outcome != "duplicate" {
 		t.Fatalf("same reservation, new message id: %+v", ds[0])
 	}
-	st := h.store.Snapshot()
-	if len(st.Orders) != 1 || len(st.Ledger) != 1 || st.Orders[0].OrderID != res.OrderID {
-		t.Fatalf("orders %d ledger %d", len(st.Orders), len(st.Ledger))
+	orders, ledger := h.allOrders(), h.ledger()
+	if len(orders) != 1 || len(ledger) != 1 || orders[0].OrderID != res.OrderID {
+		t.Fatalf("orders %d ledger %d", len(orders), len(ledger))
 	}
 	h.settle()
 	h.invariants(1)
@@ -307,9 +307,9 @@ func TestConsumerRejectsAndCompensatesOnce(t *testing.T) {
 	// The message waits in the queue past its validity.
 	h.clock.Advance(6 * time.Second)
 	h.drain(ports.TopicOrderCreate, groupCreate, h.create, 32)
-	st := h.store.Snapshot()
-	if len(st.Orders) != 0 || len(st.Rejections) != 1 || st.Rejections[0].Reason != string(reservation.ReasonExpired) {
-		t.Fatalf("orders %d rejections %+v", len(st.Orders), st.Rejections)
+	rejections := h.strings(`SELECT reason FROM order_rejections ORDER BY order_id`)
+	if n := h.orderCount(); n != 0 || len(rejections) != 1 || rejections[0] != string(reservation.ReasonExpired) {
+		t.Fatalf("orders %d rejections %v", n, rejections)
 	}
 	h.settle()
 	r := h.reservationOf(1, res.ReservationID)
@@ -347,9 +347,9 @@ func TestMalformedMessagesAreQuarantined(t *testing.T) {
 			t.Fatalf("delivery %d: %+v", i, d)
 		}
 	}
-	q := h.store.Snapshot().Quarantine
-	if len(q) != 2 || q[0].Message.ErrorClass != "INVALID_JSON" || q[1].Message.ErrorClass != "UNSUPPORTED_SCHEMA" {
-		t.Fatalf("quarantine %+v", q)
+	q := h.strings(`SELECT error_class FROM message_quarantine ORDER BY id`)
+	if len(q) != 2 || q[0] != "INVALID_JSON" || q[1] != "UNSUPPORTED_SCHEMA" {
+		t.Fatalf("quarantine %v", q)
 	}
 }
 
@@ -362,9 +362,9 @@ func TestBatchFallsBackToOneByOne(t *testing.T) {
 		}
 	}
 	// The first transaction (the batch) fails; the per-message ones pass.
-	h.store.Inject("ClaimInbox", memory.Fault{Err: ports.ErrTransient, Times: 1})
+	h.store.FailNextClaimInbox(ports.ErrTransient)
 	h.drain(ports.TopicOrderCreate, groupCreate, h.create, 32)
-	if n := len(h.store.Snapshot().Orders); n != 5 {
+	if n := h.orderCount(); n != 5 {
 		t.Fatalf("%d orders after fallback", n)
 	}
 	h.settle()
@@ -383,7 +383,7 @@ func TestTransientFailureIsNotAcknowledged(t *testing.T) {
 	if ds[0].Ack || ds[0].RetryAfter <= 0 {
 		t.Fatalf("transient failure decision %+v", ds[0])
 	}
-	if n := len(h.store.Snapshot().Orders); n != 0 {
+	if n := h.orderCount(); n != 0 {
 		t.Fatal("a failed commit left an order")
 	}
 	ds = h.create.HandleBatch(context.Background(), []ports.Delivery{{Body: msg.Body, DeliveryAttempt: 2}})
@@ -405,7 +405,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 		t.Fatalf("message must stay unacknowledged, pending %d", n)
 	}
 	h.settle()
-	if n := len(h.store.Snapshot().Orders); n != 1 {
+	if n := h.orderCount(); n != 1 {
 		t.Fatalf("%d orders after redelivery", n)
 	}
 	h.invariants(1)
@@ -460,8 +460,8 @@ func TestPayAndCancelRaceHasOneWinner(t *testing.T) {
 	h.settle()
 	h.invariants(1)
 	ledger := 0
-	for _, l := range h.store.Snapshot().Ledger {
-		if l.Entry.Reason == ports.LedgerOrderCanceled {
+	for _, l := range h.ledger() {
+		if l.Reason == ports.LedgerOrderCanceled {
 			ledger++
 		}
 	}
@@ -530,11 +530,11 @@ func TestRelayCrashAfterPublishRepublishesOnce(t *testing.T) {
 	}
 	h.drain(ports.TopicOrderCreate, groupCreate, h.create, 32)
 	h.fp.SetError(ports.FailRelayAfterPublish, errors.New("crash"))
-	if _, err := h.relay.RelayOnce(context.Background()); err == nil {
+	if _, err := h.relayOnce(); err == nil {
 		t.Fatal("relay must fail at the failpoint")
 	}
 	h.fp.ClearAll()
-	if _, err := h.relay.RelayOnce(context.Background()); err != nil {
+	if _, err := h.relayOnce(); err != nil {
 		t.Fatal(err)
 	}
 	msgs := h.broker.Messages(ports.TopicOrderTimeout)

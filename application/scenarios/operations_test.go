@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestReconcileDecidesAnExpiredLostReservationOnce(t *testing.T) {
 		t.Fatalf("scanner after reconcile: %d %v", n, err)
 	}
 	h.settle()
-	if n := len(h.store.Snapshot().Orders); n != 0 {
+	if n := h.orderCount(); n != 0 {
 		t.Fatalf("%d orders", n)
 	}
 	rep, err = h.reconciler.StockReport(context.Background(), 1, 1)
@@ -126,7 +126,7 @@ func TestPoisonMessageReplayAfterFix(t *testing.T) {
 	if err != nil || r2.Outcome != "SKIPPED_ALREADY_APPLIED" {
 		t.Fatalf("second replay: %+v %v", r2, err)
 	}
-	if n := len(h.store.Snapshot().Orders); n != 1 {
+	if n := h.orderCount(); n != 1 {
 		t.Fatalf("orders %d", n)
 	}
 	if got := h.metrics.Snapshot().ReplayOutcomes; got["REPLAYED"] != 1 || got["SKIPPED_ALREADY_APPLIED"] != 1 || got["REFUSED"] != 1 {
@@ -142,13 +142,13 @@ func TestProjectionAppliesOnlyNewerVersionsAndFillsGaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.drain(ports.TopicOrderCreate, groupCreate, h.create, 32)
-	if _, err := h.relay.RelayOnce(context.Background()); err != nil {
+	if _, err := h.relayOnce(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.orders.PayOrder(context.Background(), res.OrderID, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.relay.RelayOnce(context.Background()); err != nil {
+	if _, err := h.relayOnce(); err != nil {
 		t.Fatal(err)
 	}
 	states := h.broker.Messages(ports.TopicOrderStateFIFO)

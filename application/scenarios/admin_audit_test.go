@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 func (h *harness) auditLog() []ports.AuditRecord {
 	h.t.Helper()
 	var recs []ports.AuditRecord
-	if err := h.store.InTx(context.Background(), func(ctx context.Context, tx ports.Tx) error {
+	if err := h.pg.InTx(h.ctx(), func(ctx context.Context, tx ports.Tx) error {
 		var err error
 		recs, err = tx.ListAudit(ctx, 0, 1000)
 		return err
@@ -93,7 +93,7 @@ func TestCreateActivitySubMicrosecondIsSellableAndIdempotent(t *testing.T) {
 		t.Fatalf("create with other settings: %v, want ErrAlreadyExists", err)
 	}
 	h.wantAudit(3, ports.UserActor(10), ports.AuditCreateActivity, target, ports.AuditAlreadyExists)
-	if acts := h.store.Snapshot().Activities; len(acts) != 1 || acts[0] != want {
+	if acts := h.activityRows(); len(acts) != 1 || acts[0] != want {
 		t.Fatalf("activities %+v, want only %+v", acts, want)
 	}
 }
@@ -113,8 +113,8 @@ func TestCreateActivityLeavesASellableActivityOrNothing(t *testing.T) {
 		t.Fatalf("create while Redis is down: %v", err)
 	}
 	h.redis.ClearFaults()
-	if snap := h.store.Snapshot(); len(snap.Activities) != 0 || len(h.auditLog()) != 0 {
-		t.Fatalf("a failed create left activities %+v and audit %+v", snap.Activities, h.auditLog())
+	if acts := h.activityRows(); len(acts) != 0 || len(h.auditLog()) != 0 {
+		t.Fatalf("a failed create left activities %+v and audit %+v", acts, h.auditLog())
 	}
 	h.measure()
 	if _, err := h.placeOrder(1, 6, req1); !errors.Is(err, ports.ErrActivityClosed) {
@@ -125,8 +125,8 @@ func TestCreateActivityLeavesASellableActivityOrNothing(t *testing.T) {
 	if _, err := h.admin.CreateActivity(ctx, actor, req); !errors.Is(err, ports.ErrTransient) {
 		t.Fatalf("create whose commit fails: %v", err)
 	}
-	if snap := h.store.Snapshot(); len(snap.Activities) != 0 || len(h.auditLog()) != 0 {
-		t.Fatalf("a failed commit left activities %+v and audit %+v", snap.Activities, h.auditLog())
+	if acts := h.activityRows(); len(acts) != 0 || len(h.auditLog()) != 0 {
+		t.Fatalf("a failed commit left activities %+v and audit %+v", acts, h.auditLog())
 	}
 	if _, err := h.placeOrder(1, 6, "req-after-commit-failure"); !errors.Is(err, ports.ErrActivityClosed) {
 		t.Fatalf("order after a failed commit: %v, want ErrActivityClosed", err)
@@ -158,8 +158,8 @@ func TestAdminActionsNeedAnActor(t *testing.T) {
 	if _, err := h.admin.RebuildProjection(ctx, "", h.projection); !errors.Is(err, ports.ErrPermissionDenied) {
 		t.Fatalf("rebuild without actor: %v", err)
 	}
-	if snap := h.store.Snapshot(); len(snap.Activities) != 0 || len(h.auditLog()) != 0 {
-		t.Fatalf("refused calls left activities %+v and audit %+v", snap.Activities, h.auditLog())
+	if acts := h.activityRows(); len(acts) != 0 || len(h.auditLog()) != 0 {
+		t.Fatalf("refused calls left activities %+v and audit %+v", acts, h.auditLog())
 	}
 }
 

@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"context"
@@ -159,9 +159,9 @@ func TestTimeoutWaveLeavesPaidAndBuyerCanceledAlone(t *testing.T) {
 		t.Fatalf("Redis stock %d holders %v, want %d units back and only the payer holding one", slot.Stock, slot.Holders, n-1)
 	}
 	released := map[string]int{}
-	for _, l := range h.store.Snapshot().Ledger {
-		if l.Entry.Reason == ports.LedgerOrderCanceled {
-			released[l.Entry.OrderID]++
+	for _, l := range h.ledger() {
+		if l.Reason == ports.LedgerOrderCanceled {
+			released[l.OrderID]++
 		}
 	}
 	if len(released) != n-1 || released[paid] != 0 {
@@ -313,11 +313,9 @@ func TestTimeoutBatchWithEarlyRepeatedAndMalformedMessages(t *testing.T) {
 	if got := u.txs.Load(); got != 3 {
 		t.Fatalf("%d transactions, want 3 (rolled-back attempt, batch, quarantine)", got)
 	}
-	for _, row := range h.store.Snapshot().Inbox {
-		for _, id := range later {
-			if row.Group == groupTimeout && row.Entry.OrderID == id {
-				t.Fatalf("an early check left an inbox row: %+v", row)
-			}
+	for _, id := range later {
+		if n := h.count(`SELECT count(*) FROM consumer_inbox WHERE consumer_group = $1 AND order_id = $2`, groupTimeout, id); n != 0 {
+			t.Fatalf("an early check left %d inbox rows for order %s", n, id)
 		}
 	}
 	for _, id := range later {
@@ -373,7 +371,7 @@ func TestCompensationBatchMixesOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.relay.RelayOnce(context.Background()); err != nil {
+	if _, err := h.relayOnce(); err != nil {
 		t.Fatal(err)
 	}
 	var ds []ports.Delivery
@@ -408,8 +406,8 @@ func TestCompensationBatchMixesOutcomes(t *testing.T) {
 			t.Fatalf("task %d: %+v, want acknowledged %s", i, d, want[i])
 		}
 	}
-	if q := h.store.Snapshot().Quarantine; len(q) != 2 {
-		t.Fatalf("quarantine %+v, want the unknown reservation and the malformed task", q)
+	if q := h.strings(`SELECT broker_message_id FROM message_quarantine ORDER BY id`); len(q) != 2 {
+		t.Fatalf("quarantine %v, want the unknown reservation and the malformed task", q)
 	}
 	for _, act := range []int64{1, 2} {
 		slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: act, SKUID: 1}]

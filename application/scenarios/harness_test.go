@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"context"
@@ -8,7 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seckill-dev/seckill/adapters/memory"
+	"github.com/seckill-dev/seckill/adapters/postgres"
+	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/domain/reservation"
@@ -25,11 +32,15 @@ const (
 
 var start = time.Date(2026, 6, 25, 17, 0, 0, 0, time.UTC)
 
-// harness wires every use case over the in-memory adapters.
+// harness wires every use case over the PostgreSQL adapter, on a clone
+// of the migrated schema of its own, and the in-memory doubles of Redis,
+// the broker, the clock, the ids, the failpoints and the metrics.
 type harness struct {
 	t       *testing.T
 	clock   *memory.Clock
-	store   *memory.Store
+	pg      *postgres.Store
+	store   *faultyStore // pg with the faults a test injects
+	db      *pgxpool.Pool
 	redis   *memory.Redis
 	broker  *memory.Broker
 	fp      *memory.Failpoints
@@ -52,11 +63,23 @@ type harness struct {
 	projection  *application.ProjectOrderStates
 }
 
+// newHarness marks t parallel (every harness has a database of its own)
+// and wires the use cases.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	t.Parallel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := &harness{t: t, clock: memory.NewClock(start), fp: memory.NewFailpoints(), metrics: memory.NewMetrics()}
-	h.store = memory.NewStore(h.clock)
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pg, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: 8, Clock: h.clock},
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("open the PostgreSQL store: %v", err)
+	}
+	t.Cleanup(pg.Close)
+	h.pg, h.store, h.db = pg, &faultyStore{UnitOfWork: pg}, pgtest.Pool(t, dsn)
 	h.redis = memory.NewRedis(memory.RedisConfig{Clock: h.clock, RateLimit: memory.RateLimit{Capacity: 100, RefillPerSecond: 100}})
 	h.broker = memory.NewBroker(memory.BrokerConfig{Clock: h.clock})
 	ids := memory.NewIDs()
@@ -64,7 +87,7 @@ func newHarness(t *testing.T) *harness {
 
 	h.activities = application.NewActivities(h.store)
 	h.gate = application.NewBacklogGate(h.redis, h.clock, h.metrics, log, 0.5, time.Second)
-	h.queries = application.NewQueries(h.redis.OrderViews(), h.store, h.redis, h.redis)
+	h.queries = application.NewQueries(h.redis.OrderViews(), h.pg, h.redis, h.redis)
 	h.place = application.NewPlaceOrder(h.redis, h.redis, h.broker, h.activities, h.gate, h.queries,
 		application.NewSentMarker(h.redis, log, 0), ids, h.clock,
 		h.metrics, h.fp, log, application.PlaceOrderConfig{RequestClaimTTL: time.Hour, ScanGrace: time.Second})
@@ -84,7 +107,7 @@ func newHarness(t *testing.T) *harness {
 		ReplayCap: 3, CreateGroup: groupCreate, CompensateGroup: groupCompensate,
 		Topics: map[string]ports.Topic{groupCreate: ports.TopicOrderCreate, groupTimeout: ports.TopicOrderTimeout,
 			groupCompensate: ports.TopicInventoryCompensate, groupProjection: ports.TopicOrderStateFIFO}})
-	h.projection = application.NewProjectOrderStates(h.redis.OrderViews(), h.store, h.redis, h.store, log, groupProjection)
+	h.projection = application.NewProjectOrderStates(h.redis.OrderViews(), h.pg, h.redis, h.store, log, groupProjection)
 	h.admin = application.NewAdmin(h.store, h.redis, h.activities, h.reconciler, h.deadLetters, log)
 	h.orders = application.NewOrderService(h.place, h.queries, h.life)
 	return h
@@ -133,7 +156,7 @@ func (h *harness) settle() {
 	h.t.Helper()
 	for i := 0; i < 20; i++ {
 		moved := h.drain(ports.TopicOrderCreate, groupCreate, h.create, 32)
-		n, err := h.relay.RelayOnce(context.Background())
+		n, err := h.relayOnce()
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -148,10 +171,28 @@ func (h *harness) settle() {
 	h.t.Fatal("system did not settle")
 }
 
-// invariants checks I1-I6 on the state at rest for activity SKU (id, 1).
+// relayOnce runs one relay pass once every committed outbox row can be
+// claimed. The relay's fence (rows only of transactions older than every
+// one in flight) is global to the PostgreSQL instance, which other tests
+// share, so a pass could otherwise find nothing for a moment.
+func (h *harness) relayOnce() (int, error) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for h.count(`SELECT count(*) FROM event_outbox
+		WHERE published_at IS NULL AND txid >= pg_snapshot_xmin(pg_current_snapshot())`) > 0 {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the outbox fence did not pass: a transaction elsewhere in the instance stays open")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return h.relay.RelayOnce(context.Background())
+}
+
+// invariants checks I1-I6 on the state at rest for activity SKU (id, 1),
+// reading the clone's orders, ledger, events and final stock and the
+// Redis snapshot.
 func (h *harness) invariants(activityID int64) {
 	h.t.Helper()
-	st := h.store.Snapshot()
 	rs := h.redis.Snapshot()
 	slot, ok := rs.Slots[memory.SKU{ActivityID: activityID, SKUID: 1}]
 	if !ok {
@@ -160,7 +201,8 @@ func (h *harness) invariants(activityID int64) {
 	initial := slot.Activity.Stock
 	live := 0
 	perUser := map[int64]int{}
-	for _, o := range st.Orders {
+	orders := h.allOrders()
+	for _, o := range orders {
 		if o.ActivityID != activityID || o.Status == order.StatusCanceled {
 			continue
 		}
@@ -177,22 +219,22 @@ func (h *harness) invariants(activityID int64) {
 		h.t.Errorf("I1: Redis stock %d < 0", slot.Stock)
 	}
 	created := map[string]int{}
-	for _, l := range st.Ledger {
-		if l.Entry.Reason == ports.LedgerOrderCreated {
-			created[l.Entry.MessageID]++
-			if created[l.Entry.MessageID] > 1 {
-				h.t.Errorf("I3: message %s has %d ledger effects", l.Entry.MessageID, created[l.Entry.MessageID])
+	for _, l := range h.ledger() {
+		if l.Reason == ports.LedgerOrderCreated {
+			created[l.MessageID]++
+			if created[l.MessageID] > 1 {
+				h.t.Errorf("I3: message %s has %d ledger effects", l.MessageID, created[l.MessageID])
 			}
 		}
 	}
-	for _, o := range st.Orders {
-		events := st.Events[o.OrderID]
+	events := h.eventTypes()
+	for _, o := range orders {
 		paid := false
-		for _, e := range events {
-			if e.Type == order.EventPaid {
+		for _, e := range events[o.OrderID] {
+			if e == order.EventPaid {
 				paid = true
 			}
-			if e.Type == order.EventCanceled && paid {
+			if e == order.EventCanceled && paid {
 				h.t.Errorf("I5: order %s canceled after payment", o.OrderID)
 			}
 		}
@@ -207,14 +249,140 @@ func (h *harness) invariants(activityID int64) {
 		h.t.Errorf("I6: available %d + pending %d + live orders %d = %d, want %d",
 			slot.Stock, pending, live, got, initial)
 	}
-	if final := st.Stock[memory.SKU{ActivityID: activityID, SKUID: 1}]; final+int64(live) != initial {
+	final := h.count(`SELECT coalesce(sum(available), 0) FROM sku_stock WHERE activity_id = $1 AND sku_id = 1`, activityID)
+	if final+int64(live) != initial {
 		h.t.Errorf("PostgreSQL books: final stock %d + live orders %d != %d", final, live, initial)
 	}
 }
 
+// ctx returns a context that bounds one query, so that a hang fails the
+// test instead of the whole run.
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+// count runs a query returning one number on the clone.
+func (h *harness) count(sql string, args ...any) int64 {
+	h.t.Helper()
+	var n int64
+	if err := h.db.QueryRow(h.ctx(), sql, args...).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// strings runs a query returning one text column on the clone.
+func (h *harness) strings(sql string, args ...any) []string {
+	h.t.Helper()
+	rows, err := h.db.Query(h.ctx(), sql, args...)
+	if err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
+
+// orderCount is the number of orders stored.
+func (h *harness) orderCount() int {
+	h.t.Helper()
+	return int(h.count(`SELECT count(*) FROM orders`))
+}
+
+// allOrders returns every order's projection row, by order id.
+func (h *harness) allOrders() []order.Snapshot {
+	h.t.Helper()
+	rows, err := h.db.Query(h.ctx(), `
+		SELECT order_id, reservation_id, activity_id, sku_id, user_id, quantity, status,
+		       coalesce(cancel_reason, ''), coalesce(payment_id, ''), aggregate_version,
+		       created_at, updated_at, expires_at, paid_at, canceled_at
+		FROM orders ORDER BY order_id`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (order.Snapshot, error) {
+		var (
+			o              order.Snapshot
+			paid, canceled pgtype.Timestamptz
+		)
+		err := r.Scan(&o.OrderID, &o.ReservationID, &o.ActivityID, &o.SKUID, &o.UserID, &o.Quantity, &o.Status,
+			&o.CancelReason, &o.PaymentID, &o.Version, &o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt, &paid, &canceled)
+		o.CreatedAt, o.UpdatedAt, o.ExpiresAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC(), o.ExpiresAt.UTC()
+		if paid.Valid {
+			o.PaidAt = paid.Time.UTC()
+		}
+		if canceled.Valid {
+			o.CanceledAt = canceled.Time.UTC()
+		}
+		return o, err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// ledger returns the inventory ledger, oldest entry first.
+func (h *harness) ledger() []ports.LedgerEntry {
+	h.t.Helper()
+	rows, err := h.db.Query(h.ctx(), `
+		SELECT activity_id, sku_id, delta, reason, order_id, reservation_id, coalesce(message_id, '')
+		FROM inventory_ledger ORDER BY id`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ports.LedgerEntry, error) {
+		var l ports.LedgerEntry
+		err := r.Scan(&l.ActivityID, &l.SKUID, &l.Delta, &l.Reason, &l.OrderID, &l.ReservationID, &l.MessageID)
+		return l, err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// eventTypes returns every order's event types, oldest first, by order id.
+func (h *harness) eventTypes() map[string][]order.EventType {
+	h.t.Helper()
+	rows, err := h.db.Query(h.ctx(), `
+		SELECT aggregate_id, event_type FROM order_events ORDER BY aggregate_id, aggregate_version`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string][]order.EventType{}
+	var id, typ string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &typ}, func() error {
+		out[id] = append(out[id], order.EventType(typ))
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// activityRows returns the stored activities as the store's
+// ListActivities reads them.
+func (h *harness) activityRows() []ports.Activity {
+	h.t.Helper()
+	var acts []ports.Activity
+	if err := h.pg.InTx(h.ctx(), func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		acts, err = tx.ListActivities(ctx)
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	return acts
+}
+
 func (h *harness) orderOf(orderID string) order.Snapshot {
 	h.t.Helper()
-	for _, o := range h.store.Snapshot().Orders {
+	for _, o := range h.allOrders() {
 		if o.OrderID == orderID {
 			return o
 		}

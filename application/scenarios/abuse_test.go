@@ -1,4 +1,4 @@
-package application_test
+package scenarios_test
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ var errDatabaseDown = errors.New("database down")
 // RATE_LIMITED, so a user beyond its budget costs the database nothing.
 func TestRateLimitRunsBeforeAnyDatabaseWork(t *testing.T) {
 	h := newHarness(t)
-	h.store.FailOn("GetActivity", errDatabaseDown)
+	h.store.FailGetActivity(errDatabaseDown)
 	for i := range 100 {
 		if _, err := h.placeOrder(5, 777, fmt.Sprintf("r-%d", i)); !errors.Is(err, errDatabaseDown) {
 			t.Fatalf("request %d within the budget: %v, want the lookup's error", i, err)
@@ -37,13 +37,13 @@ func TestUnknownActivitiesAreCachedNegatively(t *testing.T) {
 	if _, err := h.placeOrder(6, 778, "first"); !errors.Is(err, ports.ErrActivityClosed) {
 		t.Fatalf("unknown activity: %v, want ErrActivityClosed", err)
 	}
-	h.store.FailOn("GetActivity", errDatabaseDown)
+	h.store.FailGetActivity(errDatabaseDown)
 	for user := int64(7); user < 10; user++ {
 		if _, err := h.placeOrder(user, 778, "again"); !errors.Is(err, ports.ErrActivityClosed) {
 			t.Fatalf("unknown activity, cached: %v, want ErrActivityClosed without a lookup", err)
 		}
 	}
-	h.store.FailOn("GetActivity", nil)
+	h.store.FailGetActivity(nil)
 	h.activity(778, 5, time.Minute, time.Minute)
 	if _, err := h.placeOrder(10, 778, "now-open"); err != nil {
 		t.Fatalf("an activity created after a cached miss: %v", err)
