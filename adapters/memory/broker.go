@@ -269,3 +269,11 @@ func cloneDelivery(d ports.Delivery) ports.Delivery {
 	d.Properties = maps.Clone(d.Properties)
 	return d
 }
+
+// cloneMessage copies the slices and map of m.
+func cloneMessage(m ports.OutboundMessage) ports.OutboundMessage {
+	m.Keys = slices.Clone(m.Keys)
+	m.Body = slices.Clone(m.Body)
+	m.Properties = maps.Clone(m.Properties)
+	return m
+}

@@ -8,13 +8,6 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-func TestStoreContract(t *testing.T) {
-	contracttest.UnitOfWork(t, func(t *testing.T) (ports.UnitOfWork, ports.OrderQueries) {
-		s := memory.NewStore(memory.NewClock(start))
-		return s, s
-	})
-}
-
 func TestRedisContract(t *testing.T) {
 	contracttest.Reservations(t, func(t *testing.T, cfg contracttest.ReservationsConfig) contracttest.ReservationsSetup {
 		r := memory.NewRedis(memory.RedisConfig{

@@ -1,13 +1,15 @@
-// Package memory holds in-memory implementations of the driven ports, for
-// fast application tests. They are faithful to the documented port
+// Package memory holds the deterministic test doubles of the driven ports
+// that keep application tests fast: Redis, the broker, the clock, the ids,
+// the failpoints and the metrics. They are faithful to the documented port
 // contracts (idempotency, guards, sentinel errors) and safe for concurrent
 // use, but they are never a substitute for the adapter tests of the real
-// PostgreSQL, Redis and RocketMQ adapters: the shared suites of package
+// Redis and RocketMQ adapters: the shared suites of package
 // adapters/contracttest run against both.
 //
-//   - Store implements ports.UnitOfWork (its Tx implements every store of
-//     ports.Tx) and ports.OrderQueries, with the uniqueness rules of the
-//     SQL schema.
+// There is no in-memory PostgreSQL: application tests that need storage
+// (application/scenarios) run on the real adapter, on a clone of the
+// migrated schema (adapters/testkit/pgtest), with these doubles around it.
+//
 //   - Redis implements ports.Admission, ports.Reservations and
 //     ports.Backlog; Redis.OrderViews returns the ports.OrderViews
 //     implementation.

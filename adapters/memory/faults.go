@@ -6,8 +6,7 @@ import (
 	"sync"
 )
 
-// Fault is an error injected into a method of Store or Redis (a test
-// facility). Injected errors are returned wrapped with the method's name,
+// Fault is an error injected into a method of Redis (a test facility). Injected errors are returned wrapped with the method's name,
 // so tests inject for example fmt.Errorf("%w: boom", ports.ErrTransient)
 // and the code under test matches it with errors.Is.
 type Fault struct {
