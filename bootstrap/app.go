@@ -14,7 +14,6 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/failpoint"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 )
@@ -32,8 +31,9 @@ type App struct {
 	Server *api.Server
 	Ops    OpsServer
 	// Health probes the dependencies for gRPC health and /readyz.
-	Health     *Health
-	Publisher  *rocketmq.Publisher
+	Health *Health
+	// Broker is the messaging adapter SECKILL_BROKER chose.
+	Broker     Broker
 	Admin      *application.Admin
 	Orders     *application.OrderService
 	Reconciler *application.Reconciler
@@ -56,7 +56,7 @@ type App struct {
 // returns the first failure. ready, if non-nil, gets the API server's
 // address once both servers listen (OpsAddr has the other).
 func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
-	if err := a.Publisher.Start(ctx); err != nil {
+	if err := a.Broker.Start(ctx); err != nil {
 		return fmt.Errorf("start publisher: %w", err)
 	}
 	if a.Gate != nil {

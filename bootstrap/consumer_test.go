@@ -42,7 +42,7 @@ func (s *system) publishRaw(topic ports.Topic, messageID string, body []byte) {
 	if topic == ports.TopicOrderTimeout {
 		msg.DeliverAt = time.Now() // a DELAY topic takes only delayed messages; a past time is due at once
 	}
-	if _, err := s.app.Publisher.Publish(context.Background(), msg); err != nil {
+	if _, err := s.app.Broker.Publish(context.Background(), msg); err != nil {
 		s.t.Fatalf("publish %s: %v", messageID, err)
 	}
 }

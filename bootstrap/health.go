@@ -13,7 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill-dev/seckill/adapters/postgres"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/ports"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
 
@@ -32,10 +32,10 @@ import (
 // Every role is NOT_SERVING from the moment a drain starts. Liveness is
 // separate: the process answers /livez as long as it runs.
 type Health struct {
-	pg        *postgres.Store
-	redis     *goredis.Client
-	publisher *rocketmq.Publisher
-	interval  time.Duration
+	pg       *postgres.Store
+	redis    *goredis.Client
+	broker   ports.BrokerHealth
+	interval time.Duration
 
 	mu       sync.RWMutex
 	status   HealthStatus
@@ -53,8 +53,8 @@ type HealthStatus struct {
 	At       time.Time `json:"at"`
 }
 
-func provideHealth(pg *postgres.Store, redis *goredis.Client, publisher *rocketmq.Publisher) *Health {
-	return &Health{pg: pg, redis: redis, publisher: publisher, interval: time.Second}
+func provideHealth(pg *postgres.Store, redis *goredis.Client, broker Broker) *Health {
+	return &Health{pg: pg, redis: redis, broker: broker, interval: time.Second}
 }
 
 // Run probes every dependency once a second until ctx ends.
@@ -81,7 +81,7 @@ func (h *Health) probe(ctx context.Context) {
 	go func() { defer wg.Done(); st.Postgres = h.pg.Ping(pctx) == nil }()
 	go func() { defer wg.Done(); st.Redis = h.redis.Ping(pctx).Err() == nil }()
 	wg.Wait()
-	st.Broker, _ = h.publisher.BrokerAvailable()
+	st.Broker, _ = h.broker.BrokerAvailable()
 	st.At = time.Now()
 	h.mu.Lock()
 	h.status = st

@@ -209,7 +209,7 @@ func TestProjectionOutOfOrderVersions(t *testing.T) {
 		}
 		msg := ports.OutboundMessage{Topic: ports.TopicOrderStateFIFO, MessageID: m.MessageID, Tag: message.TagOrderStateChanged,
 			Keys: []string{id}, MessageGroup: id, Body: body}
-		if _, err := s.app.Publisher.Publish(context.Background(), msg); err != nil {
+		if _, err := s.app.Broker.Publish(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
 	}

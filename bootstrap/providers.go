@@ -20,7 +20,6 @@ import (
 	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/system"
 	"github.com/seckill-dev/seckill/adapters/tracing"
 	"github.com/seckill-dev/seckill/application"
@@ -44,9 +43,8 @@ var InfraSet = wire.NewSet(
 	wire.Bind(new(ports.Reservations), new(*redis.Store)),
 	wire.Bind(new(ports.Backlog), new(*redis.Store)),
 	provideOrderViews,
-	provideBrokerConfig,
-	providePublisher,
-	wire.Bind(new(ports.Publisher), new(*rocketmq.Publisher)),
+	provideBroker,
+	publisherOf,
 	provideMetrics,
 	wire.Bind(new(ports.Metrics), new(*metrics.Metrics)),
 	provideFailpointRegistry,
@@ -138,19 +136,8 @@ func provideRedis(c *goredis.Client, guard *redis.Guard, cfg config.Config, reg 
 
 func provideOrderViews(s *redis.Store) ports.OrderViews { return s.OrderViews() }
 
-func provideBrokerConfig(cfg config.Config, tr Tracer) rocketmq.Config {
-	return rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix, Tracer: tr.TracerProvider,
-		SendTimeout: cfg.RocketMQ.SendTimeout, SendBatch: cfg.RocketMQ.SendBatch, AckOneByOne: !cfg.RocketMQ.AckBatch, AccessKey: cfg.RocketMQ.AccessKey,
-		AccessSecret: string(cfg.RocketMQ.SecretKey), ClientLogDir: cfg.RocketMQ.ClientLogDir}
-}
-
-func providePublisher(bc rocketmq.Config, reg prometheus.Registerer, log *slog.Logger) (*rocketmq.Publisher, func(), error) {
-	p, err := rocketmq.NewPublisher(bc, log.With("adapter", "rocketmq"), reg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("new publisher: %w", err)
-	}
-	return p, func() { _ = p.Close() }, nil
-}
+// publisherOf gives the use cases the broker as a ports.Publisher.
+func publisherOf(b Broker) ports.Publisher { return b }
 
 func provideClock() ports.Clock { return system.Clock{} }
 
@@ -213,16 +200,14 @@ func provideReconciler(uow ports.UnitOfWork, r ports.Reservations, acts *applica
 }
 
 func provideDeadLetters(uow ports.UnitOfWork, p ports.Publisher, r ports.Reservations, ids ports.IDGenerator,
-	m ports.Metrics, bc rocketmq.Config, log *slog.Logger) *application.DeadLetters {
+	m ports.Metrics, b Broker, log *slog.Logger) *application.DeadLetters {
 	topics := map[string]ports.Topic{}
-	for _, g := range rocketmq.Groups() {
-		if t, ok := g.Topic(); ok {
-			topics[bc.Group(g)] = t
-		}
+	for _, s := range ports.Subscriptions() {
+		topics[b.Group(s.Group)] = s.Topic
 	}
 	return application.NewDeadLetters(uow, p, r, ids, m, log, application.DeadLetterConfig{
-		ReplayCap: 3, Topics: topics, CreateGroup: bc.Group(rocketmq.GroupOrderCreate),
-		CompensateGroup: bc.Group(rocketmq.GroupInventoryCompensate)})
+		ReplayCap: 3, Topics: topics, CreateGroup: b.Group(ports.GroupOrderCreate),
+		CompensateGroup: b.Group(ports.GroupInventoryCompensate)})
 }
 
 func provideAdmin(uow ports.UnitOfWork, r ports.Reservations, acts *application.Activities, rec *application.Reconciler,
@@ -231,8 +216,8 @@ func provideAdmin(uow ports.UnitOfWork, r ports.Reservations, acts *application.
 }
 
 func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reservations, uow ports.UnitOfWork,
-	bc rocketmq.Config, log *slog.Logger) *application.ProjectOrderStates {
-	return application.NewProjectOrderStates(v, q, r, uow, log, bc.Group(rocketmq.GroupOrderProjection))
+	b Broker, log *slog.Logger) *application.ProjectOrderStates {
+	return application.NewProjectOrderStates(v, q, r, uow, log, b.Group(ports.GroupOrderProjection))
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,

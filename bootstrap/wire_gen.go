@@ -39,13 +39,13 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		cleanup()
 		return nil, nil, err
 	}
-	rocketmqConfig := provideBrokerConfig(cfg, tracer)
-	publisher, cleanup3, err := providePublisher(rocketmqConfig, registry, log)
+	broker, cleanup3, err := provideBroker(cfg, tracer, registry, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	publisher := publisherOf(broker)
 	postgresStore, cleanup4, err := providePostgres(ctx, cfg, registry, tracer, log)
 	if err != nil {
 		cleanup3()
@@ -82,9 +82,9 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	orderLifecycle := provideLifecycle(postgresStore, compensationPolicy, log)
 	orderService := application.NewOrderService(placeOrder, queries, orderLifecycle)
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
-	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, rocketmqConfig, log)
+	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, broker, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
-	health := provideHealth(postgresStore, client, publisher)
+	health := provideHealth(postgresStore, client, broker)
 	server, err := provideServer(cfg, orderService, admin, health, registry, tracer, log)
 	if err != nil {
 		cleanup4()
@@ -102,9 +102,9 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		return nil, nil, err
 	}
 	opsServer := provideOpsServer(cfg, registry, health, statusPage, log)
-	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, rocketmqConfig, log)
+	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, broker, log)
 	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
-	v, err := provideWorkers(cfg, rocketmqConfig, postgresStore, store, publisher, clock, metrics, failpoints, registry, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard)
+	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -117,7 +117,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		Server:     server,
 		Ops:        opsServer,
 		Health:     health,
-		Publisher:  publisher,
+		Broker:     broker,
 		Admin:      admin,
 		Orders:     orderService,
 		Reconciler: reconciler,

@@ -52,6 +52,10 @@ type Config struct {
 	// (SECKILL_INSTANCE_ID, default host-pid).
 	InstanceID string
 
+	// Broker names the broker adapter (SECKILL_BROKER): BrokerRocketMQ
+	// (default) or BrokerRabbitMQ.
+	Broker string
+
 	Postgres Postgres
 	Redis    Redis
 	RocketMQ RocketMQ
@@ -129,6 +133,12 @@ type Redis struct {
 	RateBurst     int
 	RatePerSecond float64
 }
+
+// The broker adapters SECKILL_BROKER chooses from.
+const (
+	BrokerRocketMQ = "rocketmq"
+	BrokerRabbitMQ = "rabbitmq"
+)
 
 // RocketMQ configures the broker clients.
 type RocketMQ struct {
@@ -243,6 +253,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"log level: debug, info, warn or error"),
 		InstanceID: r.str("SECKILL_INSTANCE_ID", "",
 			"name of this process in leases and logs (empty: <host>-<pid>)"),
+		Broker: r.str("SECKILL_BROKER", BrokerRocketMQ,
+			"the broker adapter: rocketmq or rabbitmq"),
 		Postgres: Postgres{
 			DSN: r.dsn("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable",
 				"PostgreSQL URL (postgres://...); its password is masked here and in logs"),
@@ -380,7 +392,8 @@ func (c Config) validate() []error {
 	check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
-	check(c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
+	check(c.Broker == BrokerRocketMQ || c.Broker == BrokerRabbitMQ, "SECKILL_BROKER must be rocketmq or rabbitmq")
+	check(c.Broker != BrokerRocketMQ || c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
 	check(c.RocketMQ.SendBatch >= 0 && c.RocketMQ.SendBatch <= 1024, "SECKILL_SEND_BATCH must be 0..1024")
 	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
 	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")

@@ -182,7 +182,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		elapsed: rr.Elapsed, lat: latencies{rr.P50, rr.P99}}
 	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, *ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
 
-	sl, err := benchkit.SendLoop(ctx, app.Publisher, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
+	sl, err := benchkit.SendLoop(ctx, app.Broker, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
 		id := fmt.Sprintf("evt_bench_%d_%d", time.Now().UnixNano(), i)
 		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
 			Keys: []string{id}, Body: []byte(`{"bench":true}`)}
