@@ -22,12 +22,12 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// Consumer groups as the application sees them.
+// Consumer groups as the application sees them (no environment prefix).
 const (
-	groupCreate     = "CG_SECKILL_ORDER_CREATE_PG_V1"
-	groupTimeout    = "CG_SECKILL_ORDER_TIMEOUT_V1"
-	groupCompensate = "CG_SECKILL_INVENTORY_COMPENSATE_V1"
-	groupProjection = "CG_SECKILL_ORDER_QUERY_PROJECTION_V1"
+	groupCreate     = string(ports.GroupOrderCreate)
+	groupTimeout    = string(ports.GroupOrderTimeout)
+	groupCompensate = string(ports.GroupInventoryCompensate)
+	groupProjection = string(ports.GroupOrderProjection)
 )
 
 var start = time.Date(2026, 6, 25, 17, 0, 0, 0, time.UTC)
