@@ -54,12 +54,14 @@ type App struct {
 // marker flushes what those requests queued; consumers finish in-flight
 // work and leave the rest un-ACKed), then the operations server, and
 // returns the first failure. ready, if non-nil, gets the API server's
-// address once both servers listen (OpsAddr has the other).
+// address once both servers listen (OpsAddr has the other). An instance of
+// the workers role (config.Config.Role) serves no API: ready gets nil once
+// the operations server listens, and Run blocks until ctx ends.
 func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 	if err := a.Broker.Start(ctx); err != nil {
 		return fmt.Errorf("start publisher: %w", err)
 	}
-	if a.Gate != nil {
+	if a.Gate != nil && a.Config.RunsAPI() {
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := a.Gate.Measure(mctx); err != nil {
 			a.Log.Warn("first backlog measurement failed; admission stays closed until the gate measures", "error", err)
@@ -120,7 +122,15 @@ func (a *App) Run(ctx context.Context, ready func(net.Addr)) error {
 			a.Log.Info("worker stopped", "worker", w.Name)
 		}()
 	}
-	fail("server", a.Server.Run(srvCtx, 10*time.Second, ready))
+	if a.Config.RunsAPI() {
+		fail("server", a.Server.Run(srvCtx, 10*time.Second, ready))
+	} else {
+		// The workers role serves no API: ready gets a nil address.
+		if ready != nil {
+			ready(nil)
+		}
+		<-srvCtx.Done()
+	}
 	// (the operations server stops last, in the deferred call above)
 	stopWorkers()
 	wg.Wait()

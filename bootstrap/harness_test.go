@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,16 +58,26 @@ type options struct {
 	// withoutWorkers names workers not to run (for example
 	// "consumer CG_SECKILL_ORDER_TIMEOUT_V1").
 	withoutWorkers []string
+	// peer, when set, makes the system a second instance of peer's
+	// service: the same database, Redis namespace and broker namespace,
+	// its own listeners and instance id.
+	peer *system
 }
 
 // startSystem starts the whole service (API, consumers, relay, scanner)
 // in-process against the real PostgreSQL, Redis and RocketMQ.
 func startSystem(t *testing.T, opt options) *system {
 	t.Helper()
-	s := &system{t: t, mq: mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))}
-	dsn := pgtest.NewDatabase(t)
-	s.db = pgtest.Pool(t, dsn)
-	s.redis, s.ns = redistest.New(t)
+	s := &system{t: t}
+	var dsn string
+	if p := opt.peer; p != nil {
+		s.mq, dsn, s.db, s.redis, s.ns = p.mq, string(p.cfg.Postgres.DSN), p.db, p.redis, p.ns
+	} else {
+		s.mq = mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))
+		dsn = pgtest.NewDatabase(t)
+		s.db = pgtest.Pool(t, dsn)
+		s.redis, s.ns = redistest.New(t)
+	}
 	env := map[string]string{
 		"SECKILL_HTTP_ADDR":           "127.0.0.1:0",
 		"SECKILL_OPS_ADDR":            "127.0.0.1:0",
@@ -89,7 +100,7 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_RELAY_INTERVAL":      "20ms",
 		"SECKILL_INVISIBLE_DURATION":  "3s",
 		"SECKILL_RECONCILE_INTERVAL":  "0s",
-		"SECKILL_INSTANCE_ID":         "e2e-" + s.mq.Prefix,
+		"SECKILL_INSTANCE_ID":         "e2e-" + s.mq.Prefix + "-" + strconv.FormatInt(instanceSeq.Add(1), 10),
 		"SECKILL_LOG_LEVEL":           "warn",
 		"SECKILL_BACKLOG_CLOSE_RATIO": "1",
 	}
@@ -136,6 +147,9 @@ func startSystem(t *testing.T, opt options) *system {
 	})
 	select {
 	case a := <-addrc:
+		if a == nil { // the workers role serves no API
+			return s
+		}
 		s.base = "http://" + a.String()
 	case err := <-s.done:
 		t.Fatalf("service did not start: %v", err)
@@ -151,6 +165,9 @@ func startSystem(t *testing.T, opt options) *system {
 	s.admin = seckillv1connect.NewAdminServiceClient(s.http, s.base, connect.WithGRPC())
 	return s
 }
+
+// instanceSeq numbers the instances the tests start, for unique instance ids.
+var instanceSeq atomic.Int64
 
 func without(ws []bootstrap.Worker, name string) []bootstrap.Worker {
 	var out []bootstrap.Worker

@@ -12,10 +12,12 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// provideWorkers assembles every background loop of the service: the
-// backlog gate, the sent marker, the dead-letter gauge, the resend scanner,
-// the outbox relay, the reconciler, the stock-books recovery and one consumer runner per group (plus
-// the dead-letter reader), each consumer bounded as configured.
+// provideWorkers assembles the background loops of the instance's role:
+// for the API role the backlog gate and the sent marker; for the workers
+// role the stock-books recovery, the dead-letter gauge, the resend
+// scanner, the outbox relay, the reconciler and one consumer loop per
+// business group (plus the dead-letter reader), each consumer bounded as
+// configured; for RoleAll both.
 func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r ports.Reservations,
 	clock ports.Clock, m ports.Metrics, fp ports.Failpoints,
 	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
@@ -24,18 +26,25 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 	guard *redis.Guard) ([]Worker, error) {
 	pub := ports.Publisher(broker)
 	w := cfg.Workers
-	workers := []Worker{
-		{Name: "backlog-gate", Run: gate.Run},
-		{Name: "sent-marker", Run: marker.Run},
-		{Name: "stock-recovery", Run: func(ctx context.Context) error { return recovery.Run(ctx, guard.Wake()) }},
-		{Name: "dlq-gauge", Run: func(ctx context.Context) error { return dl.RunGauge(ctx, 5*time.Second) }},
-		{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
+	var workers []Worker
+	if cfg.RunsAPI() {
+		// Admission needs a measured gate; the sent marker flushes what
+		// this instance's PlaceOrder calls confirmed.
+		workers = append(workers, Worker{Name: "backlog-gate", Run: gate.Run}, Worker{Name: "sent-marker", Run: marker.Run})
+	}
+	if !cfg.RunsWorkers() {
+		return workers, nil
+	}
+	workers = append(workers,
+		Worker{Name: "stock-recovery", Run: func(ctx context.Context) error { return recovery.Run(ctx, guard.Wake()) }},
+		Worker{Name: "dlq-gauge", Run: func(ctx context.Context) error { return dl.RunGauge(ctx, 5*time.Second) }},
+		Worker{Name: "scanner", Run: application.NewResendPending(r, pub, clock, m, log, cfg.InstanceID, application.ResendConfig{
 			Interval: w.ScannerInterval, IdleMax: time.Second, Batch: w.ScannerBatch, Workers: w.ScannerWorkers, Lease: w.ScannerLease,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second}).Run},
-		{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
+		Worker{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
 			Interval: w.RelayInterval, IdleMax: 250 * time.Millisecond, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}).Run},
-	}
+	)
 	if w.ReconcileInterval > 0 {
 		workers = append(workers, Worker{Name: "reconciler", Run: func(ctx context.Context) error {
 			return rec.Run(ctx, ports.ActorReconciler, w.ReconcileInterval)

@@ -55,6 +55,10 @@ type Config struct {
 	// Broker names the broker adapter (SECKILL_BROKER): BrokerRocketMQ
 	// (default) or BrokerRabbitMQ.
 	Broker string
+	// Role says what this instance runs (SECKILL_ROLE, `seckill serve
+	// --role`): RoleAPI the API and what admission needs, RoleWorkers the
+	// consumers and background loops, RoleAll (default) both.
+	Role string
 
 	Postgres Postgres
 	Redis    Redis
@@ -133,6 +137,20 @@ type Redis struct {
 	RateBurst     int
 	RatePerSecond float64
 }
+
+// The roles of an instance (SECKILL_ROLE).
+const (
+	RoleAll     = "all"
+	RoleAPI     = "api"
+	RoleWorkers = "workers"
+)
+
+// RunsAPI reports whether the instance serves the API.
+func (c Config) RunsAPI() bool { return c.Role != RoleWorkers }
+
+// RunsWorkers reports whether the instance runs the consumers and the
+// background loops.
+func (c Config) RunsWorkers() bool { return c.Role != RoleAPI }
 
 // The broker adapters SECKILL_BROKER chooses from.
 const (
@@ -255,6 +273,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"name of this process in leases and logs (empty: <host>-<pid>)"),
 		Broker: r.str("SECKILL_BROKER", BrokerRocketMQ,
 			"the broker adapter: rocketmq or rabbitmq"),
+		Role: r.str("SECKILL_ROLE", RoleAll,
+			"what this instance runs: api (the API, the backlog gate and the sent marker), workers (consumers, relay, scanner, reconciler, dead letters) or all"),
 		Postgres: Postgres{
 			DSN: r.dsn("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable",
 				"PostgreSQL URL (postgres://...); its password is masked here and in logs"),
@@ -393,6 +413,7 @@ func (c Config) validate() []error {
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
 	check(c.Broker == BrokerRocketMQ || c.Broker == BrokerRabbitMQ, "SECKILL_BROKER must be rocketmq or rabbitmq")
+	check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
 	check(c.Broker != BrokerRocketMQ || c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
 	check(c.RocketMQ.SendBatch >= 0 && c.RocketMQ.SendBatch <= 1024, "SECKILL_SEND_BATCH must be 0..1024")
 	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")

@@ -18,8 +18,17 @@ import (
 )
 
 // loadConfig reads the environment and fills in the instance id.
-func loadConfig() (config.Config, *slog.Logger, error) {
-	cfg, err := config.Load(os.LookupEnv)
+func loadConfig() (config.Config, *slog.Logger, error) { return loadConfigWith(nil) }
+
+// loadConfigWith reads the environment with the values of override taking
+// precedence (command-line flags), and fills in the instance id.
+func loadConfigWith(override map[string]string) (config.Config, *slog.Logger, error) {
+	cfg, err := config.Load(func(k string) (string, bool) {
+		if v, ok := override[k]; ok {
+			return v, true
+		}
+		return os.LookupEnv(k)
+	})
 	if err != nil {
 		return config.Config{}, nil, err
 	}
@@ -33,12 +42,16 @@ func loadConfig() (config.Config, *slog.Logger, error) {
 // serveCmd serves the API with every worker until interrupted.
 func (c *cli) serveCmd() *cobra.Command {
 	var seed, printConfig bool
+	var role string
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve the Connect API and run every worker",
 		Long: `Serve the Connect API (Connect, gRPC and gRPC-Web, with gRPC health) on SECKILL_HTTP_ADDR and
 the operations endpoints (/metrics, /healthz, gRPC reflection) on SECKILL_OPS_ADDR, and run
-every worker and consumer, until SIGINT or SIGTERM. The database must be migrated first
+every worker and consumer, until SIGINT or SIGTERM. --role api serves the API with the backlog
+gate and the sent marker only; --role workers runs the consumers, relay, scanner, reconciler and
+dead-letter reader without the API; several instances of each role may run together (give each
+its own SECKILL_HTTP_ADDR, SECKILL_OPS_ADDR and SECKILL_INSTANCE_ID). The database must be migrated first
 (seckill migrate up). --print-config lists the configuration, as ` + "`seckill config`" + ` does,
 and exits without serving.`,
 		Args: noArgs,
@@ -46,16 +59,21 @@ and exits without serving.`,
 			if printConfig {
 				return writeConfig(c.stdout, os.LookupEnv)
 			}
-			return c.serve(cmd.Context(), seed)
+			override := map[string]string{}
+			if role != "" {
+				override["SECKILL_ROLE"] = role
+			}
+			return c.serve(cmd.Context(), seed, override)
 		},
 	}
+	cmd.Flags().StringVar(&role, "role", "", "what this instance runs: api, workers or all (default SECKILL_ROLE, else all)")
 	cmd.Flags().BoolVar(&seed, "seed-demo", false, "create the demo activity (1/1, 1000 units) if it does not exist")
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "list the SECKILL_* configuration (secrets masked) and exit")
 	return cmd
 }
 
-func (c *cli) serve(ctx context.Context, seed bool) error {
-	cfg, log, err := loadConfig()
+func (c *cli) serve(ctx context.Context, seed bool, override map[string]string) error {
+	cfg, log, err := loadConfigWith(override)
 	if err != nil {
 		return err
 	}
@@ -69,6 +87,10 @@ func (c *cli) serve(ctx context.Context, seed bool) error {
 	}
 	defer cleanup()
 	return app.Run(ctx, func(addr net.Addr) {
+		if addr == nil {
+			fmt.Fprintf(c.stdout, "seckill workers are running; operations on http://%s (/metrics, /healthz)\n", app.OpsAddr())
+			return
+		}
 		if seed {
 			if err := seedDemo(ctx, app); err != nil {
 				log.Error("seed demo activity", "error", err)
