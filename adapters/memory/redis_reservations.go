@@ -49,8 +49,8 @@ func (r *Redis) SeedActivity(ctx context.Context, a ports.Activity) error {
 // snap must be a new PENDING reservation with all ids and times set;
 // otherwise the error matches reservation.ErrInvalid.
 func (r *Redis) Reserve(ctx context.Context, snap reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error) {
-	if err := validateNewReservation(snap); err != nil {
-		return reservation.Snapshot{}, err
+	if err := snap.ValidateNew(); err != nil {
+		return reservation.Snapshot{}, fmt.Errorf("memory redis Reserve: %w", err)
 	}
 	after, err := r.enter(ctx, "Reserve")
 	if err != nil {
@@ -90,19 +90,6 @@ func (r *Redis) Reserve(ctx context.Context, snap reservation.Snapshot, firstAtt
 	return snap, nil
 }
 
-func validateNewReservation(r reservation.Snapshot) error {
-	switch {
-	case r.ReservationID == "" || r.OrderID == "" || r.MessageID == "" || r.RequestID == "":
-		return fmt.Errorf("memory redis Reserve: %w: reservation, order, message and request ids are required", reservation.ErrInvalid)
-	case r.ActivityID <= 0 || r.SKUID <= 0 || r.UserID <= 0:
-		return fmt.Errorf("memory redis Reserve: %w: activity, sku and user ids must be > 0", reservation.ErrInvalid)
-	case r.Status != reservation.StatusPending:
-		return fmt.Errorf("memory redis Reserve: %w: a new reservation is PENDING, not %s", reservation.ErrInvalid, r.Status)
-	case r.CreatedAt.IsZero() || r.ValidUntil.IsZero():
-		return fmt.Errorf("memory redis Reserve: %w: created_at and valid_until are required", reservation.ErrInvalid)
-	}
-	return nil
-}
 
 // entry returns the stored reservation of ref or ports.ErrNotFound. The
 // caller holds r.mu.

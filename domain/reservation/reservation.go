@@ -140,6 +140,24 @@ func New(n NewReservation, now time.Time) (*Reservation, error) {
 	}}, nil
 }
 
+// ValidateNew reports, wrapping ErrInvalid, why s cannot be stored as a new
+// reservation: every id is required, activity, SKU and user ids are
+// positive, the status is PENDING and both times are set. Stores call it
+// before they keep a reservation built elsewhere (New's result passes).
+func (s Snapshot) ValidateNew() error {
+	switch {
+	case s.ReservationID == "" || s.OrderID == "" || s.MessageID == "" || s.RequestID == "":
+		return fmt.Errorf("%w: reservation, order, message and request ids are required", ErrInvalid)
+	case s.ActivityID <= 0 || s.SKUID <= 0 || s.UserID <= 0:
+		return fmt.Errorf("%w: activity, sku and user ids must be > 0", ErrInvalid)
+	case s.Status != StatusPending:
+		return fmt.Errorf("%w: a new reservation is PENDING, not %s", ErrInvalid, s.Status)
+	case s.CreatedAt.IsZero() || s.ValidUntil.IsZero():
+		return fmt.Errorf("%w: created_at and valid_until are required", ErrInvalid)
+	}
+	return nil
+}
+
 // Restore rebuilds a reservation from its stored state (a snapshot read
 // back from the store), so that a command can be applied to it.
 func Restore(s Snapshot) *Reservation { return &Reservation{s: s} }

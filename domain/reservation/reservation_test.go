@@ -144,3 +144,29 @@ func TestExpiredBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateNew: New's result is a valid new reservation; each missing
+// or wrong field is refused with ErrInvalid.
+func TestValidateNew(t *testing.T) {
+	r, err := reservation.New(valid(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot().ValidateNew(); err != nil {
+		t.Fatalf("New's snapshot: %v", err)
+	}
+	bad := []func(*reservation.Snapshot){
+		func(s *reservation.Snapshot) { s.OrderID = "" },
+		func(s *reservation.Snapshot) { s.RequestID = "" },
+		func(s *reservation.Snapshot) { s.SKUID = 0 },
+		func(s *reservation.Snapshot) { s.Status = reservation.StatusSent },
+		func(s *reservation.Snapshot) { s.ValidUntil = time.Time{} },
+	}
+	for i, mutate := range bad {
+		s := r.Snapshot()
+		mutate(&s)
+		if err := s.ValidateNew(); !errors.Is(err, reservation.ErrInvalid) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+}
