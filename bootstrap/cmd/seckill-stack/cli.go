@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/deploy/devstack"
+)
+
+// cli is what the commands share: where they write and the environment
+// they read.
+type cli struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// exec replaces the process (mqadmin); tests stub it.
+	exec func(argv0 string, argv, env []string) error
+}
+
+// newCLI returns the command line of a process with these streams and
+// environment.
+func newCLI(stdout, stderr io.Writer, getenv func(string) string) *cli {
+	return &cli{stdout: stdout, stderr: stderr, getenv: getenv, exec: syscall.Exec}
+}
+
+// repoDir is the checkout the stack builds the service binary from and
+// reads its templates in: $SECKILL_STACK_REPO (set by stack.sh), else the
+// nearest directory above the working directory whose go.mod is this
+// module's; "" when neither.
+func (c *cli) repoDir() string {
+	if d := c.getenv("SECKILL_STACK_REPO"); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/seckill-dev/seckill\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// stack builds the default stack from the environment; quiet drops
+// progress lines.
+func (c *cli) stack(quiet bool) (*devstack.Stack, devstack.Config, error) {
+	cfg, err := devstack.ConfigFromEnv(c.getenv, c.repoDir())
+	if err != nil {
+		return nil, cfg, err
+	}
+	cfg.DeprecatedFromEnviron(os.Environ())
+	return devstack.Default(cfg, devstack.NewLogger(c.stderr, quiet)), cfg, nil
+}
+
+// rootCmd builds the command tree.
+func (c *cli) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "seckill-stack",
+		Short: "The local stack of the seckill service: PostgreSQL, Redis, RocketMQ 5 on loopback",
+		Long: `seckill-stack runs the local stack (docs/local-stack.md): a private PostgreSQL, Redis and
+RocketMQ 5 (name server, and a proxy with the broker embedded) on 127.0.0.1, all state in
+${SECKILL_STACK_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill/stack}. It only signals the processes it
+started, by the pid in their pid file, after checking through /proc that they are ours.
+deploy/local/stack.sh installs what it needs, builds it and runs it: use that script.
+
+Typical use:   eval "$(deploy/local/stack.sh up)"`,
+		Args:          clikit.UnknownCommand,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetFlagErrorFunc(clikit.FlagError)
+
+	var quiet bool
+	up := &cobra.Command{
+		Use:   "up [--quiet]",
+		Short: "Start whatever is not running, apply the topics and groups, print the export lines",
+		Long: `Start whatever is not running (adopting what runs and is ours), apply the topics and groups
+(seckill topology apply, built into the state dir) and print the export lines. Only the
+export lines go to stdout; progress goes to stderr (--quiet silences it, not warnings).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, _, err := c.stack(quiet)
+			if err != nil {
+				return err
+			}
+			if err := s.Up(cmd.Context()); err != nil {
+				return err
+			}
+			return s.WriteExports(c.stdout)
+		},
+	}
+	up.Flags().BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+
+	env := &cobra.Command{
+		Use:   "env",
+		Short: "Print the export lines of a running stack (exit 1 if it is not healthy)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, _, err := c.stack(false)
+			if err != nil {
+				return err
+			}
+			return s.Env(cmd.Context(), c.stdout)
+		},
+	}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "One line per component: pid, ports, healthy, RSS (exit 1 if anything is not healthy)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, _, err := c.stack(false)
+			if err != nil {
+				return err
+			}
+			return s.Status(cmd.Context(), c.stdout)
+		},
+	}
+	down := &cobra.Command{
+		Use:   "down [--purge] [postgres|redis|rocketmq]...",
+		Short: "Stop the processes the stack started (by pid); --purge also deletes their data",
+		Long: `Stop the processes the stack started, by the pid in their pid file and only if they are ours
+(all components unless some are named; namesrv and proxy stand for rocketmq). --purge also
+deletes their data: the named components' data, or the whole state dir when none is named
+(the download cache is kept).`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			purge := false
+			var names []string
+			for _, a := range args {
+				switch a {
+				case "--purge":
+					purge = true
+				case "-h", "--help":
+					return cmd.Help()
+				default:
+					names = append(names, a)
+				}
+			}
+			s, _, err := c.stack(false)
+			if err != nil {
+				return err
+			}
+			return s.Down(cmd.Context(), purge, names)
+		},
+	}
+	mqadmin := &cobra.Command{
+		Use:                "mqadmin ARGS...",
+		Short:              "Run RocketMQ's mqadmin against the local name server",
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			_, cfg, err := c.stack(false)
+			if err != nil {
+				return err
+			}
+			argv, extra, err := devstack.MQAdmin(cfg, args)
+			if err != nil {
+				return err
+			}
+			if err := c.exec(argv[0], argv, append(os.Environ(), extra...)); err != nil {
+				return fmt.Errorf("mqadmin: exec %s: %w", argv[0], err)
+			}
+			return nil
+		},
+	}
+	root.AddCommand(up, env, status, down, mqadmin)
+	return root
+}
+
+// execute runs the command line args (without the program name) with ctx.
+func (c *cli) execute(ctx context.Context, args []string) error {
+	root := c.rootCmd()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var usage *clikit.UsageError
+	if err != nil && !errors.As(err, &usage) && strings.HasPrefix(err.Error(), "unknown command") {
+		return clikit.NewUsageError(err.Error())
+	}
+	return err
+}

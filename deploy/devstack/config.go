@@ -1,0 +1,211 @@
+package devstack
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Default JVM options of the RocketMQ processes (replaced by
+// SECKILL_NAMESRV_JAVA_OPTS and SECKILL_PROXY_JAVA_OPTS; mqadmin's are fixed).
+const (
+	DefaultNamesrvJavaOpts = "-Xms128m -Xmx256m -XX:MaxDirectMemorySize=128m -XX:+UseSerialGC"
+	DefaultProxyJavaOpts   = "-Xms512m -Xmx1g -XX:MaxDirectMemorySize=512m -XX:+UseG1GC"
+	DefaultAdminJavaOpts   = "-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+)
+
+// Config is everything the stack needs to know: where its state lives, the
+// ports, the programs and the options. ConfigFromEnv fills it the way
+// deploy/local/stack.sh always has (SECKILL_* overrides, see
+// docs/local-stack.md); tests build one with private ports and a temporary
+// state directory. Paths must be absolute.
+type Config struct {
+	// StateDir holds every file of the stack (the layout is fixed: run/,
+	// logs/, pg/, redis/, rocketmq/, bin/ and the marker .seckill-stack).
+	StateDir string
+	// CacheDir holds what downloads produced: rocketmq/<version>/lib.
+	CacheDir string
+	// RepoDir is the checkout the seckill binary is built from and whose
+	// deploy/local holds the RocketMQ config templates. Empty: the binary in
+	// <state>/bin is used as it is and RocketMQ cannot be started.
+	RepoDir string
+
+	PGPort, RedisPort, NamesrvPort, ProxyPort, RemotingPort, BrokerPort, BrokerMetricsPort int
+
+	// TopicPrefix starts every topic and group name (SECKILL_TOPIC_PREFIX).
+	TopicPrefix string
+	// InvisibleDuration is exported as SECKILL_INVISIBLE_DURATION.
+	InvisibleDuration string
+	// TopologyArgs are extra flags of `seckill topology apply|check`.
+	TopologyArgs []string
+	// Deprecated names the set environment variables that are no longer
+	// read; Up warns about each.
+	Deprecated []string
+
+	// PGBinDir holds initdb, postgres and pg_ctl; empty: FindPGBinDir.
+	PGBinDir string
+	// PGOSUser is the OS user PostgreSQL runs as when we are root; empty:
+	// postgres if it exists, else seckill-pg (created).
+	PGOSUser string
+	// Java is the java binary; empty: $JAVA_HOME/bin/java, else PATH.
+	Java string
+	// RocketMQVersion pins the RocketMQ version; empty: the cache's
+	// current-version.
+	RocketMQVersion string
+	// NamesrvJavaOpts, ProxyJavaOpts replace the heap and GC flags;
+	// RMQJavaOpts are appended to every RocketMQ JVM.
+	NamesrvJavaOpts, ProxyJavaOpts, RMQJavaOpts []string
+}
+
+// ConfigFromEnv returns the Config that getenv (os.Getenv in the command)
+// describes, with the defaults of the local stack: state dir
+// ${XDG_CACHE_HOME:-$HOME/.cache}/seckill/stack, ports 55432, 56379, 9876,
+// 8081, 8080, 10911 and 5557. repoDir is Config.RepoDir. An override that
+// is not a port number is an error.
+func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
+	cache := getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return Config{}, errors.New("neither XDG_CACHE_HOME nor HOME is set: cannot place the state dir")
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	c := Config{
+		StateDir:          orDefault(getenv("SECKILL_STACK_DIR"), filepath.Join(cache, "seckill", "stack")),
+		CacheDir:          orDefault(getenv("SECKILL_CACHE_DIR"), filepath.Join(cache, "seckill")),
+		RepoDir:           repoDir,
+		TopicPrefix:       getenv("SECKILL_TOPIC_PREFIX"),
+		InvisibleDuration: orDefault(getenv("SECKILL_INVISIBLE_DURATION"), "4s"),
+		TopologyArgs:      strings.Fields(getenv("SECKILL_TOPOLOGY_ARGS")),
+		PGBinDir:          getenv("SECKILL_PG_BINDIR"),
+		PGOSUser:          getenv("SECKILL_PG_OS_USER"),
+		RocketMQVersion:   getenv("SECKILL_ROCKETMQ_VERSION"),
+		NamesrvJavaOpts:   strings.Fields(orDefault(getenv("SECKILL_NAMESRV_JAVA_OPTS"), DefaultNamesrvJavaOpts)),
+		ProxyJavaOpts:     strings.Fields(orDefault(getenv("SECKILL_PROXY_JAVA_OPTS"), DefaultProxyJavaOpts)),
+		RMQJavaOpts:       strings.Fields(getenv("SECKILL_RMQ_JAVA_OPTS")),
+	}
+	if jh := getenv("JAVA_HOME"); jh != "" {
+		c.Java = filepath.Join(jh, "bin", "java")
+	}
+	ports := []struct {
+		dst  *int
+		name string
+		def  int
+	}{
+		{&c.PGPort, "SECKILL_PG_PORT", 55432},
+		{&c.RedisPort, "SECKILL_REDIS_PORT", 56379},
+		{&c.NamesrvPort, "SECKILL_NAMESRV_PORT", 9876},
+		{&c.ProxyPort, "SECKILL_PROXY_PORT", 8081},
+		{&c.RemotingPort, "SECKILL_PROXY_REMOTING_PORT", 8080},
+		{&c.BrokerPort, "SECKILL_BROKER_PORT", 10911},
+		{&c.BrokerMetricsPort, "SECKILL_BROKER_METRICS_PORT", 5557},
+	}
+	for _, p := range ports {
+		*p.dst = p.def
+		if v := getenv(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 65535 {
+				return Config{}, fmt.Errorf("%s=%q is not a port number", p.name, v)
+			}
+			*p.dst = n
+		}
+	}
+	for _, name := range []string{"SECKILL_TOPIC_QUEUES", "SECKILL_EXTRA_GROUPS"} {
+		if getenv(name) != "" {
+			c.Deprecated = append(c.Deprecated, name)
+		}
+	}
+	return c, nil
+}
+
+// DeprecatedFromEnviron adds to c.Deprecated the set SECKILL_RETRY_MAX_*
+// variables of environ (os.Environ()), which are no longer read.
+func (c *Config) DeprecatedFromEnviron(environ []string) {
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SECKILL_RETRY_MAX_") && v != "" {
+			c.Deprecated = append(c.Deprecated, k)
+		}
+	}
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// Paths of the state directory. They are part of the stack's contract:
+// seckill-bench chaos, deploy/local/observe.sh and tests find files there.
+
+// RunDir is <state>/run, where the pid files are.
+func (c Config) RunDir() string { return filepath.Join(c.StateDir, "run") }
+
+// LogDir is <state>/logs.
+func (c Config) LogDir() string { return filepath.Join(c.StateDir, "logs") }
+
+// Marker is the file that marks a state directory as the stack's own.
+func (c Config) Marker() string { return filepath.Join(c.StateDir, ".seckill-stack") }
+
+// PGRoot is <state>/pg, PostgreSQL's part of the state.
+func (c Config) PGRoot() string { return filepath.Join(c.StateDir, "pg") }
+
+// PGData is the PostgreSQL cluster directory.
+func (c Config) PGData() string { return filepath.Join(c.PGRoot(), "data") }
+
+// PGSocketDir is the directory of PostgreSQL's unix socket: <state>/pg/run,
+// or a short private directory under /tmp when the socket path would exceed
+// the kernel's ~107-byte limit.
+func (c Config) PGSocketDir() string {
+	dir := filepath.Join(c.PGRoot(), "run")
+	if len(filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(c.PGPort))) <= 100 {
+		return dir
+	}
+	sum := sha256.Sum256([]byte(c.StateDir))
+	return fmt.Sprintf("/tmp/seckill-pg-%d-%s", os.Getuid(), hex.EncodeToString(sum[:])[:12])
+}
+
+// PGDSN is the connection string the stack exports.
+func (c Config) PGDSN() string {
+	return fmt.Sprintf("postgres://seckill:seckill@127.0.0.1:%d/seckill?sslmode=disable", c.PGPort)
+}
+
+// RedisDir is <state>/redis.
+func (c Config) RedisDir() string { return filepath.Join(c.StateDir, "redis") }
+
+// RMQHome is <state>/rocketmq, the RocketMQ JVMs' home and working directory.
+func (c Config) RMQHome() string { return filepath.Join(c.StateDir, "rocketmq") }
+
+// RMQLogs is where the RocketMQ JVMs write their own logs.
+func (c Config) RMQLogs() string { return filepath.Join(c.RMQHome(), "logs", "rocketmqlogs") }
+
+// SeckillBin is the service binary the stack builds for `seckill topology`.
+func (c Config) SeckillBin() string { return filepath.Join(c.StateDir, "bin", "seckill") }
+
+// Export is one line `export NAME='VALUE'` of the stack's environment.
+type Export struct{ Name, Value string }
+
+// Exports are the variables a client of the stack needs, in the order `up`
+// and `env` print them.
+func (c Config) Exports() []Export {
+	return []Export{
+		{"SECKILL_PG_DSN", c.PGDSN()},
+		{"SECKILL_REDIS_ADDR", fmt.Sprintf("127.0.0.1:%d", c.RedisPort)},
+		{"SECKILL_ROCKETMQ_ENDPOINT", fmt.Sprintf("127.0.0.1:%d", c.ProxyPort)},
+		{"SECKILL_ROCKETMQ_NAMESRV", fmt.Sprintf("127.0.0.1:%d", c.NamesrvPort)},
+		{"SECKILL_ROCKETMQ_BROKER", fmt.Sprintf("127.0.0.1:%d", c.BrokerPort)},
+		{"SECKILL_ROCKETMQ_METRICS_URL", fmt.Sprintf("http://127.0.0.1:%d/metrics", c.BrokerMetricsPort)},
+		{"SECKILL_TOPIC_PREFIX", c.TopicPrefix},
+		{"SECKILL_STACK_DIR", c.StateDir},
+		// This proxy accepts invisible durations from 1 s (minInvisibleTimeMillsForRecv), so the messages a
+		// crashed consumer held come back after 4 s instead of the service's 10 s default (docs/operations.md).
+		{"SECKILL_INVISIBLE_DURATION", c.InvisibleDuration},
+	}
+}

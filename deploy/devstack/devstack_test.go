@@ -1,0 +1,439 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests start real processes (Redis, PostgreSQL, a RocketMQ name
+// server) on private ports in temporary state dirs, and look at the running
+// local stack read-only. They need what `make test` provides: the stack's
+// programs installed and its exports (SECKILL_STACK_DIR, ...) in the
+// environment.
+
+// testTimeout bounds each test's work; the waits inside are bounded too.
+const testTimeout = 2 * time.Minute
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// freePort returns a TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// repoDir is the checkout's root (the tests run in deploy/devstack).
+func repoDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// privateConfig is a stack in a temporary state dir on free ports, with the
+// real download cache (for the RocketMQ jars).
+func privateConfig(t *testing.T) Config {
+	t.Helper()
+	cfg, err := ConfigFromEnv(os.Getenv, repoDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.StateDir = filepath.Join(t.TempDir(), "stack")
+	cfg.PGPort, cfg.RedisPort, cfg.NamesrvPort = freePort(t), freePort(t), freePort(t)
+	cfg.ProxyPort, cfg.RemotingPort, cfg.BrokerPort, cfg.BrokerMetricsPort = freePort(t), freePort(t), freePort(t), freePort(t)
+	return cfg
+}
+
+// testLogger writes the stack's progress lines to the test log.
+func testLogger(t *testing.T) *Logger { return NewLogger(testWriter{t}, false) }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// stopOnCleanup stops c at the end of the test, by pid as always.
+func stopOnCleanup(t *testing.T, c Component) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("cleanup: stop %s: %v", c.Name(), err)
+		}
+	})
+}
+
+func TestRedisStartHealthyStop(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := privateConfig(t)
+	s, err := New(cfg, testLogger(t), []Component{NewRedis(cfg, testLogger(t))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.initStateDir(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRedis(cfg, testLogger(t))
+	stopOnCleanup(t, r)
+	if pid := r.PID(); pid != 0 {
+		t.Fatalf("PID before Start = %d, want 0", pid)
+	}
+	if err := r.Healthy(ctx); err == nil {
+		t.Fatal("Healthy before Start = nil, want an error")
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pid := r.PID()
+	if pid == 0 || pid != readPID(filepath.Join(cfg.RunDir(), "redis.pid")) {
+		t.Fatalf("PID after Start = %d, pid file says %d", pid, readPID(r.PIDFile()))
+	}
+	if err := r.Healthy(ctx); err != nil {
+		t.Fatalf("Healthy after Start: %v", err)
+	}
+	if cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd"); cwd != cfg.RedisDir() {
+		t.Fatalf("redis runs in %s, want its data dir %s", cwd, cfg.RedisDir())
+	}
+	if got := r.Status(ctx); got.RSSKB == 0 || got.Ports != strconv.Itoa(cfg.RedisPort) {
+		t.Fatalf("Status = %+v", got)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatalf("pid %d still alive after Stop", pid)
+	}
+	if _, err := os.Stat(r.PIDFile()); !os.IsNotExist(err) {
+		t.Fatalf("pid file after Stop: %v, want it removed", err)
+	}
+	if err := r.Healthy(ctx); err == nil {
+		t.Fatal("Healthy after Stop = nil, want an error")
+	}
+}
+
+// pids reads the pid file of every component.
+func pids(cs []Component) map[string]int {
+	m := map[string]int{}
+	for _, c := range cs {
+		m[c.Name()] = readPID(c.PIDFile())
+	}
+	return m
+}
+
+func TestStackUpAdoptsAndDownPurges(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := privateConfig(t)
+	log := testLogger(t)
+	pg, redis := NewPostgres(cfg, log), NewRedis(cfg, log)
+	s, err := New(cfg, log, []Component{pg, redis}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, pg)
+	stopOnCleanup(t, redis)
+	t.Cleanup(func() { _ = os.RemoveAll(cfg.PGSocketDir()) })
+
+	if err := s.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := pids(s.Components())
+	for name, pid := range first {
+		if pid == 0 || !alive(pid) {
+			t.Fatalf("%s: pid %d after Up", name, pid)
+		}
+	}
+	if _, err := os.Stat(cfg.Marker()); err != nil {
+		t.Fatalf("marker: %v", err)
+	}
+
+	// A second Up adopts: same processes.
+	if err := s.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again := pids(s.Components()); again["postgres"] != first["postgres"] || again["redis"] != first["redis"] {
+		t.Fatalf("second Up changed the pids: %v, then %v", first, again)
+	}
+
+	// A lost pid file: the process on the port is ours and is adopted.
+	if err := os.Remove(redis.PIDFile()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readPID(redis.PIDFile()); got != first["redis"] {
+		t.Fatalf("redis pid file after adoption = %d, want %d", got, first["redis"])
+	}
+
+	var out bytes.Buffer
+	if err := s.Status(ctx, &out); err != nil {
+		t.Fatalf("Status: %v\n%s", err, out.String())
+	}
+	for _, c := range s.Components() {
+		if !strings.Contains(out.String(), c.Name()+strings.Repeat(" ", 10-len(c.Name()))+" "+strconv.Itoa(first[c.Name()])) {
+			t.Fatalf("status lacks %s with pid %d:\n%s", c.Name(), first[c.Name()], out.String())
+		}
+	}
+	out.Reset()
+	if err := s.Env(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "export SECKILL_PG_DSN='"+cfg.PGDSN()+"'\n") {
+		t.Fatalf("env:\n%s", out.String())
+	}
+
+	// down --purge redis: Redis stopped and its data gone, PostgreSQL untouched.
+	if err := s.Down(ctx, true, []string{"redis"}); err != nil {
+		t.Fatal(err)
+	}
+	if alive(first["redis"]) {
+		t.Fatal("redis alive after down redis")
+	}
+	if _, err := os.Stat(cfg.RedisDir()); !os.IsNotExist(err) {
+		t.Fatalf("redis dir after purge: %v", err)
+	}
+	if pg.PID() != first["postgres"] {
+		t.Fatal("down redis touched postgres")
+	}
+	if err := s.Env(ctx, &bytes.Buffer{}); !errors.Is(err, ErrNotHealthy) {
+		t.Fatalf("Env with redis down = %v, want ErrNotHealthy", err)
+	}
+
+	// down --purge: everything stopped, the state dir gone.
+	if err := s.Down(ctx, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if alive(first["postgres"]) {
+		t.Fatal("postgres alive after down")
+	}
+	if _, err := os.Stat(cfg.StateDir); !os.IsNotExist(err) {
+		t.Fatalf("state dir after down --purge: %v", err)
+	}
+	// Without a stack, down does nothing and succeeds.
+	if err := s.Down(ctx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// notOurs starts a process that is not the stack's (sleep, in another
+// directory) and stops it at the end of the test.
+func notOurs(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "120")
+	cmd.Dir = t.TempDir()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+func TestNeverTouchesProcessesNotOurs(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := privateConfig(t)
+	log := testLogger(t)
+	redis := NewRedis(cfg, log)
+	s, err := New(cfg, log, []Component{redis}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, redis)
+	if err := s.initStateDir(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A pid file naming a process that is not ours: not ours, not stopped, not kept.
+	other := notOurs(t)
+	if err := writePID(redis.PIDFile(), other); err != nil {
+		t.Fatal(err)
+	}
+	if pid := redis.PID(); pid != 0 {
+		t.Fatalf("PID with a foreign pid file = %d, want 0", pid)
+	}
+	if err := s.Down(ctx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(other) {
+		t.Fatal("Down stopped a process that is not ours")
+	}
+	if _, err := os.Stat(redis.PIDFile()); !os.IsNotExist(err) {
+		t.Fatalf("foreign pid file after Down: %v, want it removed", err)
+	}
+
+	// Up with the foreign pid file again starts our own Redis beside it.
+	if err := writePID(redis.PIDFile(), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pid := redis.PID(); pid == 0 || pid == other || !alive(other) {
+		t.Fatalf("after Up: redis pid %d, foreign %d alive=%v", pid, other, alive(other))
+	}
+	if err := s.Down(ctx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A port held by a process that is not ours: Up refuses, names the holder and leaves it alone.
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(cfg.RedisPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = s.Up(ctx)
+	if err == nil || !strings.Contains(err.Error(), "already in use by a process this script did not start") ||
+		!strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("Up with the port taken = %v", err)
+	}
+	if pid, _ := redis.Adopt(ctx); pid != 0 {
+		t.Fatalf("Adopt took over a listener that is not ours (pid %d)", pid)
+	}
+}
+
+func TestNameServerStartHealthyStop(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := privateConfig(t)
+	log := testLogger(t)
+	n := NewNameServer(cfg, log)
+	s, err := New(cfg, log, []Component{n}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, n)
+	if err := s.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pid := n.PID()
+	if pid == 0 {
+		t.Fatal("no name server pid after Up")
+	}
+	if err := n.Healthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The name server answers the remoting protocol; no broker is registered with it.
+	registered, err := BrokerRegistered(ctx, cfg)
+	if err != nil || registered {
+		t.Fatalf("BrokerRegistered on a name server without a broker = %v, %v", registered, err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) || n.Healthy(ctx) == nil {
+		t.Fatalf("name server pid %d alive after Stop", pid)
+	}
+}
+
+// runningConfig is the Config of the local stack `make test` runs against,
+// read from its exports.
+func runningConfig(t *testing.T) Config {
+	t.Helper()
+	if os.Getenv("SECKILL_STACK_DIR") == "" {
+		t.Fatal(`SECKILL_STACK_DIR is not set: run make test or eval "$(deploy/local/stack.sh env)"`)
+	}
+	cfg, err := ConfigFromEnv(os.Getenv, repoDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(name string) int {
+		addr := strings.TrimPrefix(os.Getenv(name), "http://")
+		addr, _, _ = strings.Cut(addr, "/")
+		_, p, err := net.SplitHostPort(addr)
+		n, err2 := strconv.Atoi(p)
+		if err != nil || err2 != nil {
+			t.Fatalf("%s=%q: no port", name, os.Getenv(name))
+		}
+		return n
+	}
+	cfg.RedisPort = port("SECKILL_REDIS_ADDR")
+	cfg.ProxyPort = port("SECKILL_ROCKETMQ_ENDPOINT")
+	cfg.NamesrvPort = port("SECKILL_ROCKETMQ_NAMESRV")
+	cfg.BrokerPort = port("SECKILL_ROCKETMQ_BROKER")
+	cfg.BrokerMetricsPort = port("SECKILL_ROCKETMQ_METRICS_URL")
+	return cfg
+}
+
+// TestRunningStackIsAdopted looks at the running stack without changing
+// it: each component finds its process through the pid file, owns it, and
+// finds it healthy; Adopt returns it without rewriting anything.
+func TestRunningStackIsAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := runningConfig(t)
+	s := Default(cfg, testLogger(t))
+	for _, c := range s.Components() {
+		before, err := os.ReadFile(c.PIDFile())
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name(), err)
+		}
+		pid := c.PID()
+		if pid == 0 || pid != readPID(c.PIDFile()) {
+			t.Fatalf("%s: PID %d, pid file %q", c.Name(), pid, before)
+		}
+		if err := c.Healthy(ctx); err != nil {
+			t.Fatalf("%s: %v", c.Name(), err)
+		}
+		if got, err := c.Adopt(ctx); err != nil || got != pid {
+			t.Fatalf("%s: Adopt = %d, %v; want %d", c.Name(), got, err, pid)
+		}
+		if after, _ := os.ReadFile(c.PIDFile()); !bytes.Equal(before, after) {
+			t.Fatalf("%s: Adopt rewrote the pid file: %q, then %q", c.Name(), before, after)
+		}
+		if c.Status(ctx).RSSKB == 0 {
+			t.Fatalf("%s: no RSS", c.Name())
+		}
+	}
+	registered, err := BrokerRegistered(ctx, cfg)
+	if err != nil || !registered {
+		t.Fatalf("BrokerRegistered on the running stack = %v, %v", registered, err)
+	}
+	if err := s.Healthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListenerPIDFindsUs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := listenerPID(l.Addr().(*net.TCPAddr).Port); got != os.Getpid() {
+		t.Fatalf("listenerPID = %d, want %d", got, os.Getpid())
+	}
+	if (Owner{Dir: "/nonexistent", Needle: "x"}).Owns(os.Getpid()) {
+		t.Fatal("Owns with another directory = true")
+	}
+	if alive(0) || alive(1<<22+7) {
+		t.Fatal("alive of impossible pids = true")
+	}
+}

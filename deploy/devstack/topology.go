@@ -1,0 +1,244 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Resource is something the stack ensures once its components are healthy
+// and reports on its own `status` line: for RocketMQ, the broker's
+// registration and the topics and groups. Ensure may be called on every
+// `up`; it must be idempotent.
+type Resource interface {
+	// Name is the resource's name on its status line.
+	Name() string
+	// Ensure makes the resource as it should be; started names the
+	// components this `up` (re)started.
+	Ensure(ctx context.Context, started []string) error
+	// Check reports whether the resource is as it should be, with a one-line
+	// detail either way.
+	Check(ctx context.Context) (ok bool, detail string)
+}
+
+// RocketMQResources is the RocketMQ resource: the broker registered with
+// the name server, then the topics and consumer groups of the service's
+// topology, applied and checked by the service binary (`seckill topology
+// apply|check`, built into <state>/bin/seckill from Config.RepoDir when
+// stale).
+type RocketMQResources struct {
+	cfg Config
+	log *Logger
+	// RegistrationTimeout bounds the wait for the broker's registration.
+	RegistrationTimeout time.Duration
+}
+
+// NewRocketMQResources returns the RocketMQ resource of cfg.
+func NewRocketMQResources(cfg Config, log *Logger) *RocketMQResources {
+	return &RocketMQResources{cfg: cfg, log: log, RegistrationTimeout: 90 * time.Second}
+}
+
+// Name implements Resource.
+func (r *RocketMQResources) Name() string { return "resources" }
+
+// WaitRegistered waits until the name server lists broker-a at
+// 127.0.0.1:BrokerPort. After a (re)start the broker often registers only
+// with its periodic task, ~10 s later.
+func (r *RocketMQResources) WaitRegistered(ctx context.Context) error {
+	t0 := time.Now()
+	var last error
+	attempt := 0
+	ok := poll(ctx, r.RegistrationTimeout, 250*time.Millisecond, func() bool {
+		registered, err := BrokerRegistered(ctx, r.cfg)
+		last = err
+		if registered {
+			return true
+		}
+		attempt++
+		if attempt%20 == 1 {
+			r.log.Infof("rocketmq: broker not registered with the name server yet; waiting")
+		}
+		return false
+	})
+	if !ok {
+		if ctx.Err() != nil {
+			return fmt.Errorf("rocketmq: wait for the broker's registration: %w", ctx.Err())
+		}
+		return fmt.Errorf("rocketmq: the broker did not register with the name server within %s (last error: %v); see %s",
+			r.RegistrationTimeout, last, filepath.Join(r.cfg.RMQLogs(), "broker.log"))
+	}
+	r.log.Infof("rocketmq: the name server lists %s at 127.0.0.1:%d (%s)", BrokerName, r.cfg.BrokerPort, since(t0))
+	return nil
+}
+
+// Ensure implements Resource: registration, then `seckill topology apply`
+// and `check`; their output is kept in <state>/rocketmq/topology.out.
+func (r *RocketMQResources) Ensure(ctx context.Context, _ []string) error {
+	for _, v := range r.cfg.Deprecated {
+		r.log.Warnf("%s is no longer read; use SECKILL_TOPOLOGY_ARGS (docs/local-stack.md)", v)
+	}
+	if err := r.WaitRegistered(ctx); err != nil {
+		return err
+	}
+	if err := BuildSeckill(ctx, r.cfg, r.log); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	outPath := filepath.Join(r.cfg.RMQHome(), "topology.out")
+	out, err := r.topology(ctx, "apply")
+	_ = os.WriteFile(outPath, out, 0o644)
+	if err != nil {
+		r.log.Raw(indent(out))
+		return fmt.Errorf("seckill topology apply failed: %w; see %s", err, filepath.Join(r.cfg.RMQLogs(), "broker.log"))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "applied: ") {
+			r.log.Infof("rocketmq: %s", line)
+		}
+	}
+	out, err = r.topology(ctx, "check")
+	_ = os.WriteFile(outPath, out, 0o644)
+	if err != nil {
+		r.log.Raw(indent(out))
+		return fmt.Errorf("seckill topology check failed after apply: %w", err)
+	}
+	r.log.Infof("rocketmq: %s (%s)", lastLine(out), since(t0))
+	return nil
+}
+
+// Check implements Resource with `seckill topology check --timeout 10s`.
+func (r *RocketMQResources) Check(ctx context.Context) (bool, string) {
+	if err := BuildSeckill(ctx, r.cfg, r.log); err != nil {
+		return false, err.Error()
+	}
+	out, err := r.topology(ctx, "check", "--timeout", "10s")
+	if err == nil {
+		var last string
+		for _, line := range strings.Split(string(out), "\n") {
+			if rest, ok := strings.CutPrefix(line, "topology: "); ok {
+				last = rest
+			}
+		}
+		return true, last
+	}
+	if bytes.Contains(out, []byte("difference(s) from the topology")) {
+		n := 0
+		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			if !strings.HasPrefix(line, "seckill: ") {
+				n++
+			}
+		}
+		return false, fmt.Sprintf("%d difference(s) from the topology (up re-applies them; seckill topology check lists them)", n)
+	}
+	return false, lastLine(out)
+}
+
+// topology runs `seckill topology SUB` against the stack with
+// Config.TopologyArgs and extra, and returns its combined output.
+func (r *RocketMQResources) topology(ctx context.Context, sub string, extra ...string) ([]byte, error) {
+	args := []string{"topology", sub, "--broker", fmt.Sprintf("127.0.0.1:%d", r.cfg.BrokerPort),
+		"--namesrv", fmt.Sprintf("127.0.0.1:%d", r.cfg.NamesrvPort), "--prefix", r.cfg.TopicPrefix}
+	args = append(append(args, r.cfg.TopologyArgs...), extra...)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return exec.CommandContext(ctx, r.cfg.SeckillBin(), args...).CombinedOutput()
+}
+
+func indent(out []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// SeckillStale reports whether the service binary at cfg.SeckillBin() must
+// be rebuilt: it is missing, was built from another checkout (recorded in
+// seckill.src beside it) or is older than a Go source file (tests aside),
+// go.mod or go.sum of cfg.RepoDir.
+func SeckillStale(cfg Config) bool {
+	bin := cfg.SeckillBin()
+	st, err := os.Stat(bin)
+	if err != nil || st.Mode()&0o111 == 0 {
+		return true
+	}
+	src, _ := os.ReadFile(bin + ".src")
+	if strings.TrimSpace(string(src)) != cfg.RepoDir {
+		return true
+	}
+	built := st.ModTime()
+	errNewer := errors.New("newer")
+	err = filepath.WalkDir(cfg.RepoDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil //nolint:nilerr // an unreadable entry cannot make the binary stale
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if name == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !(strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") || name == "go.mod" || name == "go.sum") {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.ModTime().After(built) {
+			return errNewer
+		}
+		return nil
+	})
+	return errors.Is(err, errNewer)
+}
+
+// BuildSeckill builds ./bootstrap/cmd/seckill of cfg.RepoDir into
+// cfg.SeckillBin() when SeckillStale says so (without a RepoDir the binary
+// must exist). The build writes a temporary file and renames it, so
+// concurrent callers never run a half-written binary.
+func BuildSeckill(ctx context.Context, cfg Config, log *Logger) error {
+	if cfg.RepoDir == "" {
+		if _, err := os.Stat(cfg.SeckillBin()); err != nil {
+			return fmt.Errorf("no repository to build %s from: %w", cfg.SeckillBin(), err)
+		}
+		return nil
+	}
+	if !SeckillStale(cfg) {
+		return nil
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return errors.New("go is not on PATH: the stack applies its topics and groups with the service binary (the README requires Go)")
+	}
+	t0 := time.Now()
+	bin := cfg.SeckillBin()
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return fmt.Errorf("build seckill: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", tmp, "./bootstrap/cmd/seckill")
+	cmd.Dir = cfg.RepoDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.Remove(tmp)
+		log.Raw(string(out))
+		return fmt.Errorf("go build ./bootstrap/cmd/seckill failed: %w", err)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return fmt.Errorf("build seckill: %w", err)
+	}
+	if err := os.WriteFile(bin+".src", []byte(cfg.RepoDir+"\n"), 0o644); err != nil {
+		return fmt.Errorf("build seckill: %w", err)
+	}
+	log.Infof("built %s from %s (%s)", bin, cfg.RepoDir, since(t0))
+	return nil
+}
