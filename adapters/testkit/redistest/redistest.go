@@ -4,6 +4,11 @@
 // inside it. Test packages therefore run in parallel against one Redis, and
 // neither the keys a running service keeps in database 0 nor the data of an
 // earlier run slow them down or are touched by them.
+//
+// ClusterClient gives tests a client of the Redis Cluster at
+// SECKILL_REDIS_CLUSTER_ADDRS (adapters/redis/cluster.sh starts one); a
+// cluster has database 0 only, so tests there are isolated by their
+// namespace alone.
 package redistest
 
 import (
@@ -23,6 +28,10 @@ import (
 
 // EnvAddr names the environment variable holding the Redis address.
 const EnvAddr = "SECKILL_REDIS_ADDR"
+
+// EnvClusterAddrs names the environment variable holding the seed
+// addresses of the test Redis Cluster, comma-separated.
+const EnvClusterAddrs = "SECKILL_REDIS_CLUSTER_ADDRS"
 
 // processDB is the logical database this test process leases on first
 // use. The lease is the process's: it is renewed while the process lives
@@ -69,6 +78,42 @@ func Client(tb testing.TB) *goredis.Client {
 	return c
 }
 
+// ClusterClient returns a client of the Redis Cluster whose seed nodes are
+// SECKILL_REDIS_CLUSTER_ADDRS, closed when the test ends. It fails the test
+// when the variable is unset or when the cluster does not answer PING on
+// every master within 10 seconds.
+func ClusterClient(tb testing.TB) *goredis.ClusterClient {
+	tb.Helper()
+	var addrs []string
+	for a := range strings.SplitSeq(os.Getenv(EnvClusterAddrs), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		tb.Fatalf("%s is not set: start a cluster with eval \"$(adapters/redis/cluster.sh up)\"", EnvClusterAddrs)
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 32})
+	tb.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		return m.Ping(ctx).Err()
+	}); err != nil {
+		tb.Fatalf("redis cluster at %s (%s): %v; start it with eval \"$(adapters/redis/cluster.sh up)\"",
+			strings.Join(addrs, ","), EnvClusterAddrs, err)
+	}
+	return c
+}
+
+// NewCluster returns a cluster client (see ClusterClient) and a fresh
+// namespace on it (see Namespace).
+func NewCluster(tb testing.TB) (*goredis.ClusterClient, string) {
+	tb.Helper()
+	c := ClusterClient(tb)
+	return c, Namespace(tb, c)
+}
+
 // Namespace returns a key namespace unique to this test ("t-<test>-<random>")
 // and deletes every key under it when the test ends.
 func Namespace(tb testing.TB, c goredis.UniversalClient) string {
@@ -111,11 +156,24 @@ func New(tb testing.TB) (*goredis.Client, string) {
 
 // Purge deletes every key of namespace ns (SCAN + UNLINK). The scan walks
 // only c's database, which is the process's leased one when c comes from
-// Client.
+// Client; on a cluster client it walks every master.
 func Purge(tb testing.TB, c goredis.UniversalClient, ns string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+			purge(ctx, tb, m, ns)
+			return nil
+		})
+		return
+	}
+	purge(ctx, tb, c, ns)
+}
+
+// purge deletes the keys of ns that one node's SCAN finds.
+func purge(ctx context.Context, tb testing.TB, c goredis.Cmdable, ns string) {
+	tb.Helper()
 	var batch []string
 	flush := func() bool {
 		if len(batch) == 0 {
