@@ -58,8 +58,11 @@ type Component interface {
 // StatusInfo is what a component reports on its `status` line besides its
 // name, pid and health.
 type StatusInfo struct {
-	Ports  string
-	RSSKB  int64
+	// Ports is the PORTS column, e.g. "56379".
+	Ports string
+	// RSSKB is the resident set size in KiB (0 when not running).
+	RSSKB int64
+	// Detail is the free-form last column.
 	Detail string
 }
 

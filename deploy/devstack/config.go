@@ -11,12 +11,15 @@ import (
 	"strings"
 )
 
-// Default JVM options of the RocketMQ processes (replaced by
-// SECKILL_NAMESRV_JAVA_OPTS and SECKILL_PROXY_JAVA_OPTS; mqadmin's are fixed).
 const (
+	// DefaultNamesrvJavaOpts are the name server's heap and GC flags unless
+	// SECKILL_NAMESRV_JAVA_OPTS replaces them.
 	DefaultNamesrvJavaOpts = "-Xms128m -Xmx256m -XX:MaxDirectMemorySize=128m -XX:+UseSerialGC"
-	DefaultProxyJavaOpts   = "-Xms512m -Xmx1g -XX:MaxDirectMemorySize=512m -XX:+UseG1GC"
-	DefaultAdminJavaOpts   = "-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+	// DefaultProxyJavaOpts are the proxy's unless SECKILL_PROXY_JAVA_OPTS
+	// replaces them.
+	DefaultProxyJavaOpts = "-Xms512m -Xmx1g -XX:MaxDirectMemorySize=512m -XX:+UseG1GC"
+	// DefaultAdminJavaOpts are mqadmin's (fixed).
+	DefaultAdminJavaOpts = "-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 )
 
 // Config is everything the stack needs to know: where its state lives, the
@@ -35,6 +38,10 @@ type Config struct {
 	// <state>/bin is used as it is and RocketMQ cannot be started.
 	RepoDir string
 
+	// PGPort, RedisPort, NamesrvPort, ProxyPort (gRPC), RemotingPort (the
+	// proxy's remoting), BrokerPort and BrokerMetricsPort (the broker's
+	// Prometheus exporter) are the ports on 127.0.0.1; the broker also uses
+	// BrokerPort-2 and BrokerPort+1.
 	PGPort, RedisPort, NamesrvPort, ProxyPort, RemotingPort, BrokerPort, BrokerMetricsPort int
 
 	// TopicPrefix starts every topic and group name (SECKILL_TOPIC_PREFIX).
@@ -189,7 +196,9 @@ func (c Config) RMQLogs() string { return filepath.Join(c.RMQHome(), "logs", "ro
 // SeckillBin is the service binary the stack builds for `seckill topology`.
 func (c Config) SeckillBin() string { return filepath.Join(c.StateDir, "bin", "seckill") }
 
-// Export is one line `export NAME='VALUE'` of the stack's environment.
+// Export is one line `export NAME='VALUE'` of the stack's environment:
+// Name is the variable, Value its value, printed between single quotes as
+// it is.
 type Export struct{ Name, Value string }
 
 // Exports are the variables a client of the stack needs, in the order `up`

@@ -17,20 +17,26 @@ import (
 	"time"
 )
 
-// Main classes of the RocketMQ JVMs (also the ownership needles).
 const (
+	// NamesrvMain is the name server's main class; its presence in the
+	// command line is part of what makes a process our name server.
 	NamesrvMain = "org.apache.rocketmq.namesrv.NamesrvStartup"
-	ProxyMain   = "org.apache.rocketmq.proxy.ProxyStartup"
-	AdminMain   = "org.apache.rocketmq.tools.command.MQAdminStartup"
-	// ClusterName and BrokerName are the names in broker.conf.tmpl.
+	// ProxyMain is the proxy's main class, likewise for the proxy.
+	ProxyMain = "org.apache.rocketmq.proxy.ProxyStartup"
+	// AdminMain is mqadmin's main class.
+	AdminMain = "org.apache.rocketmq.tools.command.MQAdminStartup"
+	// ClusterName is the cluster name in broker.conf.tmpl.
 	ClusterName = "DefaultCluster"
-	BrokerName  = "broker-a"
+	// BrokerName is the broker name in broker.conf.tmpl.
+	BrokerName = "broker-a"
 )
 
 // RocketMQRuntime is a complete set of RocketMQ jars in the download cache.
 type RocketMQRuntime struct {
+	// Version is the RocketMQ version, e.g. "5.5.0".
 	Version string
-	Lib     string
+	// Lib is the directory of its jars (the JVMs' classpath is Lib/*).
+	Lib string
 }
 
 // FindRocketMQ returns the cached RocketMQ runtime: cfg.RocketMQVersion or
