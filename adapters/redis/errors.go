@@ -21,7 +21,8 @@ func wrapErr(op string, err error) error {
 
 // isTransient reports whether err is a connection-level failure (anything
 // that is not a server error reply, except a canceled context) or one of
-// the server errors that announce a temporary condition.
+// the server errors that announce a temporary condition (among them the
+// redirections of a slot in migration that the client gave up following).
 func isTransient(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
@@ -33,7 +34,7 @@ func isTransient(err error) bool {
 	return goredis.IsLoadingError(err) || goredis.IsReadOnlyError(err) ||
 		goredis.IsClusterDownError(err) || goredis.IsTryAgainError(err) ||
 		goredis.IsMasterDownError(err) || goredis.IsMaxClientsError(err) ||
-		goredis.IsNoReplicasError(err)
+		goredis.IsNoReplicasError(err) || refusedDuringMigration(err)
 }
 
 // errUnexpectedReply reports a script reply of an unexpected shape (a bug or

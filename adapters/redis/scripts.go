@@ -61,9 +61,65 @@ func loadScripts() (scripts, error) {
 	return s, nil
 }
 
+// Bounds of run's own retries of a script refused during a slot migration.
+const (
+	// migrationRetries is how many times run calls a refused script again.
+	migrationRetries = 20
+	// migrationBackoffMax caps the pause before each of those calls, which
+	// starts at 1ms and doubles: 20 retries wait about 1.5s in all.
+	migrationBackoffMax = 100 * time.Millisecond
+)
+
 // run executes a script by SHA (EVALSHA) and falls back to EVAL when Redis
 // answers NOSCRIPT (goredis.Script.Run), recording its duration.
+//
+// On Redis Cluster, while the hash slot of the script's keys migrates,
+// Redis refuses a script whose keys are not all on one side (TRYAGAIN; a
+// new reservation's hash is never present, so reserve is refused for the
+// whole migration) and the client may run out of redirections (MOVED or
+// ASK after goredis.ClusterOptions.MaxRedirects). A refused script did not
+// run, so run calls it again, at most migrationRetries times with a
+// doubling pause (1ms up to migrationBackoffMax), until ctx ends; the last
+// refusal is returned (wrapErr marks it ports.ErrTransient). On a single
+// node none of these errors occurs and run calls the script once.
 func (s *Store) run(ctx context.Context, name string, keys []string, args ...any) *goredis.Cmd {
+	cmd := s.runOnce(ctx, name, keys, args...)
+	pause := time.Millisecond
+	for range migrationRetries {
+		if !refusedDuringMigration(cmd.Err()) {
+			return cmd
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return cmd
+		case <-t.C:
+		}
+		pause = min(2*pause, migrationBackoffMax)
+		cmd = s.runOnce(ctx, name, keys, args...)
+	}
+	return cmd
+}
+
+// refusedDuringMigration reports whether err is Redis Cluster refusing a
+// command for a slot in migration: TRYAGAIN, MOVED or ASK.
+func refusedDuringMigration(err error) bool {
+	if err == nil {
+		return false
+	}
+	if goredis.IsTryAgainError(err) {
+		return true
+	}
+	if _, ok := goredis.IsMovedError(err); ok {
+		return true
+	}
+	_, ok := goredis.IsAskError(err)
+	return ok
+}
+
+// runOnce is one goredis.Script.Run of the script, traced and timed.
+func (s *Store) runOnce(ctx context.Context, name string, keys []string, args ...any) *goredis.Cmd {
 	if s.tracer != nil {
 		var span trace.Span
 		ctx, span = s.tracer.Start(ctx, "redis "+name, trace.WithSpanKind(trace.SpanKindClient),
