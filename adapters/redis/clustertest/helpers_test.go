@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -66,47 +67,41 @@ type node struct {
 // masters returns the cluster's masters by node id.
 func masters(t testing.TB, c *goredis.ClusterClient) map[string]*node {
 	t.Helper()
-	ctx := ctxT(t)
-	slots, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctxT(t)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*node{}
-	for _, s := range slots {
-		m := s.Nodes[0]
-		if _, ok := out[m.ID]; ok {
-			continue
+	for _, sh := range shards {
+		for _, m := range sh.Nodes {
+			if m.Role != "master" {
+				continue
+			}
+			port := strconv.FormatInt(m.Port, 10)
+			cl := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(m.IP, port)})
+			t.Cleanup(func() { _ = cl.Close() })
+			out[m.ID] = &node{id: m.ID, host: m.IP, port: port, c: cl}
 		}
-		host, port, err := splitHostPort(m.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl := goredis.NewClient(&goredis.Options{Addr: m.Addr})
-		t.Cleanup(func() { _ = cl.Close() })
-		out[m.ID] = &node{id: m.ID, host: host, port: port, c: cl}
 	}
 	return out
-}
-
-func splitHostPort(addr string) (string, string, error) {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i], addr[i+1:], nil
-		}
-	}
-	return "", "", fmt.Errorf("address %q has no port", addr)
 }
 
 // owner returns the id of the master serving hash slot slot.
 func owner(t testing.TB, c *goredis.ClusterClient, slot int64) string {
 	t.Helper()
-	slots, err := c.ClusterSlots(ctxT(t)).Result()
+	shards, err := c.ClusterShards(ctxT(t)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].ID
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, m := range sh.Nodes {
+					if m.Role == "master" {
+						return m.ID
+					}
+				}
+			}
 		}
 	}
 	t.Fatalf("hash slot %d is served by no master", slot)
