@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -30,15 +31,22 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// freePort returns a TCP port nothing listens on right now.
+// freePort returns a TCP port nothing uses right now, below Linux's
+// ephemeral range (32768 and up), so that the client connections of tests
+// running beside these do not take it before the component listens on it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return 0
 }
 
 // repoDir is the checkout's root (the tests run in deploy/devstack).
