@@ -143,6 +143,38 @@ func TestRedisStartHealthyStop(t *testing.T) {
 	}
 }
 
+// TestRedisNode starts a second redis-server beside the stack's, as the
+// nodes of a Redis Cluster would be: its own name, directory, port, pid
+// file and configuration lines.
+func TestRedisNode(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	cfg := privateConfig(t)
+	log := testLogger(t)
+	node := NewRedisNode(cfg, log, RedisSpec{Name: "redis-c1", Group: "redis-cluster",
+		Dir: filepath.Join(cfg.StateDir, "redis-cluster", "1"), Port: freePort(t), ExtraConf: []string{"maxmemory 64mb"}})
+	s, err := New(cfg, log, []Component{node}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, node)
+	if err := s.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if node.PIDFile() != filepath.Join(cfg.RunDir(), "redis-c1.pid") || node.PID() == 0 {
+		t.Fatalf("pid file %s, pid %d", node.PIDFile(), node.PID())
+	}
+	if !fileContains(filepath.Join(node.DataDir(), "redis.conf"), "\nmaxmemory 64mb\n") {
+		t.Fatal("redis.conf lacks the extra line")
+	}
+	if err := s.Down(ctx, true, []string{"redis-cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(node.DataDir()); !os.IsNotExist(err) {
+		t.Fatalf("node dir after purge: %v", err)
+	}
+}
+
 // pids reads the pid file of every component.
 func pids(cs []Component) map[string]int {
 	m := map[string]int{}

@@ -14,21 +14,42 @@ import (
 	"time"
 )
 
-// Redis is the stack's redis-server: Debian's binary in the foreground,
-// configured by <state>/redis/redis.conf (rewritten on every start), on
-// 127.0.0.1:RedisPort with append-only persistence and no RDB snapshots.
+// Redis is a redis-server of the stack: Debian's binary in the foreground,
+// configured by <dir>/redis.conf (rewritten on every start), on
+// 127.0.0.1:<port> with append-only persistence and no RDB snapshots. The
+// stack's own is NewRedis; NewRedisNode makes others (the nodes of a Redis
+// Cluster, for example) with their own name, directory, port and extra
+// configuration lines.
 type Redis struct {
 	Process
-	cfg Config
+	cfg  Config
+	spec RedisSpec
 }
 
-// NewRedis returns the Redis component of cfg.
+// RedisSpec describes one redis-server: its component name and group, its
+// directory (working directory, config and AOF), its port and extra lines
+// of redis.conf (e.g. "cluster-enabled yes").
+type RedisSpec struct {
+	Name, Group string
+	Dir         string
+	Port        int
+	ExtraConf   []string
+}
+
+// NewRedis returns the stack's Redis component: "redis" in <state>/redis on
+// Config.RedisPort.
 func NewRedis(cfg Config, log *Logger) *Redis {
-	return &Redis{cfg: cfg, Process: Process{
-		ComponentName: "redis",
-		File:          filepath.Join(cfg.RunDir(), "redis.pid"),
-		Owner:         Owner{Dir: cfg.RedisDir(), Needle: "redis-server"},
-		AdoptPort:     cfg.RedisPort,
+	return NewRedisNode(cfg, log, RedisSpec{Name: "redis", Group: "redis", Dir: cfg.RedisDir(), Port: cfg.RedisPort})
+}
+
+// NewRedisNode returns a Redis component described by spec; its pid file
+// is <state>/run/<name>.pid and its logs <state>/logs/<name>.log and .out.
+func NewRedisNode(cfg Config, log *Logger, spec RedisSpec) *Redis {
+	return &Redis{cfg: cfg, spec: spec, Process: Process{
+		ComponentName: spec.Name,
+		File:          filepath.Join(cfg.RunDir(), spec.Name+".pid"),
+		Owner:         Owner{Dir: spec.Dir, Needle: "redis-server"},
+		AdoptPort:     spec.Port,
 		StopSignal:    syscall.SIGTERM,
 		StopTimeout:   30 * time.Second,
 		Log:           log,
@@ -36,7 +57,7 @@ func NewRedis(cfg Config, log *Logger) *Redis {
 }
 
 // Group implements Component.
-func (r *Redis) Group() string { return "redis" }
+func (r *Redis) Group() string { return r.spec.Group }
 
 // DependsOn implements Component: Redis needs nothing.
 func (r *Redis) DependsOn() []string { return nil }
@@ -50,7 +71,7 @@ func (r *Redis) Healthy(ctx context.Context) error {
 	if r.PID() == 0 {
 		return fmt.Errorf("redis: not running (no live process of ours in %s)", r.File)
 	}
-	return redisPing(ctx, r.cfg.RedisPort)
+	return redisPing(ctx, r.spec.Port)
 }
 
 // redisPing sends PING to 127.0.0.1:port and expects +PONG within 3 s.
@@ -85,7 +106,8 @@ func (r *Redis) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redis: %w (deploy/local/stack.sh up installs it)", err)
 	}
-	logDir := r.cfg.LogDir()
+	logDir, dir, name, port := r.cfg.LogDir(), r.spec.Dir, r.spec.Name, r.spec.Port
+	logFile := filepath.Join(logDir, name+".log")
 	conf := fmt.Sprintf(`# Written by deploy/local/stack.sh on every start.
 bind 127.0.0.1
 port %d
@@ -97,35 +119,37 @@ appendonly yes
 appendfsync everysec
 # AOF is the persistence; no RDB snapshots (no fork pauses during tests).
 save ""
-`, r.cfg.RedisPort, r.cfg.RedisDir(), filepath.Join(logDir, "redis.log"))
-	if err := os.MkdirAll(r.cfg.RedisDir(), 0o755); err != nil {
-		return fmt.Errorf("redis: %w", err)
+`, port, dir, logFile)
+	for _, line := range r.spec.ExtraConf {
+		conf += line + "\n"
 	}
-	confPath := filepath.Join(r.cfg.RedisDir(), "redis.conf")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	confPath := filepath.Join(dir, "redis.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		return fmt.Errorf("redis: write config: %w", err)
+		return fmt.Errorf("%s: write config: %w", name, err)
 	}
-	if err := ensurePortsFree(ctx, "redis", r.cfg.RedisPort); err != nil {
+	if err := ensurePortsFree(ctx, name, port); err != nil {
 		return err
 	}
-	r.Log.Infof("redis: starting on 127.0.0.1:%d (log: %s)", r.cfg.RedisPort, filepath.Join(logDir, "redis.log"))
+	r.Log.Infof("%s: starting on 127.0.0.1:%d (log: %s)", name, port, logFile)
 	t0 := time.Now()
-	pid, err := spawn(r.File, filepath.Join(logDir, "redis.out"), r.cfg.RedisDir(), []string{bin, confPath}, nil)
+	pid, err := spawn(r.File, filepath.Join(logDir, name+".out"), dir, []string{bin, confPath}, nil)
 	if err != nil {
-		return fmt.Errorf("redis: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	err = waitReady(ctx, r.Log, "redis", pid, 10*time.Second, filepath.Join(logDir, "redis.log"),
-		filepath.Join(logDir, "redis.log"), func() error { return redisPing(ctx, r.cfg.RedisPort) })
+	err = waitReady(ctx, r.Log, name, pid, 10*time.Second, logFile, logFile, func() error { return redisPing(ctx, port) })
 	if err != nil {
 		return err
 	}
-	r.Log.Infof("redis: ready, pid %d (%s)", pid, since(t0))
+	r.Log.Infof("%s: ready, pid %d (%s)", name, pid, since(t0))
 	return nil
 }
 
 // Status implements Component.
 func (r *Redis) Status(context.Context) StatusInfo {
-	info := StatusInfo{Ports: strconv.Itoa(r.cfg.RedisPort), Detail: "dir " + r.cfg.RedisDir() + ", PING"}
+	info := StatusInfo{Ports: strconv.Itoa(r.spec.Port), Detail: "dir " + r.spec.Dir + ", PING"}
 	if pid := r.PID(); pid != 0 {
 		info.RSSKB = rssKB(pid)
 	}
@@ -133,4 +157,4 @@ func (r *Redis) Status(context.Context) StatusInfo {
 }
 
 // Purge implements Component: the Redis directory (config and AOF).
-func (r *Redis) Purge() error { return removeAll(r.cfg.RedisDir()) }
+func (r *Redis) Purge() error { return removeAll(r.spec.Dir) }
