@@ -186,6 +186,17 @@ func (s *Stack) Up(ctx context.Context) error {
 			results[i] = result{started: started, err: err}
 		}()
 	}
+	// Resources that can prepare themselves (build a binary) do it meanwhile, one goroutine each, joined too.
+	prepErrs := make([]error, len(s.resources))
+	for i, r := range s.resources {
+		if p, ok := r.(Preparer); ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				prepErrs[i] = p.Prepare(ctx)
+			}()
+		}
+	}
 	wg.Wait()
 	var errs []error
 	var started []string
@@ -195,6 +206,11 @@ func (s *Stack) Up(ctx context.Context) error {
 		}
 		if r.started {
 			started = append(started, s.components[i].Name())
+		}
+	}
+	for _, err := range prepErrs {
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {

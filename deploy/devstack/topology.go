@@ -28,6 +28,16 @@ type Resource interface {
 	Check(ctx context.Context) (ok bool, detail string)
 }
 
+// Preparer is a Resource that has work to do before the components are up
+// (building a binary, say): Up calls Prepare concurrently with starting
+// the components, and fails if it fails. Ensure must not rely on it having
+// run (Status does not call it).
+type Preparer interface {
+	// Prepare does that work; it must be idempotent and safe to run while
+	// the components start.
+	Prepare(ctx context.Context) error
+}
+
 // RocketMQResources is the RocketMQ resource: the broker registered with
 // the name server, then the topics and consumer groups of the service's
 // topology, applied and checked by the service binary (`seckill topology
@@ -76,6 +86,12 @@ func (r *RocketMQResources) WaitRegistered(ctx context.Context) error {
 	}
 	r.log.Infof("rocketmq: the name server lists %s at 127.0.0.1:%d (%s)", BrokerName, r.cfg.BrokerPort, since(t0))
 	return nil
+}
+
+// Prepare implements Preparer: it builds the service binary when stale,
+// while the JVMs start.
+func (r *RocketMQResources) Prepare(ctx context.Context) error {
+	return BuildSeckill(ctx, r.cfg, r.log)
 }
 
 // Ensure implements Resource: registration, then `seckill topology apply`
