@@ -6,12 +6,74 @@
 // Every state change is one Lua script (embedded from lua/*.lua) run by SHA
 // (EVALSHA) with a NOSCRIPT fallback to EVAL (go-redis Script.Run). Every
 // key a script touches is passed in KEYS, and all keys of one call share one
-// hash tag, so the scripts run unchanged on Redis Cluster:
+// hash tag, so the scripts run unchanged on Redis Cluster (NewClient
+// returns the cluster client for several addresses):
 //
-//   - user slot {u<user>}: request claims, order lookups, the token bucket;
+//   - user slot {u<user>}: request claims, order lookups, the token bucket
+//     (claim_request, forget_request);
 //   - activity-SKU slot {a<activity>:s<sku>}: stock, rules, holders,
-//     reservation hashes and the pending / unresolved indexes;
-//   - order view slot {<order_id>}: the query view of one order.
+//     reservation hashes and the pending / unresolved / pending_created
+//     indexes (seed, reserve, claim_due, mark_sent, mark_sent_many,
+//     schedule_retry, mark_ordered, release, release_many, inventory,
+//     rebuild); a hot SKU therefore lives on one master;
+//   - order view slot {<order_id>}: the query view of one order
+//     (view_apply);
+//   - <ns>:slots (the set of seeded activity SKUs) and <ns>:generation have
+//     no hash tag: each is one key in a slot of its own, read and written by
+//     single-key commands (finish_recovery's only key is the generation).
+//
+// guard.lua is the one script that is not single-slot: it freezes every
+// seeded SKU's rules from one connection to one process, so it runs on a
+// single Redis node only and NewClient refuses a Guard on a cluster
+// (ErrGuardOnCluster). On a cluster a master that restarts empty loses its
+// SKUs' rules (Reserve answers ActivityClosed), and one that restarts from
+// an old snapshot is not detected: run cluster masters with replicas and
+// AOF, or add a per-master generation first.
+//
+// Reads across activity SKUs work on a cluster because they are single-key
+// commands per SKU, routed by slot: ClaimDue, Stats and Unresolved read the
+// slot index <ns>:slots (one key, cached for Config.SlotsCacheTTL) and then
+// each SKU's indexes (ZRANGEBYSCORE, then claim_due per SKU; Stats and
+// Unresolved in pipelines, which the cluster client splits per master).
+// MarkSentBatch, MarkOrdered and ReleaseMany make one script call per SKU.
+// BuyerState pipelines one key of the user slot and one of the SKU slot.
+// Order views are one hash per order. The tests of package clustertest run
+// these against a 3-master cluster.
+//
+// During a slot migration Redis answers ASK for keys moved already, MOVED
+// once the slot changed owner, and TRYAGAIN for a multi-key script whose
+// keys are split between the two masters or not all present (a new
+// reservation's hash never is, so reserve is refused for the whole
+// migration of its SKU's slot). goredis follows ASK and MOVED and retries
+// TRYAGAIN within ClusterOptions.MaxRedirects; when it gives up the
+// adapter calls the script again (Store.run: at most 20 more calls, pauses
+// doubling from 1ms to 100ms, about 1.5s), and a refusal that outlasts
+// that is returned as ports.ErrTransient. A refused script did not run.
+//
+// Retries: goredis sends a command again when its reply was lost (a read
+// timeout, a closed connection; Options.MaxRetries, per node on a cluster,
+// and ClusterOptions.MaxRedirects), so a script may run twice with the
+// same KEYS and ARGV. Every script has the effect of one run then, and
+// answers as one run did (TestEveryScriptToleratesARetriedCall):
+//
+//   - seed: the rules exist, nothing changes;
+//   - claim_request: a claim bound to exactly this call's ids (new per
+//     call) answers CREATED again, no second token;
+//   - reserve: the reservation exists, EXISTS returns it (same snapshot);
+//   - claim_due: a candidate leased to this owner until exactly this
+//     lease_until is returned again, send_attempt counted once;
+//   - schedule_retry: a reservation already due at this time and not
+//     leased to the caller is left as is (version counted once);
+//   - mark_sent, mark_sent_many, mark_ordered: past PENDING (or SENT) they
+//     skip;
+//   - release, release_many, finish_recovery, view_apply, rebuild: the
+//     effect carries a token new per call (Store.callToken: release_call,
+//     verified_call, apply_call, rebuilt_call with rebuilt_result), so the
+//     same call answers as the first run did while another call with the
+//     same arguments still answers "already done";
+//   - forget_request: PEXPIRE ... LT only shortens;
+//   - guard: a second run answers PENDING, handled as FROZEN;
+//   - inventory: read-only.
 //
 // The key layout is the one of docs/architecture.md, plus one index per
 // activity SKU, <ns>:{a:s}:pending_created (a sorted set of the

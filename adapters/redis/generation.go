@@ -161,11 +161,11 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 	ids = append(append(append(ids, r.InFlight...), r.Ordered...), r.Released...)
 	keys := make([]string, 0, 6+len(ids))
 	keys = append(keys, sk.rules, sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated)
-	args := make([]any, 0, 11+len(ids)+2*len(r.Holders))
+	args := make([]any, 0, 12+len(ids)+2*len(r.Holders))
 	args = append(args, r.Generation, itoa(s.now().UnixMilli()), itoa(r.Base),
 		itoa(int64(len(r.InFlight))), itoa(int64(len(r.Ordered))), itoa(int64(len(r.Released))),
 		itoa(a.Stock), itoa(ms(a.StartsAt)), itoa(ms(a.EndsAt)), itoa(a.ReservationTTL.Milliseconds()),
-		itoa(a.PaymentTimeout.Milliseconds()))
+		itoa(a.PaymentTimeout.Milliseconds()), s.callToken())
 	for _, id := range ids {
 		keys = append(keys, sk.rsv(id))
 		args = append(args, id)
@@ -200,7 +200,7 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 
 // FinishRecovery implements ports.StockBooks.
 func (s *Store) FinishRecovery(ctx context.Context, generation string) (bool, error) {
-	n, err := s.run(ctx, scriptFinishRecovery, []string{s.keys.generation()}, generation, itoa(s.now().UnixMilli())).Int()
+	n, err := s.run(ctx, scriptFinishRecovery, []string{s.keys.generation()}, generation, itoa(s.now().UnixMilli()), s.callToken()).Int()
 	if err != nil {
 		return false, wrapErr("finish recovery", err)
 	}

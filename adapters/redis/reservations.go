@@ -182,7 +182,7 @@ func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
 	n, err := s.run(ctx, scriptRelease,
 		[]string{sk.rsv(ref.ReservationID), sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated},
-		ref.ReservationID, string(reason)).Int64()
+		ref.ReservationID, string(reason), s.callToken()).Int64()
 	if err != nil {
 		return false, wrapErr("release", err)
 	}
@@ -231,7 +231,8 @@ func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []
 		sk := s.keys.slotByID(g.id)
 		keys := make([]string, 0, 5+len(g.idx))
 		keys = append(keys, sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated)
-		args := make([]any, 0, 2*len(g.idx))
+		args := make([]any, 0, 1+2*len(g.idx))
+		args = append(args, s.callToken())
 		for _, i := range g.idx {
 			keys = append(keys, sk.rsv(reqs[i].Ref.ReservationID))
 			args = append(args, reqs[i].Ref.ReservationID, string(reqs[i].Reason))

@@ -1,9 +1,12 @@
 package redis
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +124,10 @@ type Store struct {
 	logger  *slog.Logger
 	tracer  trace.Tracer // nil: tracing off
 
+	// callPrefix and calls make the call tokens of callToken.
+	callPrefix string
+	calls      atomic.Uint64
+
 	slotsMu    sync.Mutex
 	slotsCache []string
 	slotsAt    time.Time
@@ -161,6 +168,9 @@ func New(client goredis.UniversalClient, cfg Config, reg prometheus.Registerer, 
 		scripts: sc,
 		logger:  logger.With("component", "redis"),
 	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s.callPrefix = hex.EncodeToString(b[:]) + "."
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/redis")
 	}
@@ -171,6 +181,14 @@ func New(client goredis.UniversalClient, cfg Config, reg prometheus.Registerer, 
 		}
 	}
 	return s, nil
+}
+
+// callToken returns a token unique to one script call (a random prefix
+// per Store and a counter), which a script stores with its effect so that
+// the same call run again after its reply was lost recognises its own
+// effect (doc.go, "Retries").
+func (s *Store) callToken() string {
+	return s.callPrefix + strconv.FormatUint(s.calls.Add(1), 10)
 }
 
 // Namespace returns the key namespace in use.

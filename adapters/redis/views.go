@@ -26,6 +26,9 @@ const (
 	vExpiresAt        = "expires_at"
 	vPaidAt           = "paid_at"
 	vCanceledAt       = "canceled_at"
+	// vApplyCall is the token of the Apply call that stored the view
+	// (view_apply.lua), not part of ports.OrderView.
+	vApplyCall = "apply_call"
 )
 
 // OrderViews is the Redis query view of orders; it implements
@@ -68,6 +71,7 @@ func (o *OrderViews) Apply(ctx context.Context, v ports.OrderView) (bool, error)
 		vExpiresAt, fmtTime(v.ExpiresAt),
 		vPaidAt, fmtTime(v.PaidAt),
 		vCanceledAt, fmtTime(v.CanceledAt),
+		vApplyCall, s.callToken(),
 	}
 	n, err := s.run(ctx, scriptViewApply, []string{s.keys.view(v.OrderID)}, args...).Int64()
 	if err != nil {

@@ -5,6 +5,9 @@
 -- ARGV[4] order_id, ARGV[5] message_id, ARGV[6] ttl ms,
 -- ARGV[7] bucket capacity (<= 0: no limit), ARGV[8] refill tokens per ms,
 -- ARGV[9] now ms (0: use the server's TIME)
+-- Returns {'CREATED'} without a change when the claim is bound to exactly
+-- ARGV[1..5] already: the ids are new per call, so that is this very call
+-- run again after its reply was lost.
 -- Returns {'EXISTING', reservation_id, order_id, message_id} for a claim
 -- bound earlier with the same activity and SKU (no token taken),
 -- {'REUSED'} for one bound to another activity or SKU, {'LIMITED'} when the
@@ -13,6 +16,9 @@ local cur = redis.call('HMGET', KEYS[1], 'activity_id', 'sku_id', 'reservation_i
 if cur[1] then
   if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then
     return {'REUSED'}
+  end
+  if cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5] then
+    return {'CREATED'}
   end
   return {'EXISTING', cur[3], cur[4], cur[5]}
 end

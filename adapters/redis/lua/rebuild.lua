@@ -7,14 +7,22 @@
 -- PostgreSQL's non-canceled orders), ARGV[4] in-flight count, ARGV[5]
 -- ordered count, ARGV[6] released count, ARGV[7..11] initial, starts_ms,
 -- ends_ms, reservation_ttl_ms, payment_timeout_ms (seed the rules when
--- lost), ARGV[12..] the ids of KEYS[7..] in the same order, then
--- user_id/reservation_id pairs of PostgreSQL's holders
+-- lost), ARGV[12] call token (new per call), ARGV[13..] the ids of
+-- KEYS[7..] in the same order, then user_id/reservation_id pairs of
+-- PostgreSQL's holders
 -- Returns {available, in flight, overdraft}, or {'STALE'} (nothing written)
 -- when the rules exist and are not frozen by ARGV[1]: another recovery
 -- rebuilt the slot already (it may be selling again), or a newer generation
--- froze it.
+-- froze it. The rules keep the call token and the result (rebuilt_call,
+-- rebuilt_result), so a call run again after its reply was lost returns
+-- its result again instead of STALE.
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('HGET', KEYS[1], 'frozen') ~= ARGV[1] then
+  local r = redis.call('HMGET', KEYS[1], 'frozen', 'rebuilt_generation', 'rebuilt_call', 'rebuilt_result')
+  if r[1] ~= ARGV[1] then
+    if not r[1] and r[2] == ARGV[1] and r[3] == ARGV[12] and r[4] then
+      local a, h, o = string.match(r[4], '^(%d+):(%d+):(%d+)$')
+      return {tonumber(a), tonumber(h), tonumber(o)}
+    end
     return {'STALE'}
   end
 else
@@ -30,7 +38,7 @@ end
 redis.call('DEL', KEYS[3])
 local held = 0
 for i = 1, nIn do
-  local key, id = KEYS[6 + i], ARGV[11 + i]
+  local key, id = KEYS[6 + i], ARGV[12 + i]
   local v = redis.call('HMGET', key, 'status', 'user_id')
   if v[1] and v[1] ~= 'RELEASED' then
     held = held + 1
@@ -38,7 +46,7 @@ for i = 1, nIn do
   end
 end
 for i = nIn + 1, nIn + nOrd do
-  local key, id = KEYS[6 + i], ARGV[11 + i]
+  local key, id = KEYS[6 + i], ARGV[12 + i]
   local status = redis.call('HGET', key, 'status')
   if status == 'PENDING' or status == 'SENT' then
     redis.call('HSET', key, 'status', 'ORDERED', 'lease_owner', '', 'lease_until', '0')
@@ -47,7 +55,7 @@ for i = nIn + 1, nIn + nOrd do
   end
 end
 for i = nIn + nOrd + 1, nIn + nOrd + nRel do
-  local key, id = KEYS[6 + i], ARGV[11 + i]
+  local key, id = KEYS[6 + i], ARGV[12 + i]
   local status = redis.call('HGET', key, 'status')
   if status and status ~= 'RELEASED' then
     redis.call('HSET', key, 'status', 'RELEASED', 'release_reason', 'BOOKS_REBUILT',
@@ -56,7 +64,7 @@ for i = nIn + nOrd + 1, nIn + nOrd + nRel do
     drop(id)
   end
 end
-local first = 12 + nIn + nOrd + nRel
+local first = 13 + nIn + nOrd + nRel
 for i = first, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
@@ -67,5 +75,6 @@ if available < 0 then
 end
 redis.call('SET', KEYS[2], available)
 redis.call('HDEL', KEYS[1], 'frozen')
-redis.call('HSET', KEYS[1], 'rebuilt_generation', ARGV[1], 'rebuilt_ms', ARGV[2])
+redis.call('HSET', KEYS[1], 'rebuilt_generation', ARGV[1], 'rebuilt_ms', ARGV[2], 'rebuilt_call', ARGV[12],
+  'rebuilt_result', available .. ':' .. held .. ':' .. overdraft)
 return {available, held, overdraft}
