@@ -1,0 +1,352 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Send outcomes, the values of the outcome label and of the send_outcome
+// log field (the RocketMQ adapter's).
+const (
+	OutcomeConfirmed       = "CONFIRMED"
+	OutcomeUnknown         = "UNKNOWN"
+	OutcomeDefiniteFailure = "DEFINITE_FAILURE"
+)
+
+// Publisher implements ports.Publisher on RabbitMQ with publisher
+// confirms over Config.PublishChannels confirm-mode channels of one
+// connection (client recovery on). Each Publish writes one persistent
+// message and waits for its confirmation, bounded by min(ctx,
+// Config.SendTimeout), and maps the result onto the port's outcomes (see
+// confirmChannel.publish): acknowledged = CONFIRMED; a nack on an open
+// channel or a context ended before the write = DEFINITE_FAILURE
+// (ports.ErrSendRejected); a write error, a confirmation lost to a channel
+// close or recovery, or a timeout = UNKNOWN (ports.ErrSendUnknown).
+//
+// Routing: a NORMAL topic's fanout exchange copies the message to each
+// group's queue; the FIFO topic's direct exchange routes it to the shard
+// Topology.ShardOf(MessageGroup); a DELAY message due later goes first to
+// the delay tier chosen for the time left (tierFor) and reaches its topic
+// exchange when the tier's TTL dead-letters it. Mandatory returns are not
+// used: a message no queue is bound for is kept by the alternate exchange
+// (Topology.Unroutable) and the publish is CONFIRMED (the broker stored
+// it); UnroutableCount reads how many wait there.
+//
+// Safe for concurrent use after Start.
+type Publisher struct {
+	cfg     Config
+	topo    Topology
+	log     *slog.Logger
+	metrics *publisherMetrics
+	now     func() time.Time
+
+	mu     sync.RWMutex
+	conn   *amqp.Connection
+	chans  []*confirmChannel
+	closed bool
+	stop   chan struct{}
+	bg     sync.WaitGroup
+	next   atomic.Uint64
+}
+
+var (
+	_ ports.Publisher    = (*Publisher)(nil)
+	_ ports.BrokerHealth = (*Publisher)(nil)
+)
+
+// NewPublisher validates cfg, builds the topology it publishes to and
+// registers the producer metrics with reg. Call Start before Publish.
+func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	topo, err := NewTopology(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newPublisherMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topo.Topics {
+		for _, o := range []string{OutcomeConfirmed, OutcomeUnknown, OutcomeDefiniteFailure} {
+			m.total.WithLabelValues(t.Exchange, o)
+		}
+		m.unknown.WithLabelValues(t.Exchange)
+	}
+	return &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{})}, nil
+}
+
+// Topology returns the topology the publisher publishes to.
+func (p *Publisher) Topology() Topology { return p.topo }
+
+// Start connects. When the broker cannot be reached it logs it and
+// returns nil: the publisher keeps connecting in the background (every
+// Config.ReconnectInterval) until it succeeds or Close is called; until
+// then Publish fails as UNKNOWN matching ports.ErrBrokerUnavailable and
+// BrokerAvailable reports false. ctx bounds the first attempt only.
+func (p *Publisher) Start(ctx context.Context) error {
+	err := p.connect(ctx)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	p.log.Warn("rabbitmq not reachable: the publisher keeps connecting in the background", slog.String("error", err.Error()))
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(p.cfg.ReconnectInterval):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := p.connect(ctx)
+			cancel()
+			if err == nil {
+				p.log.Info("rabbitmq publisher connected")
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// connect dials and opens the confirm channels.
+func (p *Publisher) connect(ctx context.Context) error {
+	conn, err := dial(ctx, p.cfg, "seckill-publisher")
+	if err != nil {
+		return err
+	}
+	chans := make([]*confirmChannel, p.cfg.PublishChannels)
+	for i := range chans {
+		if chans[i], err = newConfirmChannel(conn); err != nil {
+			_ = conn.Close()
+			return err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = conn.Close()
+		return errors.New("publisher closed")
+	}
+	p.conn, p.chans = conn, chans
+	return nil
+}
+
+// Close closes the connection (pending publishes end as UNKNOWN) and
+// stops a background connect. Publish afterwards fails as UNKNOWN.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.stop)
+	}
+	conn := p.conn
+	p.conn, p.chans = nil, nil
+	p.mu.Unlock()
+	p.bg.Wait()
+	if conn == nil {
+		return nil
+	}
+	if err := conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("close connection: %w", err)
+	}
+	return nil
+}
+
+// BrokerAvailable implements ports.BrokerHealth: false while the
+// publisher has no open connection (not yet connected, or the client is
+// recovering it).
+func (p *Publisher) BrokerAvailable() (bool, time.Time) {
+	p.mu.RLock()
+	conn := p.conn
+	p.mu.RUnlock()
+	if conn == nil || conn.IsClosed() {
+		return false, p.now().Add(p.cfg.ReconnectInterval)
+	}
+	return true, time.Time{}
+}
+
+// Publish sends msg and waits for the broker's confirmation, bounded by
+// min(ctx, Config.SendTimeout). nil means CONFIRMED; errors match
+// ports.ErrSendRejected (DEFINITE_FAILURE: an invalid message, a nack, a
+// context ended before the write) or ports.ErrSendUnknown (UNKNOWN).
+func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
+	spec, err := p.topo.Topic(msg.Topic)
+	if err != nil {
+		return ports.SendReceipt{}, p.reject(msg, string(msg.Topic), err)
+	}
+	if err := validate(spec, msg); err != nil {
+		return ports.SendReceipt{}, p.reject(msg, spec.Exchange, err)
+	}
+	now := p.now()
+	exchange, key := spec.Exchange, ""
+	switch {
+	case spec.Kind == ports.TopicOrdered:
+		key = strconv.Itoa(p.topo.ShardOf(msg.MessageGroup))
+	case !msg.DeliverAt.IsZero() && msg.DeliverAt.After(now):
+		exchange, key = p.topo.Tier(tierFor(msg.DeliverAt.Sub(now))), spec.Exchange
+	}
+	sendID := newSendID()
+	pub := buildPublishing(spec.Exchange, msg, sendID, now)
+
+	p.mu.RLock()
+	chans := p.chans
+	p.mu.RUnlock()
+	if len(chans) == 0 {
+		err := errors.New("publisher not connected (broker not reachable yet) or closed")
+		p.observe(msg, spec.Exchange, OutcomeUnknown, "NOT_CONNECTED", "", 0, err)
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
+			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
+	}
+	ch := chans[p.next.Add(1)%uint64(len(chans))]
+	sendCtx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
+	defer cancel()
+	start := time.Now()
+	outcome, err := ch.publish(sendCtx, exchange, key, pub)
+	elapsed := time.Since(start)
+	class := errorClass(outcome, err)
+	switch outcome {
+	case OutcomeConfirmed:
+		p.observe(msg, spec.Exchange, outcome, "", sendID, elapsed, nil)
+		return ports.SendReceipt{BrokerMessageID: sendID}, nil
+	case OutcomeDefiniteFailure:
+		p.observe(msg, spec.Exchange, outcome, class, "", elapsed, err)
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendRejected, err)
+	default:
+		p.observe(msg, spec.Exchange, OutcomeUnknown, class, "", elapsed, err)
+		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendUnknown, err)
+	}
+}
+
+// UnroutableCount returns how many messages wait in the alternate
+// exchange's queue (published to a topic no group queue was bound for).
+func (p *Publisher) UnroutableCount() (int, error) {
+	p.mu.RLock()
+	conn := p.conn
+	p.mu.RUnlock()
+	if conn == nil {
+		return 0, errors.New("publisher not connected")
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = ch.Close() }()
+	q, err := ch.QueueDeclarePassive(p.topo.Unroutable(), true, false, false, false, quorum(nil))
+	if err != nil {
+		return 0, err
+	}
+	return q.Messages, nil
+}
+
+// validate checks what the ports define as a valid message.
+func validate(spec TopicSpec, msg ports.OutboundMessage) error {
+	switch {
+	case msg.MessageID == "":
+		return errors.New("empty message id")
+	case len(msg.Body) == 0:
+		return errors.New("empty body")
+	case msg.MessageGroup != "" && spec.Kind != ports.TopicOrdered:
+		return fmt.Errorf("a message group on the %s topic %s", spec.Kind, spec.Topic)
+	case msg.MessageGroup == "" && spec.Kind == ports.TopicOrdered:
+		return fmt.Errorf("no message group on the FIFO topic %s", spec.Topic)
+	case !msg.DeliverAt.IsZero() && spec.Kind != ports.TopicDelayed:
+		return fmt.Errorf("a delivery time on the %s topic %s", spec.Kind, spec.Topic)
+	}
+	return nil
+}
+
+// errorClass names a failed send's cause for the error_class log field.
+func errorClass(outcome string, err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, errNacked):
+		return "NACKED"
+	case errors.Is(err, errChannelReset):
+		return "CHANNEL_RESET"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "DEADLINE_EXCEEDED"
+	case errors.Is(err, context.Canceled):
+		return "CANCELED"
+	case outcome == OutcomeUnknown:
+		return "WRITE_ERROR"
+	}
+	return "CLIENT_ERROR"
+}
+
+// newSendID returns a random id of one send (the BrokerMessageID of the
+// receipt and of the deliveries: RabbitMQ has no message id of its own).
+func newSendID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// reject records and returns a DEFINITE_FAILURE detected before sending.
+func (p *Publisher) reject(msg ports.OutboundMessage, topic string, err error) error {
+	p.observe(msg, topic, OutcomeDefiniteFailure, "INVALID_MESSAGE", "", 0, err)
+	return fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
+}
+
+// observe records the metrics and the log line of one publish (the
+// RocketMQ adapter's fields): debug when CONFIRMED, warn when UNKNOWN,
+// error when DEFINITE_FAILURE.
+func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, brokerID string, elapsed time.Duration, err error) {
+	p.metrics.total.WithLabelValues(topic, outcome).Inc()
+	if elapsed > 0 {
+		p.metrics.latency.WithLabelValues(topic).Observe(elapsed.Seconds())
+	}
+	if outcome == OutcomeUnknown {
+		p.metrics.unknown.WithLabelValues(topic).Inc()
+	}
+	level := slog.LevelDebug
+	switch outcome {
+	case OutcomeUnknown:
+		level = slog.LevelWarn
+	case OutcomeDefiniteFailure:
+		level = slog.LevelError
+	}
+	ctx := context.Background()
+	if !p.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("message_id", msg.MessageID),
+		slog.String("topic", topic),
+		slog.String("tag", msg.Tag),
+		slog.String("send_outcome", outcome),
+		slog.String("broker_message_id", brokerID),
+		slog.Float64("send_latency_ms", float64(elapsed.Microseconds())/1000),
+	}
+	for _, k := range []string{message.PropReservationID, message.PropRequestID, message.PropOrderID} {
+		if v := msg.Properties[k]; v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error_class", class), slog.String("error", err.Error()))
+	}
+	p.log.LogAttrs(ctx, level, "mq publish", attrs...)
+}

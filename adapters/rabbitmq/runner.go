@@ -1,0 +1,600 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Defaults of RunnerConfig.
+const (
+	DefaultBatchSize     = 16
+	DefaultDrainTimeout  = 10 * time.Second
+	DefaultSettleTimeout = 5 * time.Second
+	DefaultRetryBackoff  = time.Second
+	DefaultMaxBackoff    = time.Minute
+	// batchLinger is how long the runner waits for more prefetched
+	// messages to fill a batch after the first one arrived.
+	batchLinger = 2 * time.Millisecond
+)
+
+// RunnerConfig configures one consumer Runner.
+type RunnerConfig struct {
+	// Group is the consumer group (one of the topology's groups).
+	Group ports.ConsumerGroup
+	// BatchSize is the largest number of deliveries per handler call of an
+	// unordered group (an ordered group's are always one). Zero means
+	// DefaultBatchSize.
+	BatchSize int
+	// Concurrency is the largest number of concurrent handler calls; the
+	// caller derives it from the PostgreSQL pool budget. The prefetch of an
+	// unordered group is Concurrency*BatchSize, so no more messages are
+	// held unacknowledged than the handlers can take; each shard queue of
+	// an ordered group has a prefetch of 1. Required (> 0).
+	Concurrency int
+	// DrainTimeout bounds graceful stop: after Run's context ends, running
+	// handlers get this long before their context is canceled. Zero means
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// SettleTimeout bounds the publish of a retry into a delay tier. Zero
+	// means DefaultSettleTimeout.
+	SettleTimeout time.Duration
+	// RetryBackoff and MaxBackoff shape the delay of a redelivery the
+	// handler asked for without RetryAfter: RetryBackoff doubled per
+	// earlier delivery, at most MaxBackoff. Zero means DefaultRetryBackoff
+	// and DefaultMaxBackoff.
+	RetryBackoff, MaxBackoff time.Duration
+	// LogAcks logs every acknowledged message at INFO.
+	LogAcks bool
+}
+
+func (rc RunnerConfig) withDefaults() RunnerConfig {
+	if rc.BatchSize <= 0 {
+		rc.BatchSize = DefaultBatchSize
+	}
+	if rc.DrainTimeout <= 0 {
+		rc.DrainTimeout = DefaultDrainTimeout
+	}
+	if rc.SettleTimeout <= 0 {
+		rc.SettleTimeout = DefaultSettleTimeout
+	}
+	if rc.RetryBackoff <= 0 {
+		rc.RetryBackoff = DefaultRetryBackoff
+	}
+	if rc.MaxBackoff <= 0 {
+		rc.MaxBackoff = DefaultMaxBackoff
+	}
+	return rc
+}
+
+// source is one queue a Runner consumes.
+type source struct {
+	queue   string
+	shard   int
+	ordered bool
+	// group is the queue's group (for a dead-letter queue: the group
+	// whose dead letters it holds).
+	group GroupSpec
+	// dead marks a dead-letter queue.
+	dead bool
+}
+
+// Runner consumes a consumer group's queues (or, built by
+// NewDeadLetterRunner, every group's dead-letter queue) and drives a
+// ports.BatchHandler with manual acknowledgement:
+//
+//   - an acknowledging decision acks the delivery (after the handler
+//     returned, so after its transaction committed);
+//   - a message whose delivery time (a DELAY topic, a retry) is still
+//     ahead is not handed to the handler: it is parked in the next delay
+//     tier and acked;
+//   - unordered group, not acknowledged: on the group's last attempt
+//     (DeliveryAttempt >= MaxRetries+1) the delivery is rejected without
+//     requeue, which dead-letters it into the group's dead-letter queue;
+//     otherwise a copy carrying the attempts so far is parked in the delay
+//     tier for RetryAfter (or the backoff), then the delivery is acked (on
+//     a failed park it is requeued instead);
+//   - ordered group (one shard queue per consumer, single active consumer,
+//     prefetch 1), not acknowledged: on the last attempt rejected into
+//     the dead-letter queue; otherwise the runner waits RetryAfter (or the
+//     backoff) holding the message, which holds its shard, then requeues
+//     it at the head of the queue (the quorum queue's delivery limit keeps
+//     it there and counts the delivery);
+//   - dead-letter queue, not acknowledged: requeued after the backoff.
+//
+// DeliveryAttempt is the attempts carried by the copy plus the quorum
+// queue's x-delivery-count plus one.
+type Runner struct {
+	cfg     Config
+	topo    Topology
+	rc      RunnerConfig
+	handler ports.BatchHandler
+	log     *slog.Logger
+	metrics *consumerMetrics
+	sources []source
+	name    string
+
+	// origins holds the source of the dead letters being handled (see
+	// NewDeadLetterRunner), by dead-letter queue and send id.
+	originsMu sync.Mutex
+	origins   map[originKey]DeadLetter
+}
+
+// NewRunner returns the runner of group rc.Group of topo.
+func NewRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler, log *slog.Logger, reg prometheus.Registerer) (*Runner, error) {
+	g, ok := topo.Group(rc.Group)
+	if !ok {
+		return nil, fmt.Errorf("runner: group %q is not in the topology", rc.Group)
+	}
+	var srcs []source
+	for i, q := range g.Queues {
+		srcs = append(srcs, source{queue: q, shard: i, ordered: g.Ordered, group: g})
+	}
+	return newRunner(cfg, topo, rc, h, log, reg, g.Name, srcs)
+}
+
+func newRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler, log *slog.Logger, reg prometheus.Registerer,
+	name string, srcs []source) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rc = rc.withDefaults()
+	if rc.Concurrency <= 0 {
+		return nil, errors.New("runner config: Concurrency must be > 0")
+	}
+	if h == nil {
+		return nil, errors.New("runner: nil handler")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newConsumerMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.ackFailure.WithLabelValues(name)
+	m.duplicate.WithLabelValues(name)
+	m.inflight.WithLabelValues(name)
+	m.deadLettered.WithLabelValues(name)
+	return &Runner{cfg: cfg, topo: topo, rc: rc, handler: h, log: log.With(slog.String("consumer_group", name)),
+		metrics: m, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}, nil
+}
+
+// Run connects (retrying until ctx ends while the broker is unreachable)
+// and consumes every queue of the runner until ctx ends. Then it stops
+// receiving, lets running handlers finish (their context is canceled
+// DrainTimeout later), applies their decisions and closes the connection:
+// prefetched messages not yet handed to a handler return to their queue
+// (which counts a delivery). It returns nil after a graceful stop.
+func (r *Runner) Run(ctx context.Context) error {
+	var conn *amqp.Connection
+	for {
+		var err error
+		if conn, err = dial(ctx, r.cfg, "seckill-consumer-"+r.name); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.log.Warn("rabbitmq not reachable; retrying", slog.String("error", err.Error()))
+		if !sleepCtx(ctx, r.cfg.ReconnectInterval) {
+			return nil
+		}
+	}
+	defer func() { _ = conn.Close() }()
+	parker, err := newConfirmChannel(conn)
+	if err != nil {
+		return err
+	}
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	slots := make(chan struct{}, r.rc.Concurrency)
+	var loops, workers sync.WaitGroup
+	for _, src := range r.sources {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			r.consume(ctx, handlerCtx, conn, parker, src, slots, &workers)
+		}()
+	}
+	loops.Wait()
+	drained := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(drained)
+	}()
+	drain := time.NewTimer(r.rc.DrainTimeout)
+	defer drain.Stop()
+	select {
+	case <-drained:
+	case <-drain.C:
+		r.log.Warn("drain timeout: canceling in-flight handlers", slog.Duration("drain_timeout", r.rc.DrainTimeout))
+		cancelHandlers()
+		<-drained
+	}
+	return nil
+}
+
+// consumer is one channel consuming one queue.
+type consumer struct {
+	ch *amqp.Channel
+	// gen counts the channel's closes and recoveries: a delivery tag is
+	// only valid on the generation it was received on.
+	gen atomic.Uint64
+}
+
+// open opens a channel with the source's prefetch and starts consuming.
+func (r *Runner) open(ctx context.Context, conn *amqp.Connection, src source) (*consumer, <-chan amqp.Delivery, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("open channel: %w", err)
+	}
+	c := &consumer{ch: ch}
+	states := make(chan *amqp.StateChanged, 16)
+	ch.NotifyStateChange(states)
+	go func() {
+		for s := range states {
+			if s.To != amqp.StateOpen {
+				c.gen.Add(1)
+			}
+		}
+	}()
+	prefetch := r.rc.Concurrency * r.rc.BatchSize
+	if src.ordered {
+		prefetch = 1
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, nil, fmt.Errorf("qos: %w", err)
+	}
+	ds, err := ch.ConsumeWithContext(ctx, src.queue, "", false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		return nil, nil, fmt.Errorf("consume %s: %w", src.queue, err)
+	}
+	return c, ds, nil
+}
+
+// received is one delivery with the channel generation it came on.
+type received struct {
+	d   amqp.Delivery
+	gen uint64
+}
+
+// consume reads src until ctx ends, reopening its channel when the
+// deliveries stop for another reason, and hands batches to workers, each
+// holding one of the slots.
+func (r *Runner) consume(ctx, handlerCtx context.Context, conn *amqp.Connection, parker *confirmChannel, src source,
+	slots chan struct{}, workers *sync.WaitGroup) {
+	for ctx.Err() == nil {
+		c, ds, err := r.open(ctx, conn, src)
+		if err != nil {
+			r.log.Warn("consumer start failed; retrying", slog.String("queue", src.queue), slog.String("error", err.Error()))
+			if !sleepCtx(ctx, r.cfg.ReconnectInterval) {
+				return
+			}
+			continue
+		}
+		r.read(ctx, handlerCtx, c, ds, parker, src, slots, workers)
+		if ctx.Err() == nil {
+			r.log.Warn("deliveries stopped; reopening the consumer", slog.String("queue", src.queue))
+			_ = c.ch.Close()
+			sleepCtx(ctx, r.cfg.ReconnectInterval)
+		}
+	}
+}
+
+// read takes batches from ds until it closes or ctx ends.
+func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan amqp.Delivery, parker *confirmChannel, src source,
+	slots chan struct{}, workers *sync.WaitGroup) {
+	size := r.rc.BatchSize
+	if src.ordered {
+		size = 1
+	}
+	for {
+		var first amqp.Delivery
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case first, ok = <-ds:
+			if !ok {
+				return
+			}
+		}
+		batch := []received{{first, c.gen.Load()}}
+		linger := time.NewTimer(batchLinger)
+	fill:
+		for len(batch) < size {
+			select {
+			case d, ok := <-ds:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, received{d, c.gen.Load()})
+			case <-linger.C:
+				break fill
+			}
+		}
+		linger.Stop()
+		select {
+		case <-ctx.Done():
+			// Not handed to a handler: returned to the queue when the
+			// channel closes.
+			return
+		case slots <- struct{}{}:
+		}
+		r.metrics.inflight.WithLabelValues(r.name).Add(float64(len(batch)))
+		workers.Add(1)
+		process := func() {
+			defer workers.Done()
+			defer func() { <-slots }()
+			defer r.metrics.inflight.WithLabelValues(r.name).Sub(float64(len(batch)))
+			r.process(ctx, handlerCtx, c, parker, src, batch)
+		}
+		if src.ordered {
+			// One message at a time per shard: the next delivery is read
+			// only after this one is settled.
+			process()
+		} else {
+			go process()
+		}
+	}
+}
+
+// process parks what is not due yet, runs the handler on the rest and
+// applies its decisions.
+func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *confirmChannel, src source, batch []received) {
+	now := time.Now()
+	due := batch[:0:0]
+	for _, rv := range batch {
+		if at := deliverAt(rv.d); !src.dead && at.After(now) {
+			r.park(c, parker, src, rv, deliveryAttempt(rv.d)-1, at)
+			continue
+		}
+		due = append(due, rv)
+	}
+	if len(due) == 0 {
+		return
+	}
+	deliveries := make([]ports.Delivery, len(due))
+	for i, rv := range due {
+		deliveries[i] = toDelivery(rv.d, src.shard)
+		if src.dead {
+			deliveries[i].Topic = src.queue
+			r.setOrigin(src, rv.d, deliveries[i])
+		}
+	}
+	start := time.Now()
+	decisions := r.callHandler(handlerCtx, deliveries)
+	r.metrics.process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
+	if src.dead {
+		r.clearOrigins(src, deliveries)
+	}
+	for i, rv := range due {
+		r.settle(ctx, c, parker, src, rv, deliveries[i], decisions[i])
+	}
+}
+
+// callHandler calls the handler, turning a panic or a decision list of the
+// wrong length into "no acknowledgement" for the whole batch.
+func (r *Runner) callHandler(ctx context.Context, deliveries []ports.Delivery) (decisions []ports.Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("handler panicked; no message of the batch is acknowledged",
+				slog.String("error", fmt.Sprint(p)), slog.Int("batch", len(deliveries)))
+			decisions = make([]ports.Decision, len(deliveries))
+		}
+	}()
+	decisions = r.handler.HandleBatch(ctx, deliveries)
+	if len(decisions) != len(deliveries) {
+		r.log.Error("handler returned a wrong number of decisions; no message of the batch is acknowledged",
+			slog.Int("batch", len(deliveries)), slog.Int("decisions", len(decisions)))
+		decisions = make([]ports.Decision, len(deliveries))
+	}
+	return decisions
+}
+
+// Values of the ack_result log field.
+const (
+	ackResultAcked          = "acked"
+	ackResultAckFailed      = "ack_failed"
+	ackResultRetryScheduled = "retry_scheduled"
+	ackResultRetryFailed    = "retry_failed"
+	ackResultRequeued       = "requeued"
+	ackResultDeadLettered   = "dead_lettered"
+)
+
+// settle applies one decision (see Runner).
+func (r *Runner) settle(ctx context.Context, c *consumer, parker *confirmChannel, src source, rv received, d ports.Delivery, dec ports.Decision) {
+	r.count(d, dec)
+	var result string
+	var err error
+	switch {
+	case dec.Ack:
+		result, err = ackResultAcked, r.ack(c, rv)
+	case !src.dead && int(d.DeliveryAttempt) >= src.group.MaxRetries+1:
+		result = ackResultDeadLettered
+		if err = r.guard(c, rv); err == nil {
+			err = c.ch.Reject(rv.d.DeliveryTag, false)
+		}
+		if err == nil {
+			r.metrics.deadLettered.WithLabelValues(r.name).Inc()
+		}
+	default:
+		delay := dec.RetryAfter
+		if delay <= 0 {
+			delay = r.backoff(d.DeliveryAttempt)
+		}
+		if src.ordered || src.dead {
+			result = ackResultRequeued
+			sleepCtx(ctx, delay)
+			if err = r.guard(c, rv); err == nil {
+				err = c.ch.Nack(rv.d.DeliveryTag, false, true)
+			}
+		} else {
+			result = ackResultRetryScheduled
+			if !r.park(c, parker, src, rv, d.DeliveryAttempt, time.Now().Add(delay)) {
+				result = ackResultRetryFailed
+			}
+		}
+	}
+	if err != nil {
+		if result == ackResultAcked {
+			result = ackResultAckFailed
+		}
+		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+	}
+	r.logDecision(d, dec, result, err)
+}
+
+// errStaleDelivery is a settlement skipped because the channel closed or
+// recovered since the delivery: its tag no longer names it, and the
+// broker redelivers it.
+var errStaleDelivery = errors.New("the channel closed or recovered since the delivery; the broker redelivers it")
+
+// guard refuses to settle a delivery of an earlier channel generation.
+func (r *Runner) guard(c *consumer, rv received) error {
+	if c.gen.Load() != rv.gen || c.ch.IsClosed() {
+		return errStaleDelivery
+	}
+	return nil
+}
+
+// ack acknowledges one delivery.
+func (r *Runner) ack(c *consumer, rv received) error {
+	if err := r.guard(c, rv); err != nil {
+		return err
+	}
+	return c.ch.Ack(rv.d.DeliveryTag, false)
+}
+
+// park publishes a copy of rv (attempts so far, delivery time at) into
+// the delay tier for the time left, addressed to rv's own queue, and acks
+// rv once the broker confirmed the copy; when the copy is not confirmed
+// rv is requeued instead (a duplicate is possible if the copy was stored
+// after all). It reports whether the copy was confirmed.
+func (r *Runner) park(c *consumer, parker *confirmChannel, src source, rv received, attempts int32, at time.Time) bool {
+	tier := tierFor(time.Until(at))
+	ctx, cancel := context.WithTimeout(context.Background(), r.rc.SettleTimeout)
+	defer cancel()
+	outcome, err := parker.publish(ctx, r.topo.Tier(tier), src.queue, republishing(rv.d, attempts, at))
+	if outcome != OutcomeConfirmed {
+		r.log.Warn("parking a message in a delay tier failed; requeuing it", slog.String("queue", src.queue),
+			slog.String("message_id", rv.d.MessageId), slog.String("error", fmt.Sprint(err)))
+		if r.guard(c, rv) == nil {
+			_ = c.ch.Nack(rv.d.DeliveryTag, false, true)
+		}
+		return false
+	}
+	r.metrics.parked.WithLabelValues(r.name, strconv.FormatInt(tier.Milliseconds(), 10)).Inc()
+	if err := r.ack(c, rv); err != nil {
+		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+	}
+	return true
+}
+
+// backoff is the delay of a redelivery without RetryAfter after attempt.
+func (r *Runner) backoff(attempt int32) time.Duration {
+	d := r.rc.RetryBackoff
+	for i := int32(1); i < attempt && d < r.rc.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.rc.MaxBackoff)
+}
+
+// count records the consume metrics of one decision.
+func (r *Runner) count(d ports.Delivery, dec ports.Decision) {
+	outcome := dec.Outcome
+	if outcome == "" {
+		outcome = "ack"
+		if !dec.Ack {
+			outcome = "retry"
+		}
+	}
+	r.metrics.total.WithLabelValues(r.name, d.Topic, outcome).Inc()
+	switch outcome {
+	case "duplicate":
+		r.metrics.duplicate.WithLabelValues(r.name).Inc()
+	case "rejected":
+		reason := dec.Reason
+		if reason == "" {
+			reason = "unspecified"
+		}
+		r.metrics.reject.WithLabelValues(reason).Inc()
+	}
+}
+
+// logDecision writes the consumer log line of one delivery (the RocketMQ
+// adapter's fields): debug when acknowledged, info otherwise, warn when
+// settling failed.
+func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string, err error) {
+	level := slog.LevelInfo
+	switch {
+	case err != nil:
+		level = slog.LevelWarn
+	case result == ackResultAcked && !r.rc.LogAcks:
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !r.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("message_id", d.Properties[message.PropMessageID]),
+		slog.String("topic", d.Topic),
+		slog.Int("queue", int(d.Queue)),
+		slog.Int("delivery_attempt", int(d.DeliveryAttempt)),
+		slog.String("broker_message_id", d.BrokerMessageID),
+		slog.String("decision", dec.Outcome),
+		slog.String("ack_result", result),
+	}
+	for _, k := range []string{message.PropReservationID, message.PropOrderID} {
+		if v := d.Properties[k]; v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	if dec.Inbox != "" {
+		attrs = append(attrs, slog.String("inbox_result", dec.Inbox))
+	}
+	if dec.Effect != "" {
+		attrs = append(attrs, slog.String("order_result", dec.Effect))
+	}
+	if dec.TxLatency > 0 {
+		attrs = append(attrs, slog.Int64("tx_latency_ms", dec.TxLatency.Milliseconds()))
+	}
+	if dec.Reason != "" {
+		attrs = append(attrs, slog.String("reason", dec.Reason))
+	}
+	if dec.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", dec.RetryAfter))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	r.log.LogAttrs(ctx, level, "mq consume", attrs...)
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is alive.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
