@@ -44,24 +44,29 @@ func startPublisher(t *testing.T, cfg rabbitmq.Config) *rabbitmq.Publisher {
 	return p
 }
 
-// startRunner runs r until the end of the test, then stops it and waits
-// for Run to return.
-func startRunner(t *testing.T, r *rabbitmq.Runner) {
+// startRunner runs r until stop or the end of the test; stop cancels it
+// and waits for Run to return (idempotent).
+func startRunner(t *testing.T, r *rabbitmq.Runner) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Errorf("Run did not return after cancel")
 			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("Run did not return after cancel")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // runGroup declares sub in env and runs a runner of it with h.

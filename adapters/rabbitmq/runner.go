@@ -456,8 +456,24 @@ func (r *Runner) settle(ctx context.Context, c *consumer, parker *confirmChannel
 			result = ackResultAckFailed
 		}
 		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+		r.abandon(c, err)
 	}
 	r.logDecision(d, dec, result, err)
+}
+
+// abandon closes c's channel after a settlement failed: whatever the
+// channel still holds unacknowledged returns to its queue and the consume
+// loop opens a new channel. A delivery judged stale may in fact belong to
+// the recovered channel (the generation is counted asynchronously);
+// closing the channel is what keeps such a message from staying
+// unacknowledged, and its shard blocked, for the life of the channel.
+func (r *Runner) abandon(c *consumer, cause error) {
+	if c.ch.IsClosed() {
+		return
+	}
+	r.log.Warn("settling a delivery failed; closing the channel so that its unacknowledged messages return to the queue",
+		slog.String("error", cause.Error()))
+	_ = c.ch.Close()
 }
 
 // errStaleDelivery is a settlement skipped because the channel closed or
@@ -494,14 +510,21 @@ func (r *Runner) park(c *consumer, parker *confirmChannel, src source, rv receiv
 	if outcome != OutcomeConfirmed {
 		r.log.Warn("parking a message in a delay tier failed; requeuing it", slog.String("queue", src.queue),
 			slog.String("message_id", rv.d.MessageId), slog.String("error", fmt.Sprint(err)))
-		if r.guard(c, rv) == nil {
-			_ = c.ch.Nack(rv.d.DeliveryTag, false, true)
+		err := r.guard(c, rv)
+		if err == nil {
+			err = c.ch.Nack(rv.d.DeliveryTag, false, true)
+		}
+		if err != nil {
+			r.abandon(c, err)
 		}
 		return false
 	}
 	r.metrics.parked.WithLabelValues(r.name, strconv.FormatInt(tier.Milliseconds(), 10)).Inc()
 	if err := r.ack(c, rv); err != nil {
+		// The parked copy is stored; the original returns too (a
+		// duplicate, which the inbox absorbs).
 		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+		r.abandon(c, err)
 	}
 	return true
 }

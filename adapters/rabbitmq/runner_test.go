@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -243,5 +244,61 @@ func TestDelayedDeliveryPrecision(t *testing.T) {
 			t.Errorf("%s delivered as attempt %d, want 1 (parking is not a delivery)", id, r.d.DeliveryAttempt)
 		}
 		t.Logf("%s: delivered %v after its DeliverAt", id, late)
+	}
+}
+
+// TestRunnerSurvivesConnectionLoss: a runner whose connection the network
+// resets keeps consuming once the network is back (the client's recovery
+// reconnects, or the runner reopens its channel), and what it acknowledges
+// afterwards leaves the queue.
+func TestRunnerSurvivesConnectionLoss(t *testing.T) {
+	t.Parallel()
+	env := rabbittest.NewEnv(t, nil)
+	sub := ports.Subscription{Group: "CG_AUDIT", Topic: ports.TopicOrderEvent, MaxRetries: 3}
+	env.AddGroup(sub)
+	proxy, err := faultproxy.New(brokerAddr(t, env.Config.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg := env.Config
+	cfg.URL = viaProxy(t, cfg.URL, proxy.Addr())
+	cfg.ReconnectInterval = 200 * time.Millisecond
+	rec := newRecorder()
+	r, err := rabbitmq.NewRunner(cfg, env.Topology(), rabbitmq.RunnerConfig{Group: sub.Group, Concurrency: 2},
+		rec.handler(func(ports.Delivery) ports.Decision { return ports.Acked("audited") }), testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startRunner(t, r)
+	p := startPublisher(t, env.Config)
+	if _, err := p.Publish(context.Background(), event("evt_before")); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, 30*time.Second, "evt_before", func(rs []record) bool { return len(of(rs, "evt_before")) > 0 })
+	proxy.SetReset()
+	if _, err := p.Publish(context.Background(), event("evt_during")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	proxy.SetPass()
+	if _, err := p.Publish(context.Background(), event("evt_after")); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, 60*time.Second, "the messages published during and after the outage", func(rs []record) bool {
+		return len(of(rs, "evt_during")) > 0 && len(of(rs, "evt_after")) > 0
+	})
+	// Stopped, the runner's connection closes and anything it holds
+	// unacknowledged returns to the head of the queue: a second runner then
+	// gets it before a barrier published afterwards.
+	stop()
+	if _, err := p.Publish(context.Background(), event("evt_barrier")); err != nil {
+		t.Fatal(err)
+	}
+	second := newRecorder()
+	runGroup(t, env, sub, 1, 1, second.handler(func(ports.Delivery) ports.Decision { return ports.Acked("audited") }))
+	got := second.waitFor(t, 30*time.Second, "the barrier", func(rs []record) bool { return len(of(rs, "evt_barrier")) > 0 })
+	if id := got[0].d.Properties["message_id"]; id != "evt_barrier" {
+		t.Fatalf("after the runner stopped, %s came back before the barrier: it was handled but never acknowledged", id)
 	}
 }
