@@ -90,7 +90,6 @@ func (r *Redis) Reserve(ctx context.Context, snap reservation.Snapshot, firstAtt
 	return snap, nil
 }
 
-
 // entry returns the stored reservation of ref or ports.ErrNotFound. The
 // caller holds r.mu.
 func (r *Redis) entry(ref ports.ReservationRef) (*rslot, *rsvEntry, error) {
