@@ -25,7 +25,7 @@ test:
 	@$(MAKE) --no-print-directory lint check-generated
 
 ## unit: the tests that need no local stack (domain, application, in-memory adapters, API, config); seconds.
-UNIT_PKGS = $$(go list ./... | grep -v -E '/application/scenarios$$|/adapters/(postgres|redis|rocketmq|rabbitmq)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
+UNIT_PKGS = $$(go list ./... | grep -v -E '/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
 unit:
 	@go test -count=1 $(UNIT_PKGS)
 
