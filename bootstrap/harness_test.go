@@ -40,7 +40,7 @@ type system struct {
 	app    *bootstrap.App
 	mq     *mqtest.Env
 	db     *pgxpool.Pool
-	redis  *goredis.Client
+	redis  goredis.UniversalClient
 	ns     string
 	base   string
 	http   *http.Client
@@ -58,6 +58,9 @@ type options struct {
 	// withoutWorkers names workers not to run (for example
 	// "consumer CG_SECKILL_ORDER_TIMEOUT_V1").
 	withoutWorkers []string
+	// redisCluster runs the system on the stack's Redis Cluster
+	// (SECKILL_REDIS_CLUSTER_ADDRS) instead of the single Redis.
+	redisCluster bool
 	// peer, when set, makes the system a second instance of peer's
 	// service: the same database, Redis namespace and broker namespace,
 	// its own listeners and instance id.
@@ -76,7 +79,17 @@ func startSystem(t *testing.T, opt options) *system {
 		s.mq = mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))
 		dsn = pgtest.NewDatabase(t)
 		s.db = pgtest.Pool(t, dsn)
-		s.redis, s.ns = redistest.New(t)
+		if opt.redisCluster {
+			s.redis, s.ns = redistest.NewCluster(t)
+		} else {
+			s.redis, s.ns = redistest.New(t)
+		}
+	}
+	redisAddr, redisDB := os.Getenv("SECKILL_REDIS_ADDR"), 0
+	if c, ok := s.redis.(*goredis.Client); ok {
+		redisDB = c.Options().DB
+	} else {
+		redisAddr = os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	}
 	env := map[string]string{
 		"SECKILL_HTTP_ADDR":           "127.0.0.1:0",
@@ -84,9 +97,9 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_AUTH_SECRET":         "e2e-secret-0123456789",
 		"SECKILL_PG_DSN":              dsn,
 		"SECKILL_PG_MAX_CONNS":        "16",
-		"SECKILL_REDIS_ADDR":          os.Getenv("SECKILL_REDIS_ADDR"),
+		"SECKILL_REDIS_ADDR":          redisAddr,
 		"SECKILL_REDIS_NAMESPACE":     s.ns,
-		"SECKILL_REDIS_DB":            strconv.Itoa(s.redis.Options().DB),
+		"SECKILL_REDIS_DB":            strconv.Itoa(redisDB),
 		"SECKILL_RATE_BURST":          "1000",
 		"SECKILL_RATE_PER_SECOND":     "1000",
 		"SECKILL_READ_BURST":          "1000",

@@ -33,7 +33,7 @@ import (
 // separate: the process answers /livez as long as it runs.
 type Health struct {
 	pg       *postgres.Store
-	redis    *goredis.Client
+	redis    goredis.UniversalClient
 	broker   ports.BrokerHealth
 	interval time.Duration
 
@@ -53,7 +53,7 @@ type HealthStatus struct {
 	At       time.Time `json:"at"`
 }
 
-func provideHealth(pg *postgres.Store, redis *goredis.Client, broker Broker) *Health {
+func provideHealth(pg *postgres.Store, redis goredis.UniversalClient, broker Broker) *Health {
 	return &Health{pg: pg, redis: redis, broker: broker, interval: time.Second}
 }
 

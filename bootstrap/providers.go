@@ -120,18 +120,31 @@ func provideRedisGuard(cfg config.Config, log *slog.Logger) (*redis.Guard, error
 	return redis.NewGuard(cfg.Redis.Namespace, log.With("adapter", "redis"))
 }
 
-// provideRedisClient returns the service's Redis client; guard checks the
-// Redis process behind every new connection before it is used.
-func provideRedisClient(cfg config.Config, guard *redis.Guard) (*goredis.Client, func(), error) {
-	c := goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), DB: cfg.Redis.DB,
-		PoolSize: 64, ReadTimeout: time.Second, WriteTimeout: time.Second, OnConnect: guard.OnConnect})
+// provideRedisClient returns the service's Redis client: one node, or
+// Redis Cluster when SECKILL_REDIS_ADDR lists several seed addresses. On a
+// single node, guard checks the Redis process behind every new connection
+// before it is used; the guard cannot run on a cluster (docs/operations.md).
+func provideRedisClient(cfg config.Config, guard *redis.Guard) (goredis.UniversalClient, func(), error) {
+	addrs := redis.SplitAddrs(cfg.Redis.Addr)
+	o := redis.ClientOptions{Password: string(cfg.Redis.Password), DB: cfg.Redis.DB, PoolSize: 64,
+		ReadTimeout: time.Second, WriteTimeout: time.Second}
+	if !cfg.RedisCluster() {
+		o.Guard = guard
+	}
+	c, err := redis.NewClient(addrs, o)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis client: %w", err)
+	}
 	return c, func() { _ = c.Close() }, nil
 }
 
-func provideRedis(c *goredis.Client, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*redis.Store, error) {
-	return redis.New(c, redis.Config{Namespace: cfg.Redis.Namespace, Guard: guard, Tracer: tr.TracerProvider,
-		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}},
-		reg, log.With("adapter", "redis"))
+func provideRedis(c goredis.UniversalClient, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*redis.Store, error) {
+	rc := redis.Config{Namespace: cfg.Redis.Namespace, Tracer: tr.TracerProvider,
+		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}}
+	if !cfg.RedisCluster() {
+		rc.Guard = guard
+	}
+	return redis.New(c, rc, reg, log.With("adapter", "redis"))
 }
 
 func provideOrderViews(s *redis.Store) ports.OrderViews { return s.OrderViews() }

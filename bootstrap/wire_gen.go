@@ -23,7 +23,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	client, cleanup, err := provideRedisClient(cfg, guard)
+	universalClient, cleanup, err := provideRedisClient(cfg, guard)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -33,7 +33,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		cleanup()
 		return nil, nil, err
 	}
-	store, err := provideRedis(client, guard, cfg, registry, tracer, log)
+	store, err := provideRedis(universalClient, guard, cfg, registry, tracer, log)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -84,7 +84,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, broker, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
-	health := provideHealth(postgresStore, client, broker)
+	health := provideHealth(postgresStore, universalClient, broker)
 	server, err := provideServer(cfg, orderService, admin, health, registry, tracer, log)
 	if err != nil {
 		cleanup4()

@@ -145,6 +145,10 @@ const (
 	RoleWorkers = "workers"
 )
 
+// RedisCluster reports whether SECKILL_REDIS_ADDR lists several seed
+// addresses (comma-separated): the service then talks to Redis Cluster.
+func (c Config) RedisCluster() bool { return strings.Contains(strings.Trim(c.Redis.Addr, ", "), ",") }
+
 // RunsAPI reports whether the instance serves the API.
 func (c Config) RunsAPI() bool { return c.Role != RoleWorkers }
 
@@ -285,7 +289,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 		},
 		Redis: Redis{
 			Addr: r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379",
-				"Redis address (host:port) of the reservation store"),
+				"Redis address (host:port) of the reservation store; several comma-separated seed addresses select Redis Cluster"),
 			Password: r.secret("SECKILL_REDIS_PASSWORD", "",
 				"Redis password (empty: none)"),
 			DB: r.integer("SECKILL_REDIS_DB", 0,
@@ -409,6 +413,7 @@ func (c Config) validate() []error {
 	check(c.Postgres.ConsumerBudget > 0 && c.Postgres.ConsumerBudget <= 1, "SECKILL_PG_CONSUMER_BUDGET must be in (0, 1]")
 	check(c.Redis.Addr != "", "SECKILL_REDIS_ADDR is empty")
 	check(c.Redis.DB >= 0, "SECKILL_REDIS_DB must be >= 0")
+	check(!c.RedisCluster() || c.Redis.DB == 0, "SECKILL_REDIS_DB must be 0 on Redis Cluster (several SECKILL_REDIS_ADDR addresses)")
 	check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
