@@ -52,8 +52,8 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 // reservation (reservation.New(...).Snapshot()); otherwise the error wraps
 // reservation.ErrInvalid.
 func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error) {
-	if err := validateNew(r); err != nil {
-		return reservation.Snapshot{}, err
+	if err := r.ValidateNew(); err != nil {
+		return reservation.Snapshot{}, fmt.Errorf("redis reserve: %w", err)
 	}
 	if r.Version == 0 {
 		r.Version = 1
@@ -98,20 +98,6 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrSoldOut)
 	}
 	return reservation.Snapshot{}, unexpected("reserve", reply)
-}
-
-func validateNew(r reservation.Snapshot) error {
-	switch {
-	case r.ReservationID == "" || r.OrderID == "" || r.MessageID == "" || r.RequestID == "":
-		return fmt.Errorf("redis reserve: %w: reservation, order, message and request ids are required", reservation.ErrInvalid)
-	case r.ActivityID <= 0 || r.SKUID <= 0 || r.UserID <= 0:
-		return fmt.Errorf("redis reserve: %w: activity, sku and user ids must be > 0", reservation.ErrInvalid)
-	case r.Status != reservation.StatusPending:
-		return fmt.Errorf("redis reserve: %w: a new reservation is PENDING, not %s", reservation.ErrInvalid, r.Status)
-	case r.CreatedAt.IsZero() || r.ValidUntil.IsZero():
-		return fmt.Errorf("redis reserve: %w: created_at and valid_until are required", reservation.ErrInvalid)
-	}
-	return nil
 }
 
 // Get returns a stored reservation or ports.ErrNotFound.
