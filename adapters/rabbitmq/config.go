@@ -10,10 +10,11 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultSendTimeout bounds one Publish (write + publisher confirm):
-	// a quorum queue confirms after its Raft log is written to disk, a few
-	// milliseconds on the development box (README.md).
-	DefaultSendTimeout = 200 * time.Millisecond
+	// DefaultSendTimeout bounds one Publish (write + publisher confirm),
+	// the RocketMQ adapter's value: a quorum queue confirms after its Raft
+	// log is written, P99 3 ms for one sender and 6 ms for 16 on the
+	// development box (README.md); an UNKNOWN only costs a resend.
+	DefaultSendTimeout = 50 * time.Millisecond
 	// DefaultFIFOShards is the number of quorum queues per ordered group
 	// (the FIFO projection): messages are spread by a hash of their
 	// message group, each queue is consumed by one active consumer.
