@@ -26,12 +26,17 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, nil
 }
 
-// publisherMetrics are the producer metrics, named and labelled as the
-// RocketMQ adapter's (topic = the topic exchange's name).
+// publisherMetrics are the producer metrics, named, labelled and
+// described as the RocketMQ adapter's (topic = the topic exchange's name):
+// identical descriptors, so that a registry can hold either adapter's and
+// the dashboards read both.
 type publisherMetrics struct {
 	total   *prometheus.CounterVec   // mq_publish_total{topic,outcome}
 	latency *prometheus.HistogramVec // mq_publish_latency_seconds{topic}
 	unknown *prometheus.CounterVec   // mq_publish_unknown_total{topic}
+	skipped *prometheus.CounterVec   // mq_publish_skipped_total{topic}
+	// retryWindow is mq_retry_window: the retry budget's current limit.
+	retryWindow prometheus.Gauge
 }
 
 func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
@@ -54,6 +59,18 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 		Name: "mq_publish_unknown_total",
 		Help: "Publishes whose outcome is unknown (timeout, connection loss, server error).",
 	}, []string{"topic"})); err != nil {
+		return nil, err
+	}
+	if m.skipped, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mq_publish_skipped_total",
+		Help: "Publishes not attempted because the circuit breaker was open (the message was not stored).",
+	}, []string{"topic"})); err != nil {
+		return nil, err
+	}
+	if m.retryWindow, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mq_retry_window",
+		Help: "How many retry sends (resends, relay retries) may be outstanding: +1 per answered retry, halved per failed one.",
+	})); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -101,7 +118,7 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	}
 	if m.ackFailure, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mq_ack_failure_total",
-		Help: "Acknowledgements that failed (channel closed or recovered since the delivery); the message will be redelivered.",
+		Help: "Acknowledgements that failed (a transport error, or the proxy refused the entry, e.g. an expired receipt handle); the message will be redelivered.",
 	}, []string{"group"})); err != nil {
 		return nil, err
 	}

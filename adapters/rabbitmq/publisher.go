@@ -61,6 +61,8 @@ type Publisher struct {
 	stop   chan struct{}
 	bg     sync.WaitGroup
 	next   atomic.Uint64
+
+	retries *retryWindow
 }
 
 var (
@@ -92,7 +94,9 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		}
 		m.unknown.WithLabelValues(t.Exchange)
 	}
-	return &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{})}, nil
+	p := &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{}), retries: newRetryWindow()}
+	m.retryWindow.Set(float64(p.retries.size()))
+	return p, nil
 }
 
 // Topology returns the topology the publisher publishes to.
@@ -190,7 +194,10 @@ func (p *Publisher) BrokerAvailable() (bool, time.Time) {
 // Publish sends msg and waits for the broker's confirmation, bounded by
 // min(ctx, Config.SendTimeout). nil means CONFIRMED; errors match
 // ports.ErrSendRejected (DEFINITE_FAILURE: an invalid message, a nack, a
-// context ended before the write) or ports.ErrSendUnknown (UNKNOWN).
+// context ended before the write) or ports.ErrSendUnknown (UNKNOWN). A
+// Retry send takes a slot of the retry window first; when the window is
+// full nothing is sent and the error matches ports.ErrBrokerUnavailable
+// too.
 func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
 	spec, err := p.topo.Topic(msg.Topic)
 	if err != nil {
@@ -219,12 +226,23 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
 	}
+	if msg.Retry {
+		if !p.retries.acquire() {
+			p.metrics.skipped.WithLabelValues(spec.Exchange).Inc()
+			return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID,
+				spec.Exchange, ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.size())
+		}
+	}
 	ch := chans[p.next.Add(1)%uint64(len(chans))]
 	sendCtx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
 	defer cancel()
 	start := time.Now()
 	outcome, err := ch.publish(sendCtx, exchange, key, pub)
 	elapsed := time.Since(start)
+	if msg.Retry {
+		p.retries.release(outcome != OutcomeUnknown, outcome == OutcomeUnknown && ctx.Err() == nil)
+		p.metrics.retryWindow.Set(float64(p.retries.size()))
+	}
 	class := errorClass(outcome, err)
 	switch outcome {
 	case OutcomeConfirmed:
