@@ -43,6 +43,11 @@ type Config struct {
 	// Prometheus exporter) are the ports on 127.0.0.1; the broker also uses
 	// BrokerPort-2 and BrokerPort+1.
 	PGPort, RedisPort, NamesrvPort, ProxyPort, RemotingPort, BrokerPort, BrokerMetricsPort int
+	// RedisClusterPorts are the client ports of the Redis Cluster's
+	// masters (at least 3); each node's cluster bus listens on its port -
+	// 10000 (the default bus port, port + 10000, does not exist above
+	// 55535).
+	RedisClusterPorts []int
 
 	// TopicPrefix starts every topic and group name (SECKILL_TOPIC_PREFIX).
 	TopicPrefix string
@@ -123,12 +128,42 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 			*p.dst = n
 		}
 	}
+	c.RedisClusterPorts = []int{57001, 57002, 57003}
+	if v := getenv("SECKILL_REDIS_CLUSTER_PORTS"); v != "" {
+		ports, err := parseClusterPorts(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("SECKILL_REDIS_CLUSTER_PORTS=%q: %w", v, err)
+		}
+		c.RedisClusterPorts = ports
+	}
 	for _, name := range []string{"SECKILL_TOPIC_QUEUES", "SECKILL_EXTRA_GROUPS"} {
 		if getenv(name) != "" {
 			c.Deprecated = append(c.Deprecated, name)
 		}
 	}
 	return c, nil
+}
+
+// parseClusterPorts reads at least 3 distinct ports separated by spaces or
+// commas, each in 10001-65535 (its bus port, port - 10000, must exist).
+func parseClusterPorts(v string) ([]int, error) {
+	var ports []int
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 10000 || n > 65535 {
+			return nil, fmt.Errorf("%q is not a port in 10001-65535 (the cluster bus uses port - 10000)", f)
+		}
+		for _, p := range ports {
+			if p == n {
+				return nil, fmt.Errorf("port %d given twice", n)
+			}
+		}
+		ports = append(ports, n)
+	}
+	if len(ports) < 3 {
+		return nil, errors.New("a Redis Cluster needs at least 3 masters (3 ports)")
+	}
+	return ports, nil
 }
 
 // DeprecatedFromEnviron adds to c.Deprecated the set SECKILL_RETRY_MAX_*
@@ -187,6 +222,20 @@ func (c Config) PGDSN() string {
 // RedisDir is <state>/redis.
 func (c Config) RedisDir() string { return filepath.Join(c.StateDir, "redis") }
 
+// RedisClusterDir is <state>/redis-cluster; node P runs in its
+// subdirectory P.
+func (c Config) RedisClusterDir() string { return filepath.Join(c.StateDir, "redis-cluster") }
+
+// RedisClusterAddrs is the comma-separated list of the cluster's seed
+// addresses, as exported in SECKILL_REDIS_CLUSTER_ADDRS.
+func (c Config) RedisClusterAddrs() string {
+	addrs := make([]string, len(c.RedisClusterPorts))
+	for i, p := range c.RedisClusterPorts {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	return strings.Join(addrs, ",")
+}
+
 // RMQHome is <state>/rocketmq, the RocketMQ JVMs' home and working directory.
 func (c Config) RMQHome() string { return filepath.Join(c.StateDir, "rocketmq") }
 
@@ -216,5 +265,7 @@ func (c Config) Exports() []Export {
 		// This proxy accepts invisible durations from 1 s (minInvisibleTimeMillsForRecv), so the messages a
 		// crashed consumer held come back after 4 s instead of the service's 10 s default (docs/operations.md).
 		{"SECKILL_INVISIBLE_DURATION", c.InvisibleDuration},
+		// The Redis Cluster of adapters/redis/clustertest (adapters/redis/README.md, "Redis Cluster").
+		{"SECKILL_REDIS_CLUSTER_ADDRS", c.RedisClusterAddrs()},
 	}
 }

@@ -39,6 +39,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		"SECKILL_TOPIC_PREFIX=",
 		"SECKILL_STACK_DIR=/home/u/.cache/seckill/stack",
 		"SECKILL_INVISIBLE_DURATION=4s",
+		"SECKILL_REDIS_CLUSTER_ADDRS=127.0.0.1:57001,127.0.0.1:57002,127.0.0.1:57003",
 	}, "\n")
 	if strings.Join(lines, "\n") != wantExports {
 		t.Fatalf("exports:\n%s\nwant:\n%s", strings.Join(lines, "\n"), wantExports)
@@ -69,5 +70,14 @@ func TestConfigFromEnvOverrides(t *testing.T) {
 	}
 	if _, err := ConfigFromEnv(env(map[string]string{"HOME": "/h", "SECKILL_REDIS_PORT": "x"}), ""); err == nil {
 		t.Fatal("a bad port was accepted")
+	}
+	cfg, err = ConfigFromEnv(env(map[string]string{"HOME": "/h", "SECKILL_REDIS_CLUSTER_PORTS": "47001, 47002 47003,47004"}), "")
+	if err != nil || cfg.RedisClusterAddrs() != "127.0.0.1:47001,127.0.0.1:47002,127.0.0.1:47003,127.0.0.1:47004" {
+		t.Fatalf("cluster ports: %v, %v", cfg.RedisClusterPorts, err)
+	}
+	for _, bad := range []string{"57001 57002", "57001 57001 57002", "9000 57001 57002", "a b c"} {
+		if _, err := ConfigFromEnv(env(map[string]string{"HOME": "/h", "SECKILL_REDIS_CLUSTER_PORTS": bad}), ""); err == nil {
+			t.Fatalf("SECKILL_REDIS_CLUSTER_PORTS=%q was accepted", bad)
+		}
 	}
 }

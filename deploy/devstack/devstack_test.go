@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -70,6 +71,7 @@ func privateConfig(t *testing.T) Config {
 	cfg.StateDir = filepath.Join(t.TempDir(), "stack")
 	cfg.PGPort, cfg.RedisPort, cfg.NamesrvPort = freePort(t), freePort(t), freePort(t)
 	cfg.ProxyPort, cfg.RemotingPort, cfg.BrokerPort, cfg.BrokerMetricsPort = freePort(t), freePort(t), freePort(t), freePort(t)
+	cfg.RedisClusterPorts = []int{freeClusterPort(t), freeClusterPort(t), freeClusterPort(t)}
 	return cfg
 }
 
@@ -235,7 +237,7 @@ func TestStackUpAdoptsAndDownPurges(t *testing.T) {
 		t.Fatalf("Status: %v\n%s", err, out.String())
 	}
 	for _, c := range s.Components() {
-		if !strings.Contains(out.String(), c.Name()+strings.Repeat(" ", 10-len(c.Name()))+" "+strconv.Itoa(first[c.Name()])) {
+		if !strings.Contains(out.String(), fmt.Sprintf("%-13s %d", c.Name(), first[c.Name()])) {
 			t.Fatalf("status lacks %s with pid %d:\n%s", c.Name(), first[c.Name()], out.String())
 		}
 	}
@@ -419,6 +421,15 @@ func runningConfig(t *testing.T) Config {
 	cfg.NamesrvPort = port("SECKILL_ROCKETMQ_NAMESRV")
 	cfg.BrokerPort = port("SECKILL_ROCKETMQ_BROKER")
 	cfg.BrokerMetricsPort = port("SECKILL_ROCKETMQ_METRICS_URL")
+	cfg.RedisClusterPorts = nil
+	for _, addr := range strings.Split(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS"), ",") {
+		_, p, err := net.SplitHostPort(addr)
+		n, err2 := strconv.Atoi(p)
+		if err != nil || err2 != nil {
+			t.Fatalf("SECKILL_REDIS_CLUSTER_ADDRS=%q: no port in %q", os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS"), addr)
+		}
+		cfg.RedisClusterPorts = append(cfg.RedisClusterPorts, n)
+	}
 	return cfg
 }
 
@@ -431,6 +442,12 @@ func TestRunningStackIsAdopted(t *testing.T) {
 	cfg := runningConfig(t)
 	s := Default(cfg, testLogger(t))
 	for _, c := range s.Components() {
+		if _, ok := c.(Processless); ok {
+			if err := c.Healthy(ctx); err != nil {
+				t.Fatalf("%s: %v", c.Name(), err)
+			}
+			continue
+		}
 		before, err := os.ReadFile(c.PIDFile())
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name(), err)

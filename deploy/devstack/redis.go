@@ -28,12 +28,14 @@ type Redis struct {
 
 // RedisSpec describes one redis-server: its component name and group, its
 // directory (working directory, config and AOF), its port and extra lines
-// of redis.conf (e.g. "cluster-enabled yes").
+// of redis.conf (e.g. "cluster-enabled yes"), and other ports it listens
+// on (a cluster node's bus port), which must be free when it starts.
 type RedisSpec struct {
 	Name, Group string
 	Dir         string
 	Port        int
 	ExtraConf   []string
+	ExtraPorts  []int
 }
 
 // NewRedis returns the stack's Redis component: "redis" in <state>/redis on
@@ -69,7 +71,7 @@ func (r *Redis) Grace() time.Duration { return 0 }
 // Healthy implements Component: ours and answering PING.
 func (r *Redis) Healthy(ctx context.Context) error {
 	if r.PID() == 0 {
-		return fmt.Errorf("redis: not running (no live process of ours in %s)", r.File)
+		return fmt.Errorf("%s: not running (no live process of ours in %s)", r.spec.Name, r.File)
 	}
 	return redisPing(ctx, r.spec.Port)
 }
@@ -130,7 +132,7 @@ save ""
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("%s: write config: %w", name, err)
 	}
-	if err := ensurePortsFree(ctx, name, port); err != nil {
+	if err := ensurePortsFree(ctx, name, append([]int{port}, r.spec.ExtraPorts...)...); err != nil {
 		return err
 	}
 	r.Log.Infof("%s: starting on 127.0.0.1:%d (log: %s)", name, port, logFile)
@@ -150,6 +152,9 @@ save ""
 // Status implements Component.
 func (r *Redis) Status(context.Context) StatusInfo {
 	info := StatusInfo{Ports: strconv.Itoa(r.spec.Port), Detail: "dir " + r.spec.Dir + ", PING"}
+	for _, p := range r.spec.ExtraPorts {
+		info.Ports += "," + strconv.Itoa(p)
+	}
 	if pid := r.PID(); pid != 0 {
 		info.RSSKB = rssKB(pid)
 	}

@@ -46,11 +46,16 @@ func New(cfg Config, log *Logger, components []Component, resources []Resource) 
 }
 
 // Default returns the local stack of deploy/local/stack.sh: postgres,
-// redis, namesrv and proxy, and the RocketMQ resources.
+// redis, the Redis Cluster (its nodes redis-c1.. and redis-cluster, which
+// joins them), namesrv and proxy, and the RocketMQ resources.
 func Default(cfg Config, log *Logger) *Stack {
-	s, err := New(cfg, log,
-		[]Component{NewPostgres(cfg, log), NewRedis(cfg, log), NewNameServer(cfg, log), NewProxy(cfg, log)},
-		[]Resource{NewRocketMQResources(cfg, log)})
+	components := []Component{NewPostgres(cfg, log), NewRedis(cfg, log)}
+	nodes := NewRedisClusterNodes(cfg, log)
+	for _, n := range nodes {
+		components = append(components, n)
+	}
+	components = append(components, NewRedisCluster(cfg, log, nodes), NewNameServer(cfg, log), NewProxy(cfg, log))
+	s, err := New(cfg, log, components, []Resource{NewRocketMQResources(cfg, log)})
 	if err != nil {
 		panic(err) // the default list is consistent
 	}
@@ -113,6 +118,13 @@ func (s *Stack) lock(ctx context.Context) (func(), error) {
 // starting one its grace, restart a wedged one, start a missing one. It
 // reports whether it started the process.
 func (s *Stack) ensure(ctx context.Context, c Component) (bool, error) {
+	if _, ok := c.(Processless); ok {
+		if c.Healthy(ctx) == nil {
+			s.log.Infof("%s: healthy", c.Name())
+			return false, nil
+		}
+		return true, c.Start(ctx)
+	}
 	pid, err := c.Adopt(ctx)
 	if err != nil {
 		return false, err
@@ -274,7 +286,7 @@ func (s *Stack) Env(ctx context.Context, w io.Writer) error {
 	return s.WriteExports(w)
 }
 
-const statusFormat = "%-10s %-8s %-38s %-8s %-9s %s\n"
+const statusFormat = "%-13s %-8s %-38s %-8s %-9s %s\n"
 
 // Status writes one line per component (pid, ports, healthy, RSS, detail)
 // and per resource, then the state and log dirs, to w. It returns an error

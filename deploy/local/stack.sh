@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Local infrastructure for seckill: a private PostgreSQL, Redis and RocketMQ 5 (namesrv + proxy in LOCAL
-# mode with the broker embedded), all on 127.0.0.1, all state under one directory outside the repository.
+# Local infrastructure for seckill: a private PostgreSQL, Redis, a 3-master Redis Cluster and RocketMQ 5 (namesrv +
+# proxy in LOCAL mode with the broker embedded), all on 127.0.0.1, all state under one directory outside the repository.
 #
 #   deploy/local/stack.sh up [--quiet]   start whatever is not running, apply the topics/groups (seckill topology
 #                                        apply, built into the state dir), print exports
 #   deploy/local/stack.sh env            print the export lines of a running stack (exit 1 if not healthy)
 #   deploy/local/stack.sh status         one line per component: pid, ports, RSS, healthy?
-#   deploy/local/stack.sh down [--purge] [postgres|redis|rocketmq]...
+#   deploy/local/stack.sh down [--purge] [postgres|redis|redis-cluster|rocketmq]...
 #                                        stop the processes this script started (by PID; all components unless
 #                                        named); --purge also deletes their data (whole state dir if none named)
 #   deploy/local/stack.sh mqadmin ARGS   run RocketMQ's mqadmin against the local name server

@@ -71,9 +71,9 @@ func (c *cli) stack(quiet bool) (*devstack.Stack, devstack.Config, error) {
 func (c *cli) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "seckill-stack",
-		Short: "The local stack of the seckill service: PostgreSQL, Redis, RocketMQ 5 on loopback",
-		Long: `seckill-stack runs the local stack (docs/local-stack.md): a private PostgreSQL, Redis and
-RocketMQ 5 (name server, and a proxy with the broker embedded) on 127.0.0.1, all state in
+		Short: "The local stack of the seckill service: PostgreSQL, Redis, Redis Cluster, RocketMQ 5 on loopback",
+		Long: `seckill-stack runs the local stack (docs/local-stack.md): a private PostgreSQL, Redis, a 3-master
+Redis Cluster and RocketMQ 5 (name server, and a proxy with the broker embedded) on 127.0.0.1, all state in
 ${SECKILL_STACK_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill/stack}. It only signals the processes it
 started, by the pid in their pid file, after checking through /proc that they are ours.
 deploy/local/stack.sh installs what it needs, builds it and runs it: use that script.
@@ -134,10 +134,11 @@ export lines go to stdout; progress goes to stderr (--quiet silences it, not war
 		},
 	}
 	down := &cobra.Command{
-		Use:   "down [--purge] [postgres|redis|rocketmq]...",
+		Use:   "down [--purge] [postgres|redis|redis-cluster|rocketmq]...",
 		Short: "Stop the processes the stack started (by pid); --purge also deletes their data",
 		Long: `Stop the processes the stack started, by the pid in their pid file and only if they are ours
-(all components unless some are named; namesrv and proxy stand for rocketmq). --purge also
+(all components unless some are named; namesrv and proxy stand for rocketmq, redis-c1..3
+for redis-cluster). --purge also
 deletes their data: the named components' data, or the whole state dir when none is named
 (the download cache is kept).`,
 		DisableFlagParsing: true,

@@ -1,11 +1,11 @@
 // Command seckill-stack runs the local development stack of the seckill
-// service (package deploy/devstack): a private PostgreSQL, Redis and
-// RocketMQ 5 on 127.0.0.1 with all state in one directory.
+// service (package deploy/devstack): a private PostgreSQL, Redis, Redis
+// Cluster and RocketMQ 5 on 127.0.0.1 with all state in one directory.
 //
 //	seckill-stack up [--quiet]    start what is not running, apply the topology, print exports
 //	seckill-stack env             the export lines of a running stack (exit 1 if not healthy)
 //	seckill-stack status          one line per component (exit 1 if anything is not healthy)
-//	seckill-stack down [--purge] [postgres|redis|rocketmq]...
+//	seckill-stack down [--purge] [postgres|redis|redis-cluster|rocketmq]...
 //	seckill-stack mqadmin ARGS    RocketMQ's mqadmin against the local name server
 //
 // `up` prints only `export ...` lines on stdout; progress goes to stderr.
