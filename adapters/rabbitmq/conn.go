@@ -11,27 +11,31 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// dial opens a connection with the client's automatic recovery on: after
-// a network failure the client reconnects every Config.ReconnectInterval
-// until it succeeds or the connection is closed, reopens the channels
-// (with their QoS and confirm mode) and re-subscribes their consumers.
-// Durable topology is not redeclared (the broker keeps it).
-func dial(ctx context.Context, cfg Config, name string) (*amqp.Connection, error) {
+// dial opens a connection. With recover, the client's automatic recovery
+// is on: after a network failure the client reconnects every
+// Config.ReconnectInterval until it succeeds or the connection is closed,
+// reopens the channels (with their QoS and confirm mode) and re-subscribes
+// their consumers; durable topology is not redeclared (the broker keeps
+// it). The Publisher uses it; the Runner reconnects on its own (see Run).
+func dial(ctx context.Context, cfg Config, name string, recover bool) (*amqp.Connection, error) {
 	type result struct {
 		conn *amqp.Connection
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		c, err := amqp.DialConfig(cfg.URL, amqp.Config{
+		ac := amqp.Config{
 			Heartbeat:  10 * time.Second,
 			Properties: amqp.Table{"connection_name": name},
 			Dial:       amqp.DefaultDial(5 * time.Second),
-			Recovery: &amqp.Recovery{
+		}
+		if recover {
+			ac.Recovery = &amqp.Recovery{
 				ReconnectionConfig:   &amqp.ReconnectionConfig{MaxRetryCount: math.MaxInt32, RetryInterval: cfg.ReconnectInterval},
 				TopologyRecoveryMode: amqp.TopologyRecoveryOnlyTransient,
-			},
-		})
+			}
+		}
+		c, err := amqp.DialConfig(cfg.URL, ac)
 		done <- result{c, err}
 	}()
 	select {
@@ -53,7 +57,7 @@ func dial(ctx context.Context, cfg Config, name string) (*amqp.Connection, error
 // Declare connects to cfg.URL, declares t (Topology.Declare) and
 // disconnects. Idempotent: `seckill` and the local stack call it at start.
 func Declare(ctx context.Context, cfg Config, t Topology) error {
-	conn, err := dial(ctx, cfg.withDefaults(), "seckill-topology")
+	conn, err := dial(ctx, cfg.withDefaults(), "seckill-topology", false)
 	if err != nil {
 		return err
 	}

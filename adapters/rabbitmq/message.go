@@ -61,7 +61,7 @@ func buildPublishing(topic string, msg ports.OutboundMessage, sendID string, now
 		h[hdrMessageGroup] = msg.MessageGroup
 	}
 	if !msg.DeliverAt.IsZero() {
-		h[hdrDeliverAt] = msg.DeliverAt.UnixMilli()
+		h[hdrDeliverAt] = ceilMillis(msg.DeliverAt)
 	}
 	return amqp.Publishing{
 		Headers:      h,
@@ -86,7 +86,7 @@ func republishing(d amqp.Delivery, attempts int32, deliverAt time.Time) amqp.Pub
 	}
 	h[hdrAttempts] = int64(attempts)
 	if !deliverAt.IsZero() {
-		h[hdrDeliverAt] = deliverAt.UnixMilli()
+		h[hdrDeliverAt] = ceilMillis(deliverAt)
 	}
 	return amqp.Publishing{
 		Headers:      h,
@@ -95,6 +95,16 @@ func republishing(d amqp.Delivery, attempts int32, deliverAt time.Time) amqp.Pub
 		Timestamp:    d.Timestamp,
 		Body:         d.Body,
 	}
+}
+
+// ceilMillis returns t in Unix milliseconds rounded up, so that a
+// delivery time read back from its header is never before t.
+func ceilMillis(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
 }
 
 // intHeader reads an integer header of any AMQP integer type (0 when

@@ -136,7 +136,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 
 // connect dials and opens the confirm channels.
 func (p *Publisher) connect(ctx context.Context) error {
-	conn, err := dial(ctx, p.cfg, "seckill-publisher")
+	conn, err := dial(ctx, p.cfg, "seckill-publisher", true)
 	if err != nil {
 		return err
 	}
@@ -259,18 +259,19 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 
 // UnroutableCount returns how many messages wait in the alternate
 // exchange's queue (published to a topic no group queue was bound for).
-func (p *Publisher) UnroutableCount() (int, error) {
-	p.mu.RLock()
-	conn := p.conn
-	p.mu.RUnlock()
-	if conn == nil {
-		return 0, errors.New("publisher not connected")
+// It uses a short connection of its own: a channel closed by the
+// application while the client recovers a connection breaks that
+// connection's recovery (README.md, verified behaviour 11).
+func (p *Publisher) UnroutableCount(ctx context.Context) (int, error) {
+	conn, err := dial(ctx, p.cfg, "seckill-admin", false)
+	if err != nil {
+		return 0, err
 	}
+	defer func() { _ = conn.Close() }()
 	ch, err := conn.Channel()
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = ch.Close() }()
 	q, err := ch.QueueDeclarePassive(p.topo.Unroutable(), true, false, false, false, quorum(nil))
 	if err != nil {
 		return 0, err

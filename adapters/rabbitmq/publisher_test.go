@@ -64,7 +64,7 @@ func TestUnroutableCaughtByAlternateExchange(t *testing.T) {
 	if _, err := p.Publish(context.Background(), event("evt_unroutable")); err != nil {
 		t.Fatalf("publish to a topic without groups: %v, want CONFIRMED", err)
 	}
-	n, err := p.UnroutableCount()
+	n, err := p.UnroutableCount(context.Background())
 	if err != nil || n != 1 {
 		t.Fatalf("UnroutableCount = %d, %v; want 1", n, err)
 	}

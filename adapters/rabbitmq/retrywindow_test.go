@@ -1,6 +1,9 @@
 package rabbitmq
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestRetryWindow: the window starts at 16 outstanding retries, refuses
 // the 17th, halves on a transport failure (never below 2), grows by one
@@ -36,5 +39,17 @@ func TestRetryWindow(t *testing.T) {
 	}
 	if w.size() != retryWindowMax {
 		t.Fatalf("window %d after many answers, want the maximum %d", w.size(), retryWindowMax)
+	}
+}
+
+// TestCeilMillis: a delivery time stored in milliseconds is never before
+// the time it stands for.
+func TestCeilMillis(t *testing.T) {
+	base := time.UnixMilli(1_700_000_000_123)
+	for _, d := range []time.Duration{0, time.Nanosecond, 999 * time.Microsecond, time.Millisecond} {
+		at := base.Add(d)
+		if got := time.UnixMilli(ceilMillis(at)); got.Before(at) || got.Sub(at) >= time.Millisecond {
+			t.Errorf("ceilMillis(%v) = %v", at, got)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -178,38 +177,41 @@ func newRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler,
 // DrainTimeout later), applies their decisions and closes the connection:
 // prefetched messages not yet handed to a handler return to their queue
 // (which counts a delivery). It returns nil after a graceful stop.
+//
+// The runner reconnects on its own instead of using the client's
+// connection recovery: after a recovery the client reuses the channel
+// objects and their delivery tags restart at 1, so an acknowledgement of
+// a delivery received before the failure could settle another message;
+// and a channel the application closes while the client recovers makes
+// every later recovery attempt fail (README.md, verified behaviour 11).
+// With a new connection and new channels per session, a settlement of an
+// earlier session's delivery fails harmlessly (the broker has already
+// returned that message to its queue).
 func (r *Runner) Run(ctx context.Context) error {
-	var conn *amqp.Connection
-	for {
-		var err error
-		if conn, err = dial(ctx, r.cfg, "seckill-consumer-"+r.name); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		r.log.Warn("rabbitmq not reachable; retrying", slog.String("error", err.Error()))
-		if !sleepCtx(ctx, r.cfg.ReconnectInterval) {
-			return nil
-		}
-	}
-	defer func() { _ = conn.Close() }()
-	parker, err := newConfirmChannel(conn)
-	if err != nil {
-		return err
-	}
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	slots := make(chan struct{}, r.rc.Concurrency)
-	var loops, workers sync.WaitGroup
-	for _, src := range r.sources {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			r.consume(ctx, handlerCtx, conn, parker, src, slots, &workers)
-		}()
+	var workers sync.WaitGroup
+	var last *amqp.Connection
+	for ctx.Err() == nil {
+		conn, err := dial(ctx, r.cfg, "seckill-consumer-"+r.name, false)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			r.log.Warn("rabbitmq not reachable; retrying", slog.String("error", err.Error()))
+			sleepCtx(ctx, r.cfg.ReconnectInterval)
+			continue
+		}
+		r.session(ctx, handlerCtx, conn, slots, &workers)
+		if ctx.Err() != nil {
+			last = conn
+			break
+		}
+		_ = conn.Close()
+		r.log.Warn("connection lost; reconnecting")
+		sleepCtx(ctx, r.cfg.ReconnectInterval)
 	}
-	loops.Wait()
 	drained := make(chan struct{})
 	go func() {
 		workers.Wait()
@@ -224,15 +226,47 @@ func (r *Runner) Run(ctx context.Context) error {
 		cancelHandlers()
 		<-drained
 	}
+	if last != nil {
+		_ = last.Close()
+	}
 	return nil
+}
+
+// session consumes every source on conn until ctx ends or the connection
+// closes.
+func (r *Runner) session(ctx, handlerCtx context.Context, conn *amqp.Connection, slots chan struct{}, workers *sync.WaitGroup) {
+	sessCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	go func() {
+		select {
+		case err := <-closed:
+			if err != nil {
+				r.log.Warn("connection closed", slog.String("error", err.Error()))
+			}
+			cancel()
+		case <-sessCtx.Done():
+		}
+	}()
+	parker, err := newConfirmChannel(conn)
+	if err != nil {
+		r.log.Warn("open the retry channel", slog.String("error", err.Error()))
+		return
+	}
+	var loops sync.WaitGroup
+	for _, src := range r.sources {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			r.consume(sessCtx, handlerCtx, conn, parker, src, slots, workers)
+		}()
+	}
+	loops.Wait()
 }
 
 // consumer is one channel consuming one queue.
 type consumer struct {
 	ch *amqp.Channel
-	// gen counts the channel's closes and recoveries: a delivery tag is
-	// only valid on the generation it was received on.
-	gen atomic.Uint64
 }
 
 // open opens a channel with the source's prefetch and starts consuming.
@@ -242,15 +276,6 @@ func (r *Runner) open(ctx context.Context, conn *amqp.Connection, src source) (*
 		return nil, nil, fmt.Errorf("open channel: %w", err)
 	}
 	c := &consumer{ch: ch}
-	states := make(chan *amqp.StateChanged, 16)
-	ch.NotifyStateChange(states)
-	go func() {
-		for s := range states {
-			if s.To != amqp.StateOpen {
-				c.gen.Add(1)
-			}
-		}
-	}()
 	prefetch := r.rc.Concurrency * r.rc.BatchSize
 	if src.ordered {
 		prefetch = 1
@@ -267,10 +292,9 @@ func (r *Runner) open(ctx context.Context, conn *amqp.Connection, src source) (*
 	return c, ds, nil
 }
 
-// received is one delivery with the channel generation it came on.
+// received is one delivery.
 type received struct {
-	d   amqp.Delivery
-	gen uint64
+	d amqp.Delivery
 }
 
 // consume reads src until ctx ends, reopening its channel when the
@@ -314,7 +338,7 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 				return
 			}
 		}
-		batch := []received{{first, c.gen.Load()}}
+		batch := []received{{first}}
 		linger := time.NewTimer(batchLinger)
 	fill:
 		for len(batch) < size {
@@ -323,7 +347,7 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 				if !ok {
 					break fill
 				}
-				batch = append(batch, received{d, c.gen.Load()})
+				batch = append(batch, received{d})
 			case <-linger.C:
 				break fill
 			}
@@ -461,12 +485,10 @@ func (r *Runner) settle(ctx context.Context, c *consumer, parker *confirmChannel
 	r.logDecision(d, dec, result, err)
 }
 
-// abandon closes c's channel after a settlement failed: whatever the
-// channel still holds unacknowledged returns to its queue and the consume
-// loop opens a new channel. A delivery judged stale may in fact belong to
-// the recovered channel (the generation is counted asynchronously);
-// closing the channel is what keeps such a message from staying
-// unacknowledged, and its shard blocked, for the life of the channel.
+// abandon closes c's channel after a settlement failed on it while it
+// was open: whatever the channel still holds unacknowledged returns to
+// its queue (nothing stays unacknowledged, no shard stays blocked) and the
+// consume loop opens a new channel.
 func (r *Runner) abandon(c *consumer, cause error) {
 	if c.ch.IsClosed() {
 		return
@@ -476,14 +498,13 @@ func (r *Runner) abandon(c *consumer, cause error) {
 	_ = c.ch.Close()
 }
 
-// errStaleDelivery is a settlement skipped because the channel closed or
-// recovered since the delivery: its tag no longer names it, and the
-// broker redelivers it.
-var errStaleDelivery = errors.New("the channel closed or recovered since the delivery; the broker redelivers it")
+// errStaleDelivery is a settlement skipped because the channel closed
+// since the delivery: the broker has returned the message to its queue.
+var errStaleDelivery = errors.New("the channel closed since the delivery; the broker redelivers it")
 
-// guard refuses to settle a delivery of an earlier channel generation.
-func (r *Runner) guard(c *consumer, rv received) error {
-	if c.gen.Load() != rv.gen || c.ch.IsClosed() {
+// guard refuses to settle a delivery of a closed channel.
+func (r *Runner) guard(c *consumer, _ received) error {
+	if c.ch.IsClosed() {
 		return errStaleDelivery
 	}
 	return nil
