@@ -84,6 +84,10 @@ var errNacked = errors.New("the broker nacked the message (a queue refused it: x
 // only what the broker sent, and to its state changes.
 type confirmChannel struct {
 	ch *amqp.Channel
+	// sem admits one write at a time; a publish waits for it only until
+	// its deadline (a write the broker's flow control or the network
+	// blocks must not hold the others past theirs).
+	sem chan struct{}
 
 	mu sync.Mutex
 	// pending maps the delivery tags of unconfirmed publishes to their
@@ -96,7 +100,8 @@ type confirmChannel struct {
 
 // waiter follows one publish.
 type waiter struct {
-	dc *amqp.DeferredConfirmation
+	dc  *amqp.DeferredConfirmation
+	tag uint64
 	// nacked is closed when the broker nacked the message.
 	nacked chan struct{}
 	// lost is closed when the channel closed or recovered first.
@@ -112,7 +117,7 @@ func newConfirmChannel(conn *amqp.Connection) (*confirmChannel, error) {
 	if err := ch.Confirm(false); err != nil {
 		return nil, fmt.Errorf("confirm mode: %w", err)
 	}
-	c := &confirmChannel{ch: ch, pending: map[uint64]*waiter{}}
+	c := &confirmChannel{ch: ch, sem: make(chan struct{}, 1), pending: map[uint64]*waiter{}}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1024))
 	states := make(chan *amqp.StateChanged, 16)
 	ch.NotifyStateChange(states)
@@ -176,8 +181,12 @@ func (c *confirmChannel) loseAll() {
 // publish sends one message and waits for its confirmation until ctx
 // ends. It returns the outcome and, unless CONFIRMED, its cause:
 //
-//   - ctx already ended: DEFINITE_FAILURE (nothing was written);
-//   - the write failed: UNKNOWN (part of it may have reached the broker);
+//   - ctx ended before the write started (already ended, or the channel
+//     was busy with another write until the deadline): DEFINITE_FAILURE,
+//     nothing was written;
+//   - the write failed, or had not finished at the deadline (the client's
+//     write is not context-aware; it goes on in the background):
+//     UNKNOWN, part of it may have reached the broker;
 //   - acknowledged: CONFIRMED;
 //   - nacked by the broker on the open channel: DEFINITE_FAILURE;
 //   - not acknowledged because the channel closed or recovered, or no
@@ -186,15 +195,62 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	if err := ctx.Err(); err != nil {
 		return OutcomeDefiniteFailure, fmt.Errorf("not sent: %w", err)
 	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return OutcomeDefiniteFailure, fmt.Errorf("not sent: the channel was busy with another write until the deadline: %w", ctx.Err())
+	}
+	type written struct {
+		w   *waiter
+		err error
+	}
+	done := make(chan written, 1)
+	go func() {
+		defer func() { <-c.sem }()
+		w, err := c.write(exchange, key, msg)
+		done <- written{w, err}
+	}()
+	var wr written
+	select {
+	case wr = <-done:
+	case <-ctx.Done():
+		return OutcomeUnknown, fmt.Errorf("the write had not finished at the deadline: %w", ctx.Err())
+	}
+	if wr.err != nil {
+		return OutcomeUnknown, fmt.Errorf("write: %w", wr.err)
+	}
+	w := wr.w
+	acked, err := w.dc.WaitContext(ctx)
+	if err != nil {
+		c.forget(w)
+		return OutcomeUnknown, fmt.Errorf("no confirmation: %w", err)
+	}
+	if acked {
+		c.forget(w)
+		return OutcomeConfirmed, nil
+	}
+	select {
+	case <-w.nacked:
+		return OutcomeDefiniteFailure, errNacked
+	case <-w.lost:
+		return OutcomeUnknown, errChannelReset
+	case <-ctx.Done():
+		c.forget(w)
+		return OutcomeUnknown, fmt.Errorf("not acknowledged, cause unknown: %w", ctx.Err())
+	}
+}
+
+// write publishes msg and registers its waiter, under mu so that the
+// listener cannot see the confirmation before the waiter exists.
+func (c *confirmChannel) write(exchange, key string, msg amqp.Publishing) (*waiter, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, false, false, msg)
 	if err != nil {
-		c.mu.Unlock()
-		return OutcomeUnknown, fmt.Errorf("write: %w", err)
+		return nil, err
 	}
 	if dc == nil {
-		c.mu.Unlock()
-		return OutcomeUnknown, errors.New("the channel is not in confirm mode")
+		return nil, errors.New("the channel is not in confirm mode")
 	}
 	if dc.DeliveryTag <= c.lastTag {
 		// The client reset the channel (recovery) since the last publish:
@@ -208,36 +264,17 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 		}
 	}
 	c.lastTag = dc.DeliveryTag
-	w := &waiter{dc: dc, nacked: make(chan struct{}), lost: make(chan struct{})}
+	w := &waiter{dc: dc, tag: dc.DeliveryTag, nacked: make(chan struct{}), lost: make(chan struct{})}
 	c.pending[dc.DeliveryTag] = w
-	c.mu.Unlock()
-
-	acked, err := dc.WaitContext(ctx)
-	if err != nil {
-		c.forget(dc.DeliveryTag, w)
-		return OutcomeUnknown, fmt.Errorf("no confirmation: %w", err)
-	}
-	if acked {
-		c.forget(dc.DeliveryTag, w)
-		return OutcomeConfirmed, nil
-	}
-	select {
-	case <-w.nacked:
-		return OutcomeDefiniteFailure, errNacked
-	case <-w.lost:
-		return OutcomeUnknown, errChannelReset
-	case <-ctx.Done():
-		c.forget(dc.DeliveryTag, w)
-		return OutcomeUnknown, fmt.Errorf("not acknowledged, cause unknown: %w", ctx.Err())
-	}
+	return w, nil
 }
 
 // forget drops w from the pending publishes.
-func (c *confirmChannel) forget(tag uint64, w *waiter) {
+func (c *confirmChannel) forget(w *waiter) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pending[tag] == w {
-		delete(c.pending, tag)
+	if c.pending[w.tag] == w {
+		delete(c.pending, w.tag)
 	}
 	w.done = true
 }

@@ -203,3 +203,61 @@ func TestInvalidMessagesRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockedWriteIsBounded: a write the network blocks (a blackholed
+// connection that stopped reading, a 16 MiB message filling the socket
+// buffers) does not hold Publish past its deadline: UNKNOWN, since part of
+// the message may have been written. A second publish on the same
+// channel, whose write cannot start before its deadline, sent nothing:
+// DEFINITE_FAILURE. Once the network is back the publisher recovers.
+func TestBlockedWriteIsBounded(t *testing.T) {
+	t.Parallel()
+	env := rabbittest.NewEnv(t, []ports.Subscription{{Group: "CG_AUDIT", Topic: ports.TopicOrderEvent, MaxRetries: 3}})
+	proxy, err := faultproxy.New(brokerAddr(t, env.Config.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg := env.Config
+	cfg.URL = viaProxy(t, cfg.URL, proxy.Addr())
+	cfg.SendTimeout = 300 * time.Millisecond
+	cfg.PublishChannels = 1
+	cfg.ReconnectInterval = 200 * time.Millisecond
+	p := startPublisher(t, cfg)
+	if _, err := p.Publish(context.Background(), event("evt_before")); err != nil {
+		t.Fatalf("publish through the proxy: %v", err)
+	}
+	proxy.SetBlackhole()
+	big := event("evt_big")
+	big.Body = make([]byte, 16<<20)
+	type result struct{ err error }
+	done := make(chan result, 1)
+	go func() {
+		_, err := p.Publish(context.Background(), big)
+		done <- result{err}
+	}()
+	var first result
+	select {
+	case first = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Publish of a blocked write did not return (its send timeout is 300 ms)")
+	}
+	if !isUnknown(first.err) {
+		t.Fatalf("blocked write: %v, want only %v", first.err, ports.ErrSendUnknown)
+	}
+	if _, err := p.Publish(context.Background(), event("evt_queued")); !isRejected(err) {
+		t.Fatalf("publish behind a blocked write: %v, want only %v (nothing written)", err, ports.ErrSendRejected)
+	}
+	proxy.SetPass()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := p.Publish(context.Background(), event("evt_after"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no confirmed publish 30 s after the network came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
