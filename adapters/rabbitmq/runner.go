@@ -107,9 +107,9 @@ type source struct {
 //   - ordered group (one shard queue per consumer, single active consumer,
 //     prefetch 1), not acknowledged: on the last attempt rejected into
 //     the dead-letter queue; otherwise the runner waits RetryAfter (or the
-//     backoff) holding the message, which holds its shard, then requeues
-//     it at the head of the queue (the quorum queue's delivery limit keeps
-//     it there and counts the delivery);
+//     backoff) holding the message, which holds its shard but no handler
+//     slot, then requeues it at the head of the queue (the quorum queue's
+//     delivery limit keeps it there and counts the delivery);
 //   - dead-letter queue, not acknowledged: requeued after the backoff.
 //
 // DeliveryAttempt is the attempts carried by the copy plus the quorum
@@ -364,9 +364,16 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 		workers.Add(1)
 		process := func() {
 			defer workers.Done()
-			defer func() { <-slots }()
 			defer r.metrics.inflight.WithLabelValues(r.name).Sub(float64(len(batch)))
-			r.process(ctx, handlerCtx, c, parker, src, batch)
+			held := func() []hold {
+				defer func() { <-slots }()
+				return r.process(ctx, handlerCtx, c, parker, src, batch)
+			}()
+			// Held messages wait for their redelivery outside the handler
+			// slots: they hold their shard, not the PostgreSQL budget.
+			for _, h := range held {
+				r.requeue(ctx, c, h)
+			}
 		}
 		if src.ordered {
 			// One message at a time per shard: the next delivery is read
@@ -380,7 +387,7 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 
 // process parks what is not due yet, runs the handler on the rest and
 // applies its decisions.
-func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *confirmChannel, src source, batch []received) {
+func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *confirmChannel, src source, batch []received) []hold {
 	now := time.Now()
 	due := batch[:0:0]
 	for _, rv := range batch {
@@ -391,7 +398,7 @@ func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *c
 		due = append(due, rv)
 	}
 	if len(due) == 0 {
-		return
+		return nil
 	}
 	deliveries := make([]ports.Delivery, len(due))
 	for i, rv := range due {
@@ -407,9 +414,37 @@ func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *c
 	if src.dead {
 		r.clearOrigins(src, deliveries)
 	}
+	var held []hold
 	for i, rv := range due {
-		r.settle(ctx, c, parker, src, rv, deliveries[i], decisions[i])
+		if h, ok := r.settle(c, parker, src, rv, deliveries[i], decisions[i]); ok {
+			held = append(held, h)
+		}
 	}
+	return held
+}
+
+// hold is a delivery of an ordered group or of a dead-letter queue that
+// is requeued after a delay, held unacknowledged until then.
+type hold struct {
+	rv    received
+	d     ports.Delivery
+	dec   ports.Decision
+	delay time.Duration
+}
+
+// requeue waits h's delay (less when ctx ends) and requeues h's delivery;
+// the quorum queue puts it back at the head and counts the delivery.
+func (r *Runner) requeue(ctx context.Context, c *consumer, h hold) {
+	sleepCtx(ctx, h.delay)
+	err := r.guard(c, h.rv)
+	if err == nil {
+		err = c.ch.Nack(h.rv.d.DeliveryTag, false, true)
+	}
+	if err != nil {
+		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+		r.abandon(c, err)
+	}
+	r.logDecision(h.d, h.dec, ackResultRequeued, err)
 }
 
 // callHandler calls the handler, turning a panic or a decision list of the
@@ -441,8 +476,10 @@ const (
 	ackResultDeadLettered   = "dead_lettered"
 )
 
-// settle applies one decision (see Runner).
-func (r *Runner) settle(ctx context.Context, c *consumer, parker *confirmChannel, src source, rv received, d ports.Delivery, dec ports.Decision) {
+// settle applies one decision (see Runner). A delivery to requeue after
+// a delay (ordered group, dead-letter queue) is returned as a hold for
+// the caller, which waits outside the handler slots.
+func (r *Runner) settle(c *consumer, parker *confirmChannel, src source, rv received, d ports.Delivery, dec ports.Decision) (hold, bool) {
 	r.count(d, dec)
 	var result string
 	var err error
@@ -463,16 +500,11 @@ func (r *Runner) settle(ctx context.Context, c *consumer, parker *confirmChannel
 			delay = r.backoff(d.DeliveryAttempt)
 		}
 		if src.ordered || src.dead {
-			result = ackResultRequeued
-			sleepCtx(ctx, delay)
-			if err = r.guard(c, rv); err == nil {
-				err = c.ch.Nack(rv.d.DeliveryTag, false, true)
-			}
-		} else {
-			result = ackResultRetryScheduled
-			if !r.park(c, parker, src, rv, d.DeliveryAttempt, time.Now().Add(delay)) {
-				result = ackResultRetryFailed
-			}
+			return hold{rv: rv, d: d, dec: dec, delay: delay}, true
+		}
+		result = ackResultRetryScheduled
+		if !r.park(c, parker, src, rv, d.DeliveryAttempt, time.Now().Add(delay)) {
+			result = ackResultRetryFailed
 		}
 	}
 	if err != nil {
@@ -483,6 +515,7 @@ func (r *Runner) settle(ctx context.Context, c *consumer, parker *confirmChannel
 		r.abandon(c, err)
 	}
 	r.logDecision(d, dec, result, err)
+	return hold{}, false
 }
 
 // abandon closes c's channel after a settlement failed on it while it

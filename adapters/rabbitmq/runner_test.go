@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
@@ -300,5 +302,120 @@ func TestRunnerSurvivesConnectionLoss(t *testing.T) {
 	got := second.waitFor(t, 30*time.Second, "the barrier", func(rs []record) bool { return len(of(rs, "evt_barrier")) > 0 })
 	if id := got[0].d.Properties["message_id"]; id != "evt_barrier" {
 		t.Fatalf("after the runner stopped, %s came back before the barrier: it was handled but never acknowledged", id)
+	}
+}
+
+// TestCrashedConsumersDeadLetterAtTheLimit: a message whose consumers
+// die holding it (the channel closes unacknowledged) comes back with
+// x-delivery-count counting; past the group's MaxRetries the quorum queue
+// dead-letters it on its own (reason delivery_limit), and the dead-letter
+// runner tells its origin with every delivery counted.
+func TestCrashedConsumersDeadLetterAtTheLimit(t *testing.T) {
+	t.Parallel()
+	const maxRetries = 2
+	env := rabbittest.NewEnv(t, nil)
+	sub := ports.Subscription{Group: "CG_CRASH", Topic: ports.TopicInventoryCompensate, MaxRetries: maxRetries}
+	g := env.AddGroup(sub)
+	p := startPublisher(t, env.Config)
+	if _, err := p.Publish(context.Background(), ports.OutboundMessage{Topic: ports.TopicInventoryCompensate,
+		MessageID: "rel_crash", Body: []byte(`{"x":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.Dial(env.Config.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	for i := range maxRetries + 1 {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Qos(1, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := ch.Consume(g.Queues[0], "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case d := <-ds:
+			if got := d.Headers["x-delivery-count"]; i > 0 && got != int64(i) {
+				t.Errorf("delivery %d: x-delivery-count %v, want %d", i+1, got, i)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("delivery %d did not come", i+1)
+		}
+		_ = ch.Close() // the consumer "crashes" holding the message
+	}
+	dead := newRecorder()
+	var (
+		mu     sync.Mutex
+		origin rabbitmq.DeadLetter
+	)
+	dr, err := rabbitmq.NewDeadLetterRunner(env.Config, env.Topology(),
+		func(of func(ports.Delivery) (rabbitmq.DeadLetter, bool)) ports.BatchHandler {
+			return dead.handler(func(d ports.Delivery) ports.Decision {
+				o, _ := of(d)
+				mu.Lock()
+				origin = o
+				mu.Unlock()
+				return ports.Acked("stored")
+			})
+		}, testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRunner(t, dr)
+	got := dead.waitFor(t, 30*time.Second, "the dead letter", func(rs []record) bool { return len(rs) > 0 })
+	if id := got[0].d.Properties["message_id"]; id != "rel_crash" {
+		t.Fatalf("dead letter %q, want rel_crash", id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if origin.Reason != "delivery_limit" || origin.SourceDeliveries != maxRetries+1 || origin.SourceGroup != g.Name {
+		t.Errorf("origin %+v, want %s, delivery_limit, %d deliveries", origin, g.Name, maxRetries+1)
+	}
+}
+
+// TestOrderedHoldFreesTheHandlerSlot: an ordered message waiting for its
+// RetryAfter holds its shard but not a handler slot: with one slot, a
+// message of another shard is handled during the wait.
+func TestOrderedHoldFreesTheHandlerSlot(t *testing.T) {
+	t.Parallel()
+	env := rabbittest.NewEnv(t, nil, rabbittest.WithShards(2))
+	sub := ports.Subscription{Group: "CG_PROJ", Topic: ports.TopicOrderStateFIFO, Ordered: true, MaxRetries: 5}
+	env.AddGroup(sub)
+	topo := env.Topology()
+	held, other := "ord_held", ""
+	for i := 0; other == ""; i++ {
+		if g := fmt.Sprint("ord_", i); topo.ShardOf(g) != topo.ShardOf(held) {
+			other = g
+		}
+	}
+	rec := newRecorder()
+	runGroup(t, env, sub, 1, 1, rec.handler(func(d ports.Delivery) ports.Decision {
+		if d.MessageGroup == held && d.DeliveryAttempt == 1 {
+			return ports.RetryLater("transient", 2*time.Second)
+		}
+		return ports.Acked("projected")
+	}))
+	p := startPublisher(t, env.Config)
+	if _, err := p.Publish(context.Background(), ports.OutboundMessage{Topic: ports.TopicOrderStateFIFO, MessageID: "st_held",
+		MessageGroup: held, Body: []byte("held")}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, 30*time.Second, "st_held", func(rs []record) bool { return len(of(rs, "st_held")) > 0 })
+	if _, err := p.Publish(context.Background(), ports.OutboundMessage{Topic: ports.TopicOrderStateFIFO, MessageID: "st_other",
+		MessageGroup: other, Body: []byte("other")}); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.waitFor(t, 30*time.Second, "st_held's redelivery", func(rs []record) bool { return len(of(rs, "st_held")) >= 2 })
+	var seq []string
+	for _, r := range got {
+		seq = append(seq, fmt.Sprintf("%s#%d", r.d.Properties["message_id"], r.d.DeliveryAttempt))
+	}
+	if want := "[st_held#1 st_other#1 st_held#2]"; fmt.Sprint(seq) != want {
+		t.Fatalf("deliveries %v, want %s (the other shard handled during the hold)", seq, want)
 	}
 }
