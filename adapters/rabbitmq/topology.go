@@ -239,6 +239,17 @@ func (t Topology) groupQueueArgs(g GroupSpec) amqp.Table {
 	return args
 }
 
+// tierArgs returns the arguments of the delay tier of ttl milliseconds:
+// the TTL and at-least-once dead-lettering into the redeliver exchange.
+func (t Topology) tierArgs(ttl int64) amqp.Table {
+	return quorum(amqp.Table{
+		"x-message-ttl":          ttl,
+		"x-dead-letter-exchange": t.Redeliver(),
+		"x-dead-letter-strategy": "at-least-once",
+		"x-overflow":             "reject-publish",
+	})
+}
+
 // Declare creates the topology on ch: the unroutable, redeliver and dead
 // exchanges, the delay tiers, the topic exchanges and every group (see
 // DeclareGroup). Declarations are idempotent; a resource that exists with
@@ -263,13 +274,7 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 		if err := ch.ExchangeDeclare(name, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 			return fmt.Errorf("declare %s: %w", name, err)
 		}
-		args := quorum(amqp.Table{
-			"x-message-ttl":          d.Milliseconds(),
-			"x-dead-letter-exchange": t.Redeliver(),
-			"x-dead-letter-strategy": "at-least-once",
-			"x-overflow":             "reject-publish",
-		})
-		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, t.tierArgs(d.Milliseconds())); err != nil {
 			return fmt.Errorf("declare queue %s: %w", name, err)
 		}
 		if err := ch.QueueBind(name, "", name, false, nil); err != nil {
