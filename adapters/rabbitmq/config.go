@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -54,6 +56,10 @@ type Config struct {
 	// (the client retries until Close). Zero means
 	// DefaultReconnectInterval.
 	ReconnectInterval time.Duration
+	// Tracer, when set, records a producer span per send ("send <topic>")
+	// and a consumer span per handled batch ("process <topic>"), linked by
+	// the traceparent property, as the RocketMQ adapter does.
+	Tracer trace.TracerProvider
 }
 
 // validPrefix is what Config.Prefix may contain.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -63,6 +64,8 @@ type Publisher struct {
 	next   atomic.Uint64
 
 	retries *retryWindow
+	// tracer records send spans (nil: tracing off).
+	tracer trace.Tracer
 }
 
 var (
@@ -96,6 +99,9 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 	}
 	p := &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{}), retries: newRetryWindow()}
 	m.retryWindow.Set(float64(p.retries.size()))
+	if cfg.Tracer != nil {
+		p.tracer = cfg.Tracer.Tracer(tracerName)
+	}
 	return p, nil
 }
 
@@ -214,8 +220,18 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	case !msg.DeliverAt.IsZero() && msg.DeliverAt.After(now):
 		exchange, key = p.topo.Tier(tierFor(msg.DeliverAt.Sub(now))), spec.Exchange
 	}
+	ctx, span := p.startSend(ctx, spec.Exchange, &msg)
 	sendID := newSendID()
 	pub := buildPublishing(spec.Exchange, msg, sendID, now)
+	outcome, receipt, err := p.send(ctx, spec, msg, exchange, key, pub, sendID)
+	endSend(span, outcome, err)
+	return receipt, err
+}
+
+// send publishes pub on one of the confirm channels and classifies the
+// result (see Publish).
+func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.OutboundMessage, exchange, key string, pub amqp.Publishing,
+	sendID string) (string, ports.SendReceipt, error) {
 
 	p.mu.RLock()
 	chans := p.chans
@@ -223,13 +239,13 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	if len(chans) == 0 {
 		err := errors.New("publisher not connected (broker not reachable yet) or closed")
 		p.observe(msg, spec.Exchange, OutcomeUnknown, "NOT_CONNECTED", "", 0, err)
-		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
+		return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
 	}
 	if msg.Retry {
 		if !p.retries.acquire() {
 			p.metrics.skipped.WithLabelValues(spec.Exchange).Inc()
-			return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID,
+			return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID,
 				spec.Exchange, ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.size())
 		}
 	}
@@ -247,13 +263,13 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	switch outcome {
 	case OutcomeConfirmed:
 		p.observe(msg, spec.Exchange, outcome, "", sendID, elapsed, nil)
-		return ports.SendReceipt{BrokerMessageID: sendID}, nil
+		return outcome, ports.SendReceipt{BrokerMessageID: sendID}, nil
 	case OutcomeDefiniteFailure:
 		p.observe(msg, spec.Exchange, outcome, class, "", elapsed, err)
-		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendRejected, err)
+		return outcome, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendRejected, err)
 	default:
 		p.observe(msg, spec.Exchange, OutcomeUnknown, class, "", elapsed, err)
-		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendUnknown, err)
+		return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendUnknown, err)
 	}
 }
 

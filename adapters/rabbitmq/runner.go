@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -128,6 +129,9 @@ type Runner struct {
 	// NewDeadLetterRunner), by dead-letter queue and send id.
 	originsMu sync.Mutex
 	origins   map[originKey]DeadLetter
+
+	// tracer records a span per processed batch (nil: tracing off).
+	tracer trace.Tracer
 }
 
 // NewRunner returns the runner of group rc.Group of topo.
@@ -167,8 +171,12 @@ func newRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler,
 	m.duplicate.WithLabelValues(name)
 	m.inflight.WithLabelValues(name)
 	m.deadLettered.WithLabelValues(name)
-	return &Runner{cfg: cfg, topo: topo, rc: rc, handler: h, log: log.With(slog.String("consumer_group", name)),
-		metrics: m, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}, nil
+	r := &Runner{cfg: cfg, topo: topo, rc: rc, handler: h, log: log.With(slog.String("consumer_group", name)),
+		metrics: m, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}
+	if cfg.Tracer != nil {
+		r.tracer = cfg.Tracer.Tracer(tracerName)
+	}
+	return r, nil
 }
 
 // Run connects (retrying until ctx ends while the broker is unreachable)
@@ -408,8 +416,12 @@ func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *c
 			r.setOrigin(src, rv.d, deliveries[i])
 		}
 	}
+	hctx, span := r.startProcess(handlerCtx, deliveries)
 	start := time.Now()
-	decisions := r.callHandler(handlerCtx, deliveries)
+	decisions := r.callHandler(hctx, deliveries)
+	if span != nil {
+		span.End()
+	}
 	r.metrics.process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
 	if src.dead {
 		r.clearOrigins(src, deliveries)
