@@ -93,13 +93,25 @@ func NewEnv(tb testing.TB, subs []ports.Subscription, opts ...Option) *Env {
 		tb.Fatalf("rabbittest: declare the namespace: %v", err)
 	}
 	tb.Cleanup(func() {
+		defer func() { _ = conn.Close() }()
 		ch, err := conn.Channel()
-		if err == nil {
-			if err := e.Topology().Delete(ch); err != nil {
-				tb.Logf("rabbittest: delete the namespace %s: %v", cfg.Prefix, err)
+		if err != nil {
+			// The connection did not survive the test (a broker restart):
+			// a new one deletes the namespace.
+			c, derr := amqp.Dial(cfg.URL)
+			if derr != nil {
+				tb.Errorf("rabbittest: delete the namespace %s: %v", cfg.Prefix, derr)
+				return
+			}
+			defer func() { _ = c.Close() }()
+			if ch, err = c.Channel(); err != nil {
+				tb.Errorf("rabbittest: delete the namespace %s: %v", cfg.Prefix, err)
+				return
 			}
 		}
-		_ = conn.Close()
+		if err := e.Topology().Delete(ch); err != nil {
+			tb.Errorf("rabbittest: delete the namespace %s: %v", cfg.Prefix, err)
+		}
 	})
 	return e
 }
