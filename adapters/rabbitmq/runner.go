@@ -27,6 +27,11 @@ const (
 	// batchLinger is how long the runner waits for more prefetched
 	// messages to fill a batch after the first one arrived.
 	batchLinger = 2 * time.Millisecond
+	// maxHold bounds how long a held (ordered or dead-letter) message waits
+	// unacknowledged before its requeue: well below the broker's
+	// consumer_timeout (30 minutes by default), past which it would close
+	// the channel.
+	maxHold = 10 * time.Minute
 )
 
 // RunnerConfig configures one consumer Runner.
@@ -512,7 +517,7 @@ func (r *Runner) settle(c *consumer, parker *confirmChannel, src source, rv rece
 			delay = r.backoff(d.DeliveryAttempt)
 		}
 		if src.ordered || src.dead {
-			return hold{rv: rv, d: d, dec: dec, delay: delay}, true
+			return hold{rv: rv, d: d, dec: dec, delay: min(delay, maxHold)}, true
 		}
 		result = ackResultRetryScheduled
 		if !r.park(c, parker, src, rv, d.DeliveryAttempt, time.Now().Add(delay)) {
