@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -60,6 +61,12 @@ func provideBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, log 
 	switch cfg.Broker {
 	case config.BrokerRocketMQ:
 		b, err := newRocketMQBroker(cfg, tr, reg, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, func() { _ = b.Close() }, nil
+	case config.BrokerRabbitMQ:
+		b, err := newRabbitMQBroker(cfg, tr, reg, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,4 +139,65 @@ func (b *rocketMQBroker) DeadLetterReader(reader func(origin func(ports.Delivery
 			o, ok := rocketmq.ParseDeadLetter(b.bc, dv)
 			return application.DeadLetterOrigin{Group: o.SourceGroup, Deliveries: o.SourceDeliveries}, ok
 		}))
+}
+
+// rabbitMQBroker is the Broker of adapters/rabbitmq.
+type rabbitMQBroker struct {
+	*rabbitmq.Publisher
+	rc  rabbitmq.Config
+	cfg config.Config
+	reg prometheus.Registerer
+	log *slog.Logger
+}
+
+func newRabbitMQBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, log *slog.Logger) (*rabbitMQBroker, error) {
+	rc := rabbitmq.Config{URL: string(cfg.RabbitMQ.URL), Prefix: cfg.RabbitMQ.Prefix, FIFOShards: cfg.RabbitMQ.FIFOShards,
+		SendTimeout: cfg.RocketMQ.SendTimeout, Tracer: tr.TracerProvider}
+	p, err := rabbitmq.NewPublisher(rc, log.With("adapter", "rabbitmq"), reg)
+	if err != nil {
+		return nil, fmt.Errorf("new publisher: %w", err)
+	}
+	return &rabbitMQBroker{Publisher: p, rc: rc, cfg: cfg, reg: reg, log: log}, nil
+}
+
+// Start declares the topology (idempotent; a broker not reachable yet is
+// logged and left to the consumers' and the publisher's reconnection) and
+// connects the publisher.
+func (b *rabbitMQBroker) Start(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := rabbitmq.Declare(dctx, b.rc, b.Topology())
+	cancel()
+	if err != nil {
+		b.log.Warn("rabbitmq topology not declared at start; consumers retry until it exists", "error", err)
+	}
+	return b.Publisher.Start(ctx)
+}
+
+func (b *rabbitMQBroker) Group(g ports.ConsumerGroup) string {
+	if spec, ok := b.Topology().Group(g); ok {
+		return spec.Name
+	}
+	return b.rc.Prefix + string(g)
+}
+
+func (b *rabbitMQBroker) Consumer(sub ports.Subscription, h ports.BatchHandler, opts ConsumerOptions) (func(context.Context) error, error) {
+	rn, err := rabbitmq.NewRunner(b.rc, b.Topology(), rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: opts.Batch,
+		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks}, h, b.log.With("consumer_group", b.Group(sub.Group)), b.reg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", sub.Group, err)
+	}
+	return rn.Run, nil
+}
+
+func (b *rabbitMQBroker) DeadLetterReader(reader func(origin func(ports.Delivery) (application.DeadLetterOrigin, bool)) ports.BatchHandler) (func(context.Context) error, error) {
+	rn, err := rabbitmq.NewDeadLetterRunner(b.rc, b.Topology(), func(origin func(ports.Delivery) (rabbitmq.DeadLetter, bool)) ports.BatchHandler {
+		return reader(func(d ports.Delivery) (application.DeadLetterOrigin, bool) {
+			o, ok := origin(d)
+			return application.DeadLetterOrigin{Group: o.SourceGroup, Deliveries: o.SourceDeliveries}, ok
+		})
+	}, b.log.With("consumer_group", "dlq-reader"), b.reg)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter reader: %w", err)
+	}
+	return rn.Run, nil
 }

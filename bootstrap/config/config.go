@@ -63,6 +63,7 @@ type Config struct {
 	Postgres Postgres
 	Redis    Redis
 	RocketMQ RocketMQ
+	RabbitMQ RabbitMQ
 	Orders   Orders
 	Workers  Workers
 	// Failpoints enables named failure points (SECKILL_FAILPOINTS, for
@@ -185,6 +186,19 @@ type RocketMQ struct {
 	// (SECKILL_ROCKETMQ_METRICS_URL), read for the consumer groups' ready
 	// and lag figures; empty exports none.
 	MetricsURL string
+}
+
+// RabbitMQ configures the RabbitMQ adapter (SECKILL_BROKER=rabbitmq).
+type RabbitMQ struct {
+	// URL is the AMQP URL with credentials and virtual host
+	// (SECKILL_RABBITMQ_URL); masked in logs.
+	URL Secret
+	// Prefix starts every exchange and queue name (SECKILL_RABBITMQ_PREFIX).
+	Prefix string
+	// FIFOShards is the number of single-active-consumer queues the
+	// ordered projection is spread over (SECKILL_RABBITMQ_FIFO_SHARDS);
+	// every instance must use the same value.
+	FIFOShards int
 }
 
 // Orders configures the order flow.
@@ -321,6 +335,14 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
 				"the broker's Prometheus exporter (http://host:port/metrics), read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
 		},
+		RabbitMQ: RabbitMQ{
+			URL: r.secret("SECKILL_RABBITMQ_URL", "amqp://seckill:seckill@127.0.0.1:56720/seckill",
+				"AMQP URL of RabbitMQ (with SECKILL_BROKER=rabbitmq)"),
+			Prefix: r.str("SECKILL_RABBITMQ_PREFIX", "",
+				"prefix of every RabbitMQ exchange and queue name"),
+			FIFOShards: r.integer("SECKILL_RABBITMQ_FIFO_SHARDS", 8,
+				"queues the ordered projection is spread over (the same on every instance), 1..256"),
+		},
 		Orders: Orders{
 			BacklogCloseRatio: r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5,
 				"close admission when the oldest unresolved reservation is older than this share of its TTL, in (0, 1]"),
@@ -420,6 +442,8 @@ func (c Config) validate() []error {
 	check(c.Broker == BrokerRocketMQ || c.Broker == BrokerRabbitMQ, "SECKILL_BROKER must be rocketmq or rabbitmq")
 	check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
 	check(c.Broker != BrokerRocketMQ || c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
+	check(c.Broker != BrokerRabbitMQ || c.RabbitMQ.URL != "", "SECKILL_RABBITMQ_URL is empty")
+	check(c.RabbitMQ.FIFOShards >= 1 && c.RabbitMQ.FIFOShards <= 256, "SECKILL_RABBITMQ_FIFO_SHARDS must be 1..256")
 	check(c.RocketMQ.SendBatch >= 0 && c.RocketMQ.SendBatch <= 1024, "SECKILL_SEND_BATCH must be 0..1024")
 	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
 	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
