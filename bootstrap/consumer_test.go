@@ -50,93 +50,97 @@ func (s *system) publishRaw(topic ports.Topic, messageID string, body []byte) {
 // TestConsumerExactlyOnceEffects covers spec 29.2 cases 1-3 and the
 // business rejections, through the real broker and PostgreSQL.
 func TestConsumerExactlyOnceEffects(t *testing.T) {
-	s := startSystem(t, options{})
-	const activity = 10
-	s.activity(activity, 100, time.Minute, time.Minute)
-	ctx := context.Background()
+	forEachBroker(t, func(t *testing.T, broker string) {
+		s := startSystem(t, options{broker: broker})
+		const activity = 10
+		s.activity(activity, 100, time.Minute, time.Minute)
+		ctx := context.Background()
 
-	// Case 1: the same message 100 times concurrently -> one order, one
-	// ledger row.
-	same := createMsg(t, "same", activity, 1, time.Minute)
-	concurrently(100, 16, func(int) { s.publishCreate(same) })
-	// Case 2: different message ids, same reservation -> one order.
-	for i := 0; i < 5; i++ {
-		m := createMsg(t, "rsv2", activity, 2, time.Minute)
-		m.MessageID = fmt.Sprintf("evt_rsv2_%d", i)
-		s.publishCreate(m)
-	}
-	// Case 3: the same user with different reservations -> one valid order.
-	for i := 0; i < 5; i++ {
-		s.publishCreate(createMsg(t, fmt.Sprintf("user3_%d", i), activity, 3, time.Minute))
-	}
-	// An expired reservation -> rejected with one compensation.
-	s.publishCreate(createMsg(t, "expired", activity, 4, -time.Second))
+		// Case 1: the same message 100 times concurrently -> one order, one
+		// ledger row.
+		same := createMsg(t, "same", activity, 1, time.Minute)
+		concurrently(100, 16, func(int) { s.publishCreate(same) })
+		// Case 2: different message ids, same reservation -> one order.
+		for i := 0; i < 5; i++ {
+			m := createMsg(t, "rsv2", activity, 2, time.Minute)
+			m.MessageID = fmt.Sprintf("evt_rsv2_%d", i)
+			s.publishCreate(m)
+		}
+		// Case 3: the same user with different reservations -> one valid order.
+		for i := 0; i < 5; i++ {
+			s.publishCreate(createMsg(t, fmt.Sprintf("user3_%d", i), activity, 3, time.Minute))
+		}
+		// An expired reservation -> rejected with one compensation.
+		s.publishCreate(createMsg(t, "expired", activity, 4, -time.Second))
 
-	s.eventually(60*time.Second, "every message is processed", func() bool {
-		return s.count(`SELECT count(*) FROM consumer_inbox WHERE status <> 'PROCESSING' AND consumer_group LIKE '%ORDER_CREATE_PG_V1'`) >= 1+5+5+1
+		s.eventually(60*time.Second, "every message is processed", func() bool {
+			return s.count(`SELECT count(*) FROM consumer_inbox WHERE status <> 'PROCESSING' AND consumer_group LIKE '%ORDER_CREATE_PG_V1'`) >= 1+5+5+1
+		})
+		s.eventually(30*time.Second, "the outbox drains", func() bool {
+			return s.count(`SELECT count(*) FROM event_outbox WHERE published_at IS NULL`) == 0
+		})
+		if n := s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_same'`); n != 1 {
+			t.Fatalf("case 1: %d orders", n)
+		}
+		if n := s.count(`SELECT count(*) FROM inventory_ledger WHERE message_id = 'evt_same'`); n != 1 {
+			t.Fatalf("case 1: %d ledger rows", n)
+		}
+		if n := s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_rsv2'`); n != 1 {
+			t.Fatalf("case 2: %d orders", n)
+		}
+		if n := s.count(`SELECT count(*) FROM orders WHERE user_id = 3 AND status <> 'CANCELED'`); n != 1 {
+			t.Fatalf("case 3: %d valid orders", n)
+		}
+		if n := s.count(`SELECT count(*) FROM order_rejections WHERE user_id = 3 AND reason = 'DUPLICATE_VALID_ORDER'`); n != 4 {
+			t.Fatalf("case 3: %d rejections", n)
+		}
+		if n := s.count(`SELECT count(*) FROM order_rejections WHERE reservation_id = 'rsv_expired' AND reason = 'RESERVATION_EXPIRED'`); n != 1 {
+			t.Fatalf("expired: %d rejections", n)
+		}
+		if n := s.count(`SELECT count(*) FROM event_outbox WHERE message_id = 'evt_rsv_expired_release_1'`); n != 1 {
+			t.Fatalf("expired: %d compensation rows", n)
+		}
+		// No final stock -> rejected.
+		if _, err := s.db.Exec(ctx, `UPDATE sku_stock SET available = 0 WHERE activity_id = $1`, activity); err != nil {
+			t.Fatal(err)
+		}
+		s.publishCreate(createMsg(t, "nostock", activity, 5, time.Minute))
+		s.eventually(30*time.Second, "the no-stock message is rejected", func() bool {
+			return s.count(`SELECT count(*) FROM order_rejections WHERE reservation_id = 'rsv_nostock' AND reason = 'NO_FINAL_STOCK'`) == 1
+		})
+		if n := s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_nostock'`); n != 0 {
+			t.Fatal("an order was created without final stock")
+		}
 	})
-	s.eventually(30*time.Second, "the outbox drains", func() bool {
-		return s.count(`SELECT count(*) FROM event_outbox WHERE published_at IS NULL`) == 0
-	})
-	if n := s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_same'`); n != 1 {
-		t.Fatalf("case 1: %d orders", n)
-	}
-	if n := s.count(`SELECT count(*) FROM inventory_ledger WHERE message_id = 'evt_same'`); n != 1 {
-		t.Fatalf("case 1: %d ledger rows", n)
-	}
-	if n := s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_rsv2'`); n != 1 {
-		t.Fatalf("case 2: %d orders", n)
-	}
-	if n := s.count(`SELECT count(*) FROM orders WHERE user_id = 3 AND status <> 'CANCELED'`); n != 1 {
-		t.Fatalf("case 3: %d valid orders", n)
-	}
-	if n := s.count(`SELECT count(*) FROM order_rejections WHERE user_id = 3 AND reason = 'DUPLICATE_VALID_ORDER'`); n != 4 {
-		t.Fatalf("case 3: %d rejections", n)
-	}
-	if n := s.count(`SELECT count(*) FROM order_rejections WHERE reservation_id = 'rsv_expired' AND reason = 'RESERVATION_EXPIRED'`); n != 1 {
-		t.Fatalf("expired: %d rejections", n)
-	}
-	if n := s.count(`SELECT count(*) FROM event_outbox WHERE message_id = 'evt_rsv_expired_release_1'`); n != 1 {
-		t.Fatalf("expired: %d compensation rows", n)
-	}
-	// No final stock -> rejected.
-	if _, err := s.db.Exec(ctx, `UPDATE sku_stock SET available = 0 WHERE activity_id = $1`, activity); err != nil {
-		t.Fatal(err)
-	}
-	s.publishCreate(createMsg(t, "nostock", activity, 5, time.Minute))
-	s.eventually(30*time.Second, "the no-stock message is rejected", func() bool {
-		return s.count(`SELECT count(*) FROM order_rejections WHERE reservation_id = 'rsv_nostock' AND reason = 'NO_FINAL_STOCK'`) == 1
-	})
-	if n := s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_nostock'`); n != 0 {
-		t.Fatal("an order was created without final stock")
-	}
 }
 
 // TestPoisonMessagesAreQuarantinedAfterOneAttempt: malformed JSON and an
 // unsupported schema are isolated after one attempt, acknowledged, and
 // listed as dead letters with their class.
 func TestPoisonMessagesAreQuarantinedAfterOneAttempt(t *testing.T) {
-	s := startSystem(t, options{})
-	s.publishRaw(ports.TopicOrderCreate, "evt_poison_json", []byte(`{"schema_version": 1, "event_type": `))
-	s.publishRaw(ports.TopicOrderCreate, "evt_poison_schema",
-		[]byte(`{"schema_version": 7, "event_type": "ORDER_CREATE_REQUESTED", "message_id": "evt_poison_schema"}`))
-	s.eventually(30*time.Second, "both are quarantined", func() bool {
-		return s.count(`SELECT count(*) FROM message_quarantine`) == 2
+	forEachBroker(t, func(t *testing.T, broker string) {
+		s := startSystem(t, options{broker: broker})
+		s.publishRaw(ports.TopicOrderCreate, "evt_poison_json", []byte(`{"schema_version": 1, "event_type": `))
+		s.publishRaw(ports.TopicOrderCreate, "evt_poison_schema",
+			[]byte(`{"schema_version": 7, "event_type": "ORDER_CREATE_REQUESTED", "message_id": "evt_poison_schema"}`))
+		s.eventually(30*time.Second, "both are quarantined", func() bool {
+			return s.count(`SELECT count(*) FROM message_quarantine`) == 2
+		})
+		for class, n := range map[string]int64{"INVALID_JSON": 1, "UNSUPPORTED_SCHEMA": 1} {
+			if got := s.count(`SELECT count(*) FROM message_quarantine WHERE error_class = $1 AND delivery_attempt = 1`, class); got != n {
+				t.Fatalf("%s quarantined after one attempt: %d", class, got)
+			}
+			if got := s.count(`SELECT count(*) FROM dead_letters WHERE error_class = $1 AND status = 'OPEN'`, class); got != n {
+				t.Fatalf("%s dead letters: %d", class, got)
+			}
+		}
+		// Acknowledged: nothing is redelivered (a redelivery would be handled,
+		// and counted, again; the quarantine keeps one row per message).
+		time.Sleep(2 * s.cfg.Workers.InvisibleDuration)
+		if n := s.metric("mq_consume_total", "ORDER_CREATE", `result="quarantined"`); n != 2 {
+			t.Fatalf("poison messages handled %v times, want 2 (no redelivery)", n)
+		}
 	})
-	for class, n := range map[string]int64{"INVALID_JSON": 1, "UNSUPPORTED_SCHEMA": 1} {
-		if got := s.count(`SELECT count(*) FROM message_quarantine WHERE error_class = $1 AND delivery_attempt = 1`, class); got != n {
-			t.Fatalf("%s quarantined after one attempt: %d", class, got)
-		}
-		if got := s.count(`SELECT count(*) FROM dead_letters WHERE error_class = $1 AND status = 'OPEN'`, class); got != n {
-			t.Fatalf("%s dead letters: %d", class, got)
-		}
-	}
-	// Acknowledged: nothing is redelivered (a redelivery would be handled,
-	// and counted, again; the quarantine keeps one row per message).
-	time.Sleep(2 * s.cfg.Workers.InvisibleDuration)
-	if n := s.metric("mq_consume_total", "ORDER_CREATE", `result="quarantined"`); n != 2 {
-		t.Fatalf("poison messages handled %v times, want 2 (no redelivery)", n)
-	}
 }
 
 // TestTerminatedBackendIsRetried: the PostgreSQL backend of the consumer

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
+	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -38,7 +39,8 @@ type system struct {
 	t      *testing.T
 	cfg    config.Config
 	app    *bootstrap.App
-	mq     *mqtest.Env
+	mq     *mqtest.Env     // nil on RabbitMQ
+	rmq    *rabbittest.Env // nil on RocketMQ
 	db     *pgxpool.Pool
 	redis  goredis.UniversalClient
 	ns     string
@@ -58,6 +60,8 @@ type options struct {
 	// withoutWorkers names workers not to run (for example
 	// "consumer CG_SECKILL_ORDER_TIMEOUT_V1").
 	withoutWorkers []string
+	// broker is the broker adapter (config.BrokerRocketMQ when empty).
+	broker string
 	// redisCluster runs the system on the stack's Redis Cluster
 	// (SECKILL_REDIS_CLUSTER_ADDRS) instead of the single Redis.
 	redisCluster bool
@@ -73,10 +77,18 @@ func startSystem(t *testing.T, opt options) *system {
 	t.Helper()
 	s := &system{t: t}
 	var dsn string
+	if opt.broker == "" {
+		opt.broker = config.BrokerRocketMQ
+	}
 	if p := opt.peer; p != nil {
-		s.mq, dsn, s.db, s.redis, s.ns = p.mq, string(p.cfg.Postgres.DSN), p.db, p.redis, p.ns
+		s.mq, s.rmq, dsn, s.db, s.redis, s.ns = p.mq, p.rmq, string(p.cfg.Postgres.DSN), p.db, p.redis, p.ns
+		opt.broker = p.cfg.Broker
 	} else {
-		s.mq = mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))
+		if opt.broker == config.BrokerRabbitMQ {
+			s.rmq = rabbittest.NewEnv(t, ports.Subscriptions())
+		} else {
+			s.mq = mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))
+		}
 		dsn = pgtest.NewDatabase(t)
 		s.db = pgtest.Pool(t, dsn)
 		if opt.redisCluster {
@@ -91,6 +103,18 @@ func startSystem(t *testing.T, opt options) *system {
 	} else {
 		redisAddr = os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	}
+	brokerEnv := map[string]string{"SECKILL_BROKER": opt.broker}
+	prefix := ""
+	if s.rmq != nil {
+		prefix = s.rmq.Config.Prefix
+		brokerEnv["SECKILL_RABBITMQ_URL"] = s.rmq.Config.URL
+		brokerEnv["SECKILL_RABBITMQ_PREFIX"] = prefix
+	} else {
+		prefix = s.mq.Prefix
+		brokerEnv["SECKILL_ROCKETMQ_ENDPOINT"] = s.mq.Config.Endpoint
+		brokerEnv["SECKILL_TOPIC_PREFIX"] = prefix
+		brokerEnv["SECKILL_ROCKETMQ_LOG_DIR"] = s.mq.Config.ClientLogDir
+	}
 	env := map[string]string{
 		"SECKILL_HTTP_ADDR":           "127.0.0.1:0",
 		"SECKILL_OPS_ADDR":            "127.0.0.1:0",
@@ -104,18 +128,18 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_RATE_PER_SECOND":     "1000",
 		"SECKILL_READ_BURST":          "1000",
 		"SECKILL_READ_RATE":           "1000",
-		"SECKILL_ROCKETMQ_ENDPOINT":   s.mq.Config.Endpoint,
-		"SECKILL_TOPIC_PREFIX":        s.mq.Prefix,
-		"SECKILL_ROCKETMQ_LOG_DIR":    s.mq.Config.ClientLogDir,
 		"SECKILL_SEND_TIMEOUT":        "500ms",
 		"SECKILL_SCANNER_INTERVAL":    "100ms",
 		"SECKILL_SCANNER_LEASE":       "2s",
 		"SECKILL_RELAY_INTERVAL":      "20ms",
 		"SECKILL_INVISIBLE_DURATION":  "3s",
 		"SECKILL_RECONCILE_INTERVAL":  "0s",
-		"SECKILL_INSTANCE_ID":         "e2e-" + s.mq.Prefix + "-" + strconv.FormatInt(instanceSeq.Add(1), 10),
+		"SECKILL_INSTANCE_ID":         "e2e-" + strings.Trim(prefix, ".") + "-" + strconv.FormatInt(instanceSeq.Add(1), 10),
 		"SECKILL_LOG_LEVEL":           "warn",
 		"SECKILL_BACKLOG_CLOSE_RATIO": "1",
+	}
+	for k, v := range brokerEnv {
+		env[k] = v
 	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
@@ -177,6 +201,14 @@ func startSystem(t *testing.T, opt options) *system {
 	s.orders = seckillv1connect.NewOrderServiceClient(s.http, s.base, connect.WithGRPC())
 	s.admin = seckillv1connect.NewAdminServiceClient(s.http, s.base, connect.WithGRPC())
 	return s
+}
+
+// forEachBroker runs test once per broker adapter, as a subtest named
+// after it: the end-to-end behaviour the ports promise holds on both.
+func forEachBroker(t *testing.T, test func(t *testing.T, broker string)) {
+	for _, b := range []string{config.BrokerRocketMQ, config.BrokerRabbitMQ} {
+		t.Run(b, func(t *testing.T) { test(t, b) })
+	}
 }
 
 // instanceSeq numbers the instances the tests start, for unique instance ids.

@@ -23,96 +23,100 @@ import (
 // 1,000 reservations and 1,000 orders, at most one per buyer, and every
 // retried request_id answers with the same order id.
 func TestFlashSaleThroughTheAPI(t *testing.T) {
-	s := startSystem(t, options{})
-	const activity, stock, buyers = 1, 1000, 3000
-	s.activity(activity, stock, 15*time.Minute, 5*time.Minute)
+	forEachBroker(t, func(t *testing.T, broker string) {
+		s := startSystem(t, options{broker: broker})
+		const activity, stock, buyers = 1, 1000, 3000
+		s.activity(activity, stock, 15*time.Minute, 5*time.Minute)
 
-	// The API's edge behaviour on the real server.
-	_, err := s.orders.PlaceOrder(context.Background(), connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: "x"}))
-	if connect.CodeOf(err) != connect.CodeUnauthenticated {
-		t.Fatalf("no token: %v", err)
-	}
-	if _, err := s.place(context.Background(), 1, activity, ""); connect.CodeOf(err) != connect.CodeInvalidArgument ||
-		!strings.Contains(err.Error(), "request_id") {
-		t.Fatalf("empty request_id: %v", err)
-	}
-	if _, err := s.admin.GetStockReport(context.Background(), authed(&seckillv1.GetStockReportRequest{ActivityId: 1, SkuId: 1},
-		s.token(5, false))); connect.CodeOf(err) != connect.CodePermissionDenied {
-		t.Fatalf("admin call with a user token: %v", err)
-	}
+		// The API's edge behaviour on the real server.
+		_, err := s.orders.PlaceOrder(context.Background(), connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: "x"}))
+		if connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Fatalf("no token: %v", err)
+		}
+		if _, err := s.place(context.Background(), 1, activity, ""); connect.CodeOf(err) != connect.CodeInvalidArgument ||
+			!strings.Contains(err.Error(), "request_id") {
+			t.Fatalf("empty request_id: %v", err)
+		}
+		if _, err := s.admin.GetStockReport(context.Background(), authed(&seckillv1.GetStockReportRequest{ActivityId: 1, SkuId: 1},
+			s.token(5, false))); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Fatalf("admin call with a user token: %v", err)
+		}
 
-	var (
-		mu       sync.Mutex
-		orderOf  = map[int64]string{}
-		won      int
-		soldOut  int
-		mismatch int
-		failures []error
-	)
-	concurrently(buyers*2, 64, func(i int) {
-		user := int64(10_000 + i/2)
-		res, err := s.place(context.Background(), user, activity, fmt.Sprintf("buy-%d", user))
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err == nil:
-			if prev, ok := orderOf[user]; ok {
-				if prev != res.GetOrderId() {
-					mismatch++
+		var (
+			mu       sync.Mutex
+			orderOf  = map[int64]string{}
+			won      int
+			soldOut  int
+			mismatch int
+			failures []error
+		)
+		concurrently(buyers*2, 64, func(i int) {
+			user := int64(10_000 + i/2)
+			res, err := s.place(context.Background(), user, activity, fmt.Sprintf("buy-%d", user))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				if prev, ok := orderOf[user]; ok {
+					if prev != res.GetOrderId() {
+						mismatch++
+					}
+					return
 				}
-				return
+				orderOf[user] = res.GetOrderId()
+				won++
+			case api.ErrorReason(err) == "SOLD_OUT":
+				soldOut++
+			default:
+				failures = append(failures, err)
 			}
-			orderOf[user] = res.GetOrderId()
-			won++
-		case api.ErrorReason(err) == "SOLD_OUT":
-			soldOut++
-		default:
-			failures = append(failures, err)
+		})
+		if len(failures) > 0 {
+			t.Fatalf("%d unexpected failures, first: %v", len(failures), failures[0])
+		}
+		if won != stock || mismatch != 0 {
+			t.Fatalf("buyers with a reservation %d (want %d), retries answered with another order id %d", won, stock, mismatch)
+		}
+		t.Logf("reservations %d, sold-out answers %d", won, soldOut)
+		s.invariants(activity)
+		if n := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity); n != stock {
+			t.Fatalf("orders %d, want %d", n, stock)
+		}
+		// Every acknowledged buyer sees their order.
+		for user, id := range orderOf {
+			o, err := s.getOrder(user, id)
+			if err != nil || o.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_CREATED {
+				t.Fatalf("GetOrder(%d, %s) = %v, %v", user, id, o, err)
+			}
+			break
 		}
 	})
-	if len(failures) > 0 {
-		t.Fatalf("%d unexpected failures, first: %v", len(failures), failures[0])
-	}
-	if won != stock || mismatch != 0 {
-		t.Fatalf("buyers with a reservation %d (want %d), retries answered with another order id %d", won, stock, mismatch)
-	}
-	t.Logf("reservations %d, sold-out answers %d", won, soldOut)
-	s.invariants(activity)
-	if n := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity); n != stock {
-		t.Fatalf("orders %d, want %d", n, stock)
-	}
-	// Every acknowledged buyer sees their order.
-	for user, id := range orderOf {
-		o, err := s.getOrder(user, id)
-		if err != nil || o.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_CREATED {
-			t.Fatalf("GetOrder(%d, %s) = %v, %v", user, id, o, err)
-		}
-		break
-	}
 }
 
 // TestCrashAfterReserveBeforeSend: the process dies after the Redis
 // reservation and before the send; the scanner sends the message with the
 // reservation's message id and exactly one order results.
 func TestCrashAfterReserveBeforeSend(t *testing.T) {
-	s := startSystem(t, options{configure: func(c *config.Config) { c.Failpoints = "placeorder.after_reserve=error" }})
-	s.activity(2, 10, time.Minute, time.Minute)
-	if _, err := s.place(context.Background(), 77, 2, "crash-1"); err == nil {
-		t.Fatal("the request that crashed must not succeed")
-	}
-	if got := s.app.Failpoints.Hits(ports.FailAfterReserve); got != 1 {
-		t.Fatalf("failpoint hits %d", got)
-	}
-	s.app.Failpoints.Clear(ports.FailAfterReserve)
-	s.eventually(30*time.Second, "the scanner creates the order", func() bool {
-		return s.count(`SELECT count(*) FROM orders WHERE activity_id = 2`) == 1
+	forEachBroker(t, func(t *testing.T, broker string) {
+		s := startSystem(t, options{broker: broker, configure: func(c *config.Config) { c.Failpoints = "placeorder.after_reserve=error" }})
+		s.activity(2, 10, time.Minute, time.Minute)
+		if _, err := s.place(context.Background(), 77, 2, "crash-1"); err == nil {
+			t.Fatal("the request that crashed must not succeed")
+		}
+		if got := s.app.Failpoints.Hits(ports.FailAfterReserve); got != 1 {
+			t.Fatalf("failpoint hits %d", got)
+		}
+		s.app.Failpoints.Clear(ports.FailAfterReserve)
+		s.eventually(30*time.Second, "the scanner creates the order", func() bool {
+			return s.count(`SELECT count(*) FROM orders WHERE activity_id = 2`) == 1
+		})
+		s.invariants(2)
+		// The retried request finds the same reservation.
+		res, err := s.place(context.Background(), 77, 2, "crash-1")
+		if err != nil || res.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_CREATED {
+			t.Fatalf("retry after recovery: %v %v", res, err)
+		}
 	})
-	s.invariants(2)
-	// The retried request finds the same reservation.
-	res, err := s.place(context.Background(), 77, 2, "crash-1")
-	if err != nil || res.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_CREATED {
-		t.Fatalf("retry after recovery: %v %v", res, err)
-	}
 }
 
 // TestBlackholedBrokerRepliesAreResent: the broker's replies are lost (a
