@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 )
 
 // Addresses of the local stack, the defaults of the topology commands when
@@ -89,6 +90,20 @@ func (f *topologyFlags) admin(cmd *cobra.Command) (*rocketmq.Admin, context.Cont
 	return rocketmq.NewAdmin(f.broker, f.namesrv, 5*time.Second), ctx, cancel, nil
 }
 
+// rabbitSelected reports whether SECKILL_BROKER selects RabbitMQ and, if
+// so, returns its topology from the service's configuration.
+func rabbitSelected() (rabbitTopology, bool, error) {
+	if os.Getenv("SECKILL_BROKER") != config.BrokerRabbitMQ {
+		return rabbitTopology{}, false, nil
+	}
+	cfg, _, err := loadConfig()
+	if err != nil {
+		return rabbitTopology{}, true, err
+	}
+	r, err := newRabbitTopology(cfg)
+	return r, true, err
+}
+
 // where describes the broker a summary line is about.
 func (f *topologyFlags) where(t rocketmq.Topology) string {
 	s := fmt.Sprintf("prefix %q, broker %s", t.Prefix, f.broker)
@@ -114,6 +129,12 @@ that matches it writes nothing. Topics and groups the topology does not name are
   seckill topology apply --prefix T1_ --queues 4 --retry-max CG_SECKILL_AUDIT_V1=1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r, ok, err := rabbitSelected(); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return r.apply(cmd.Context(), c.stdout, applyFlags.timeout)
+			}
 			t, err := applyFlags.topology(cmd)
 			if err != nil {
 				return err
@@ -147,6 +168,12 @@ the name server does not route. Exit status 1 when there is one (or the broker c
 0 with a summary line when the broker matches. Changes nothing.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r, ok, err := rabbitSelected(); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return r.check(cmd.Context(), c.stdout, checkFlags.timeout)
+			}
 			t, err := checkFlags.topology(cmd)
 			if err != nil {
 				return err
@@ -197,7 +224,10 @@ group, the five business consumer groups with their retryMaxTimes (the projectio
 and the dead-letter reader group, every name behind the prefix. The commands talk to the
 broker's remoting port directly (no mqadmin, no JVM). The local stack (deploy/local/stack.sh up)
 runs apply and check; elsewhere run apply before the service starts: RocketMQ 5.5 refuses
-consumers of unknown groups.`, apply, check, show)
+consumers of unknown groups. With SECKILL_BROKER=rabbitmq, apply and check work on RabbitMQ
+instead (SECKILL_RABBITMQ_URL, _PREFIX, _FIFO_SHARDS): apply declares the exchanges and quorum
+queues of adapters/rabbitmq (the service also declares them at start), check lists the missing
+ones and those declared with other arguments.`, apply, check, show)
 }
 
 // writeTopology prints t as two tables.
