@@ -18,6 +18,12 @@ const (
 	// DefaultProxyJavaOpts are the proxy's unless SECKILL_PROXY_JAVA_OPTS
 	// replaces them.
 	DefaultProxyJavaOpts = "-Xms512m -Xmx1g -XX:MaxDirectMemorySize=512m -XX:+UseG1GC"
+	// DefaultBrokerJavaOpts are those of each standalone broker of the
+	// RocketMQ cluster mode unless SECKILL_BROKER_JAVA_OPTS replaces them.
+	DefaultBrokerJavaOpts = "-Xms256m -Xmx512m -XX:MaxDirectMemorySize=1g -XX:+UseG1GC"
+	// DefaultClusterProxyJavaOpts are those of the CLUSTER-mode proxy (no
+	// broker inside) unless SECKILL_CLUSTER_PROXY_JAVA_OPTS replaces them.
+	DefaultClusterProxyJavaOpts = "-Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m -XX:+UseG1GC"
 	// DefaultAdminJavaOpts are mqadmin's (fixed).
 	DefaultAdminJavaOpts = "-Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 )
@@ -48,6 +54,16 @@ type Config struct {
 	// 10000 (the default bus port, port + 10000, does not exist above
 	// 55535).
 	RedisClusterPorts []int
+	// The RocketMQ cluster mode (RocketMQClusterStack), started on request
+	// beside the rest in <state>/rocketmq-cluster: its name server, the
+	// CLUSTER-mode proxy's gRPC and remoting ports, and broker-a's and
+	// broker-b's listen ports (each also uses port-2 and port+1) and
+	// Prometheus exporter ports.
+	ClusterNamesrvPort, ClusterProxyPort, ClusterRemotingPort int
+	ClusterBrokerPorts, ClusterMetricsPorts                   [2]int
+	// BinDir holds the service binary (`seckill topology`); empty:
+	// <state>/bin. The cluster's config points at the main state dir's.
+	BinDir string
 
 	// TopicPrefix starts every topic and group name (SECKILL_TOPIC_PREFIX).
 	TopicPrefix string
@@ -72,6 +88,9 @@ type Config struct {
 	// NamesrvJavaOpts, ProxyJavaOpts replace the heap and GC flags;
 	// RMQJavaOpts are appended to every RocketMQ JVM.
 	NamesrvJavaOpts, ProxyJavaOpts, RMQJavaOpts []string
+	// BrokerJavaOpts and ClusterProxyJavaOpts replace the heap and GC flags
+	// of the cluster mode's brokers and proxy.
+	BrokerJavaOpts, ClusterProxyJavaOpts []string
 }
 
 // ConfigFromEnv returns the Config that getenv (os.Getenv in the command)
@@ -101,6 +120,9 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 		NamesrvJavaOpts:   strings.Fields(orDefault(getenv("SECKILL_NAMESRV_JAVA_OPTS"), DefaultNamesrvJavaOpts)),
 		ProxyJavaOpts:     strings.Fields(orDefault(getenv("SECKILL_PROXY_JAVA_OPTS"), DefaultProxyJavaOpts)),
 		RMQJavaOpts:       strings.Fields(getenv("SECKILL_RMQ_JAVA_OPTS")),
+		BrokerJavaOpts:    strings.Fields(orDefault(getenv("SECKILL_BROKER_JAVA_OPTS"), DefaultBrokerJavaOpts)),
+		ClusterProxyJavaOpts: strings.Fields(orDefault(getenv("SECKILL_CLUSTER_PROXY_JAVA_OPTS"),
+			DefaultClusterProxyJavaOpts)),
 	}
 	if jh := getenv("JAVA_HOME"); jh != "" {
 		c.Java = filepath.Join(jh, "bin", "java")
@@ -117,6 +139,13 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 		{&c.RemotingPort, "SECKILL_PROXY_REMOTING_PORT", 8080},
 		{&c.BrokerPort, "SECKILL_BROKER_PORT", 10911},
 		{&c.BrokerMetricsPort, "SECKILL_BROKER_METRICS_PORT", 5557},
+		{&c.ClusterNamesrvPort, "SECKILL_CLUSTER_NAMESRV_PORT", 9976},
+		{&c.ClusterProxyPort, "SECKILL_CLUSTER_PROXY_PORT", 8181},
+		{&c.ClusterRemotingPort, "SECKILL_CLUSTER_PROXY_REMOTING_PORT", 8180},
+		{&c.ClusterBrokerPorts[0], "SECKILL_CLUSTER_BROKER_A_PORT", 10951},
+		{&c.ClusterBrokerPorts[1], "SECKILL_CLUSTER_BROKER_B_PORT", 10961},
+		{&c.ClusterMetricsPorts[0], "SECKILL_CLUSTER_BROKER_A_METRICS_PORT", 5558},
+		{&c.ClusterMetricsPorts[1], "SECKILL_CLUSTER_BROKER_B_METRICS_PORT", 5559},
 	}
 	for _, p := range ports {
 		*p.dst = p.def
@@ -243,7 +272,53 @@ func (c Config) RMQHome() string { return filepath.Join(c.StateDir, "rocketmq") 
 func (c Config) RMQLogs() string { return filepath.Join(c.RMQHome(), "logs", "rocketmqlogs") }
 
 // SeckillBin is the service binary the stack builds for `seckill topology`.
-func (c Config) SeckillBin() string { return filepath.Join(c.StateDir, "bin", "seckill") }
+func (c Config) SeckillBin() string {
+	if c.BinDir != "" {
+		return filepath.Join(c.BinDir, "seckill")
+	}
+	return filepath.Join(c.StateDir, "bin", "seckill")
+}
+
+// RocketMQClusterDir is <state>/rocketmq-cluster, the state dir of the
+// RocketMQ cluster mode.
+func (c Config) RocketMQClusterDir() string { return filepath.Join(c.StateDir, "rocketmq-cluster") }
+
+// RocketMQCluster is the Config of the RocketMQ cluster mode's own stack:
+// state dir RocketMQClusterDir, its name server, proxy and broker-a ports in
+// NamesrvPort, ProxyPort, RemotingPort, BrokerPort and BrokerMetricsPort,
+// the service binary of the main state dir.
+func (c Config) RocketMQCluster() Config {
+	cc := c
+	cc.StateDir = c.RocketMQClusterDir()
+	cc.BinDir = filepath.Dir(c.SeckillBin())
+	cc.NamesrvPort, cc.ProxyPort, cc.RemotingPort = c.ClusterNamesrvPort, c.ClusterProxyPort, c.ClusterRemotingPort
+	cc.BrokerPort, cc.BrokerMetricsPort = c.ClusterBrokerPorts[0], c.ClusterMetricsPorts[0]
+	cc.ProxyJavaOpts = c.ClusterProxyJavaOpts
+	return cc
+}
+
+// ClusterExports are Exports with the RocketMQ variables pointing at the
+// RocketMQ cluster mode (the CLUSTER-mode proxy, its name server, broker-a
+// and its exporter), then SECKILL_ROCKETMQ_BROKERS (both brokers'
+// addresses) and SECKILL_ROCKETMQ_CLUSTER_DIR (its state dir: pid files in
+// run/, logs in logs/ and broker-X/logs/rocketmqlogs).
+func (c Config) ClusterExports() []Export {
+	cc := c.RocketMQCluster()
+	out := c.Exports()
+	for i, e := range out {
+		switch e.Name {
+		case "SECKILL_ROCKETMQ_ENDPOINT", "SECKILL_ROCKETMQ_NAMESRV", "SECKILL_ROCKETMQ_BROKER", "SECKILL_ROCKETMQ_METRICS_URL":
+			for _, ce := range cc.Exports() {
+				if ce.Name == e.Name {
+					out[i] = ce
+				}
+			}
+		}
+	}
+	return append(out,
+		Export{"SECKILL_ROCKETMQ_BROKERS", fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", c.ClusterBrokerPorts[0], c.ClusterBrokerPorts[1])},
+		Export{"SECKILL_ROCKETMQ_CLUSTER_DIR", cc.StateDir})
+}
 
 // Export is one line `export NAME='VALUE'` of the stack's environment:
 // Name is the variable, Value its value, printed between single quotes as

@@ -15,6 +15,9 @@
 // broker registered with the name server and the topics and groups of
 // `seckill topology apply`). Down stops components in reverse dependency
 // order and may purge their data.
+// RocketMQClusterStack is a second stack, started on request in
+// <state>/rocketmq-cluster: a name server, two standalone brokers and a
+// proxy in CLUSTER mode.
 //
 // The rule that protects other processes on the machine: a process is
 // signaled only when it is the one recorded in our pid file (or found

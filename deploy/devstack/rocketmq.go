@@ -81,9 +81,9 @@ func JavaBinary(cfg Config) (string, error) {
 
 // jvmArgv is the command line of a RocketMQ JVM: java, opts, the common
 // options (home dir, logback role), the classpath and main.
-func jvmArgv(cfg Config, java string, rt RocketMQRuntime, opts []string, role, main string, args ...string) []string {
+func jvmArgv(cfg Config, home, java string, rt RocketMQRuntime, opts []string, role, main string, args ...string) []string {
 	argv := append([]string{java}, opts...)
-	argv = append(argv, "-Duser.home="+cfg.RMQHome(), "-Drocketmq.home.dir="+cfg.RMQHome(), "-XX:-OmitStackTraceInFastThrow")
+	argv = append(argv, "-Duser.home="+home, "-Drocketmq.home.dir="+home, "-XX:-OmitStackTraceInFastThrow")
 	argv = append(argv, cfg.RMQJavaOpts...)
 	argv = append(argv, "-Drmq.logback.configurationFile=rmq."+role+".logback.xml", "-cp", filepath.Join(rt.Lib, "*"), main)
 	return append(argv, args...)
@@ -103,14 +103,17 @@ func MQAdmin(cfg Config, args []string) (argv, env []string, err error) {
 	if err := os.MkdirAll(cfg.RMQHome(), 0o755); err != nil {
 		return nil, nil, fmt.Errorf("mqadmin: %w", err)
 	}
-	argv = jvmArgv(cfg, java, rt, strings.Fields(DefaultAdminJavaOpts), "tools", AdminMain, args...)
+	argv = jvmArgv(cfg, cfg.RMQHome(), java, rt, strings.Fields(DefaultAdminJavaOpts), "tools", AdminMain, args...)
 	return argv, []string{fmt.Sprintf("NAMESRV_ADDR=127.0.0.1:%d", cfg.NamesrvPort)}, nil
 }
 
-// rmqProcess is what the name server and the proxy share.
+// rmqProcess is what the RocketMQ JVMs share.
 type rmqProcess struct {
 	Process
-	cfg      Config
+	cfg Config
+	// home is the JVM's working directory, user.home and rocketmq.home.dir
+	// (its logs are in home/logs/rocketmqlogs).
+	home     string
 	ports    []int
 	ready    string        // the readiness line of the JVM's stdout
 	timeout  time.Duration // how long Start waits for it
@@ -147,11 +150,11 @@ func (r *rmqProcess) launch(ctx context.Context, rt RocketMQRuntime, argv []stri
 	rotate(out)
 	r.Log.Infof("%s", what)
 	t0 := time.Now()
-	pid, err := spawn(r.File, out, r.cfg.RMQHome(), argv, nil)
+	pid, err := spawn(r.File, out, r.home, argv, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.ComponentName, err)
 	}
-	if err := os.WriteFile(filepath.Join(r.cfg.RMQHome(), r.ComponentName+".version"), []byte(rt.Version+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.home, r.ComponentName+".version"), []byte(rt.Version+"\n"), 0o644); err != nil {
 		return fmt.Errorf("%s: %w", r.ComponentName, err)
 	}
 	err = waitReady(ctx, r.Log, r.ComponentName, pid, r.timeout, out, r.logNames, func() error {
@@ -177,7 +180,7 @@ func (r *rmqProcess) runtime() (RocketMQRuntime, string, error) {
 	if err != nil {
 		return rt, "", fmt.Errorf("%s: %w", r.ComponentName, err)
 	}
-	for _, d := range []string{filepath.Join(r.cfg.RMQHome(), "conf"), filepath.Join(r.cfg.RMQHome(), "store"), r.cfg.LogDir()} {
+	for _, d := range []string{filepath.Join(r.home, "conf"), filepath.Join(r.home, "store"), r.cfg.LogDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return rt, "", fmt.Errorf("%s: %w", r.ComponentName, err)
 		}
@@ -185,13 +188,13 @@ func (r *rmqProcess) runtime() (RocketMQRuntime, string, error) {
 	return rt, java, nil
 }
 
-// Purge implements Component: the RocketMQ home (store, name server kv,
+// Purge implements Component: the JVM's home (store, name server kv,
 // configs, logs), shared by namesrv and proxy.
-func (r *rmqProcess) Purge() error { return removeAll(r.cfg.RMQHome()) }
+func (r *rmqProcess) Purge() error { return removeAll(r.home) }
 
 // version is the RocketMQ version the component last started with.
 func (r *rmqProcess) version() string {
-	b, _ := os.ReadFile(filepath.Join(r.cfg.RMQHome(), r.ComponentName+".version"))
+	b, _ := os.ReadFile(filepath.Join(r.home, r.ComponentName+".version"))
 	return strings.TrimSpace(string(b))
 }
 
@@ -203,6 +206,7 @@ type NameServer struct{ rmqProcess }
 func NewNameServer(cfg Config, log *Logger) *NameServer {
 	return &NameServer{rmqProcess{
 		cfg:      cfg,
+		home:     cfg.RMQHome(),
 		ports:    []int{cfg.NamesrvPort},
 		ready:    "The Name Server boot success",
 		timeout:  60 * time.Second,
@@ -235,7 +239,7 @@ func (n *NameServer) Start(ctx context.Context) error {
 	if err := ensurePortsFree(ctx, "namesrv", n.cfg.NamesrvPort); err != nil {
 		return err
 	}
-	argv := jvmArgv(n.cfg, java, rt, n.cfg.NamesrvJavaOpts, "namesrv", NamesrvMain, "-c", conf)
+	argv := jvmArgv(n.cfg, n.home, java, rt, n.cfg.NamesrvJavaOpts, "namesrv", NamesrvMain, "-c", conf)
 	return n.launch(ctx, rt, argv, fmt.Sprintf("namesrv: starting RocketMQ %s name server on 127.0.0.1:%d (logs: %s)",
 		rt.Version, n.cfg.NamesrvPort, n.logNames))
 }
@@ -246,7 +250,7 @@ func (n *NameServer) Status(context.Context) StatusInfo {
 	if pid := n.PID(); pid != 0 {
 		info.RSSKB = rssKB(pid)
 	}
-	ver := (&rmqProcess{cfg: n.cfg, Process: Process{ComponentName: "proxy"}}).version()
+	ver := (&rmqProcess{cfg: n.cfg, home: n.home, Process: Process{ComponentName: "proxy"}}).version()
 	if ver == "" {
 		ver = "?"
 	}
@@ -265,6 +269,7 @@ type Proxy struct{ rmqProcess }
 func NewProxy(cfg Config, log *Logger) *Proxy {
 	return &Proxy{rmqProcess{
 		cfg:     cfg,
+		home:    cfg.RMQHome(),
 		ports:   []int{cfg.ProxyPort, cfg.BrokerPort, cfg.RemotingPort},
 		ready:   "rocketmq-proxy startup successfully",
 		timeout: 180 * time.Second,
@@ -325,7 +330,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	tmpl := filepath.Join(c.RepoDir, "deploy", "local")
 	conf := filepath.Join(c.RMQHome(), "conf")
 	if err := render(filepath.Join(tmpl, "broker.conf.tmpl"), filepath.Join(conf, "broker.conf"), map[string]string{
-		"NAMESRV_PORT": strconv.Itoa(c.NamesrvPort), "BROKER_PORT": strconv.Itoa(c.BrokerPort),
+		"BROKER_NAME": BrokerName, "NAMESRV_PORT": strconv.Itoa(c.NamesrvPort), "BROKER_PORT": strconv.Itoa(c.BrokerPort),
 		"STORE_DIR": filepath.Join(c.RMQHome(), "store"), "METRICS_PORT": strconv.Itoa(c.BrokerMetricsPort),
 	}); err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -339,7 +344,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	if err := ensurePortsFree(ctx, "proxy/broker", c.ProxyPort, c.RemotingPort, c.BrokerPort, c.BrokerPort-2, c.BrokerPort+1, c.BrokerMetricsPort); err != nil {
 		return err
 	}
-	argv := jvmArgv(c, java, rt, c.ProxyJavaOpts, "proxy", ProxyMain, "-pm", "local",
+	argv := jvmArgv(c, p.home, java, rt, c.ProxyJavaOpts, "proxy", ProxyMain, "-pm", "local",
 		"-bc", filepath.Join(conf, "broker.conf"), "-pc", filepath.Join(conf, "rmq-proxy.json"), "-n", fmt.Sprintf("127.0.0.1:%d", c.NamesrvPort))
 	return p.launch(ctx, rt, argv, fmt.Sprintf("proxy: starting RocketMQ %s proxy (LOCAL mode, embedded broker %s) gRPC 127.0.0.1:%d, remoting %d, broker %d (logs: %s, %s/{proxy,broker}.log)",
 		rt.Version, BrokerName, c.ProxyPort, c.RemotingPort, c.BrokerPort, filepath.Join(c.LogDir(), "proxy.out"), c.RMQLogs()))
@@ -366,12 +371,18 @@ func (p *Proxy) RunningVersion() string { return p.version() }
 // 127.0.0.1:BrokerPort. The answer's JSON has non-string map keys
 // (fastjson), so the body is searched rather than decoded.
 func BrokerRegistered(ctx context.Context, cfg Config) (bool, error) {
-	body, err := remotingCall(ctx, fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort), 106)
+	return brokerRegistered(ctx, cfg.NamesrvPort, BrokerName, cfg.BrokerPort)
+}
+
+// brokerRegistered asks the name server on namesrvPort whether broker
+// name is registered at 127.0.0.1:brokerPort.
+func brokerRegistered(ctx context.Context, namesrvPort int, name string, brokerPort int) (bool, error) {
+	body, err := remotingCall(ctx, fmt.Sprintf("127.0.0.1:%d", namesrvPort), 106)
 	if err != nil {
 		return false, err
 	}
 	s := string(body)
-	return strings.Contains(s, `"`+BrokerName+`"`) && strings.Contains(s, fmt.Sprintf(`"127.0.0.1:%d"`, cfg.BrokerPort)), nil
+	return strings.Contains(s, `"`+name+`"`) && strings.Contains(s, fmt.Sprintf(`"127.0.0.1:%d"`, brokerPort)), nil
 }
 
 // remotingCall sends one request without fields to addr and returns the

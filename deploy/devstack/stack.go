@@ -88,6 +88,9 @@ func (s *Stack) initStateDir() error {
 	return nil
 }
 
+// Exists reports whether the stack's state dir exists (with its marker).
+func (s *Stack) Exists() bool { return s.hasMarker() }
+
 // hasMarker reports whether the state dir is the stack's.
 func (s *Stack) hasMarker() bool {
 	_, err := os.Stat(s.cfg.Marker())

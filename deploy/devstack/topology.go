@@ -44,36 +44,65 @@ type Preparer interface {
 // apply|check`, built into <state>/bin/seckill from Config.RepoDir when
 // stale).
 type RocketMQResources struct {
-	cfg Config
-	log *Logger
-	// RegistrationTimeout bounds the wait for the broker's registration.
+	cfg     Config
+	log     *Logger
+	brokers []brokerRef
+	// RegistrationTimeout bounds the wait for the brokers' registration.
 	RegistrationTimeout time.Duration
 }
 
-// NewRocketMQResources returns the RocketMQ resource of cfg.
+// brokerRef is a broker the resources are applied to: its name and
+// remoting port on 127.0.0.1.
+type brokerRef struct {
+	name string
+	port int
+}
+
+// NewRocketMQResources returns the RocketMQ resource of cfg: broker-a at
+// BrokerPort.
 func NewRocketMQResources(cfg Config, log *Logger) *RocketMQResources {
-	return &RocketMQResources{cfg: cfg, log: log, RegistrationTimeout: 90 * time.Second}
+	return &RocketMQResources{cfg: cfg, log: log, brokers: []brokerRef{{BrokerName, cfg.BrokerPort}}, RegistrationTimeout: 90 * time.Second}
+}
+
+// newClusterResources returns the RocketMQ resource of the cluster mode:
+// every broker registered with the name server, the topology applied to
+// and checked on each of them.
+func newClusterResources(cfg Config, log *Logger, brokers []*Broker) *RocketMQResources {
+	r := &RocketMQResources{cfg: cfg, log: log, RegistrationTimeout: 90 * time.Second}
+	for _, b := range brokers {
+		r.brokers = append(r.brokers, brokerRef{b.Name(), b.port})
+	}
+	return r
 }
 
 // Name implements Resource.
 func (r *RocketMQResources) Name() string { return "resources" }
 
-// WaitRegistered waits until the name server lists broker-a at
-// 127.0.0.1:BrokerPort. After a (re)start the broker often registers only
-// with its periodic task, ~10 s later.
+// WaitRegistered waits until the name server lists every broker (the
+// stack's: broker-a at 127.0.0.1:BrokerPort). After a (re)start a broker
+// often registers only with its periodic task, ~10 s later.
 func (r *RocketMQResources) WaitRegistered(ctx context.Context) error {
+	for _, b := range r.brokers {
+		if err := r.waitRegistered(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *RocketMQResources) waitRegistered(ctx context.Context, b brokerRef) error {
 	t0 := time.Now()
 	var last error
 	attempt := 0
 	ok := poll(ctx, r.RegistrationTimeout, 250*time.Millisecond, func() bool {
-		registered, err := BrokerRegistered(ctx, r.cfg)
+		registered, err := brokerRegistered(ctx, r.cfg.NamesrvPort, b.name, b.port)
 		last = err
 		if registered {
 			return true
 		}
 		attempt++
 		if attempt%20 == 1 {
-			r.log.Infof("rocketmq: broker not registered with the name server yet; waiting")
+			r.log.Infof("rocketmq: broker %s not registered with the name server yet; waiting", b.name)
 		}
 		return false
 	})
@@ -81,10 +110,10 @@ func (r *RocketMQResources) WaitRegistered(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("rocketmq: wait for the broker's registration: %w", ctx.Err())
 		}
-		return fmt.Errorf("rocketmq: the broker did not register with the name server within %s (last error: %v); see %s",
-			r.RegistrationTimeout, last, filepath.Join(r.cfg.RMQLogs(), "broker.log"))
+		return fmt.Errorf("rocketmq: the broker %s did not register with the name server within %s (last error: %v); see its broker.log",
+			b.name, r.RegistrationTimeout, last)
 	}
-	r.log.Infof("rocketmq: the name server lists %s at 127.0.0.1:%d (%s)", BrokerName, r.cfg.BrokerPort, since(t0))
+	r.log.Infof("rocketmq: the name server lists %s at 127.0.0.1:%d (%s)", b.name, b.port, since(t0))
 	return nil
 }
 
@@ -106,35 +135,59 @@ func (r *RocketMQResources) Ensure(ctx context.Context, _ []string) error {
 	if err := BuildSeckill(ctx, r.cfg, r.log); err != nil {
 		return err
 	}
-	t0 := time.Now()
+	if err := os.MkdirAll(r.cfg.RMQHome(), 0o755); err != nil {
+		return fmt.Errorf("rocketmq: %w", err)
+	}
 	outPath := filepath.Join(r.cfg.RMQHome(), "topology.out")
-	out, err := r.topology(ctx, "apply")
-	_ = os.WriteFile(outPath, out, 0o644)
-	if err != nil {
-		r.log.Raw(indent(out))
-		return fmt.Errorf("seckill topology apply failed: %w; see %s", err, filepath.Join(r.cfg.RMQLogs(), "broker.log"))
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "applied: ") {
-			r.log.Infof("rocketmq: %s", line)
+	var all []byte
+	for _, b := range r.brokers {
+		t0 := time.Now()
+		out, err := r.topology(ctx, b, "apply")
+		all = append(all, out...)
+		_ = os.WriteFile(outPath, all, 0o644)
+		if err != nil {
+			r.log.Raw(indent(out))
+			return fmt.Errorf("seckill topology apply on %s failed: %w; see its broker.log", b.name, err)
 		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "applied: ") {
+				r.log.Infof("rocketmq: %s: %s", b.name, line)
+			}
+		}
+		out, err = r.topology(ctx, b, "check")
+		all = append(all, out...)
+		_ = os.WriteFile(outPath, all, 0o644)
+		if err != nil {
+			r.log.Raw(indent(out))
+			return fmt.Errorf("seckill topology check on %s failed after apply: %w", b.name, err)
+		}
+		r.log.Infof("rocketmq: %s (%s)", lastLine(out), since(t0))
 	}
-	out, err = r.topology(ctx, "check")
-	_ = os.WriteFile(outPath, out, 0o644)
-	if err != nil {
-		r.log.Raw(indent(out))
-		return fmt.Errorf("seckill topology check failed after apply: %w", err)
-	}
-	r.log.Infof("rocketmq: %s (%s)", lastLine(out), since(t0))
 	return nil
 }
 
-// Check implements Resource with `seckill topology check --timeout 10s`.
+// Check implements Resource with `seckill topology check --timeout 10s`
+// on each broker.
 func (r *RocketMQResources) Check(ctx context.Context) (bool, string) {
 	if err := BuildSeckill(ctx, r.cfg, r.log); err != nil {
 		return false, err.Error()
 	}
-	out, err := r.topology(ctx, "check", "--timeout", "10s")
+	var details []string
+	for _, b := range r.brokers {
+		ok, detail := r.check(ctx, b)
+		if !ok {
+			if len(r.brokers) > 1 {
+				detail = b.name + ": " + detail
+			}
+			return false, detail
+		}
+		details = append(details, detail)
+	}
+	return true, strings.Join(details, "; ")
+}
+
+func (r *RocketMQResources) check(ctx context.Context, b brokerRef) (bool, string) {
+	out, err := r.topology(ctx, b, "check", "--timeout", "10s")
 	if err == nil {
 		var last string
 		for _, line := range strings.Split(string(out), "\n") {
@@ -156,10 +209,10 @@ func (r *RocketMQResources) Check(ctx context.Context) (bool, string) {
 	return false, lastLine(out)
 }
 
-// topology runs `seckill topology SUB` against the stack with
+// topology runs `seckill topology SUB` against broker b with
 // Config.TopologyArgs and extra, and returns its combined output.
-func (r *RocketMQResources) topology(ctx context.Context, sub string, extra ...string) ([]byte, error) {
-	args := []string{"topology", sub, "--broker", fmt.Sprintf("127.0.0.1:%d", r.cfg.BrokerPort),
+func (r *RocketMQResources) topology(ctx context.Context, b brokerRef, sub string, extra ...string) ([]byte, error) {
+	args := []string{"topology", sub, "--broker", fmt.Sprintf("127.0.0.1:%d", b.port),
 		"--namesrv", fmt.Sprintf("127.0.0.1:%d", r.cfg.NamesrvPort), "--prefix", r.cfg.TopicPrefix}
 	args = append(append(args, r.cfg.TopologyArgs...), extra...)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

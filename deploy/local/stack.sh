@@ -10,6 +10,8 @@
 #                                        stop the processes this script started (by PID; all components unless
 #                                        named); --purge also deletes their data (whole state dir if none named)
 #   deploy/local/stack.sh mqadmin ARGS   run RocketMQ's mqadmin against the local name server
+#   up/env/status/down --rocketmq-cluster  also (down: only) the RocketMQ cluster mode: name server, broker-a,
+#                                        broker-b, CLUSTER-mode proxy in <state>/rocketmq-cluster (exports point at it)
 #
 # Typical use:   eval "$(deploy/local/stack.sh up)"
 # `up` prints ONLY `export ...` lines on stdout; every progress message goes to stderr.
@@ -264,13 +266,14 @@ stack_build() {
 }
 
 usage() {
-	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 main() {
 	case "${1:-}" in
 	up)
-		[ "${2:-}" != --quiet ] || QUIET=1
+		local a
+		for a in "$@"; do [ "$a" != --quiet ] || QUIET=1; done
 		rmq_cached || {
 			ensure_prereqs 1
 			rmq_download

@@ -67,6 +67,12 @@ func (c *cli) stack(quiet bool) (*devstack.Stack, devstack.Config, error) {
 	return devstack.Default(cfg, devstack.NewLogger(c.stderr, quiet)), cfg, nil
 }
 
+// cluster reports whether the RocketMQ cluster mode is requested: the
+// --rocketmq-cluster flag or SECKILL_STACK_ROCKETMQ_CLUSTER=1.
+func (c *cli) cluster(flag bool) bool {
+	return flag || c.getenv("SECKILL_STACK_ROCKETMQ_CLUSTER") == "1"
+}
+
 // rootCmd builds the command tree.
 func (c *cli) rootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -88,76 +94,119 @@ Typical use:   eval "$(deploy/local/stack.sh up)"`,
 	root.SetErr(c.stderr)
 	root.SetFlagErrorFunc(clikit.FlagError)
 
-	var quiet bool
+	var quiet, clusterFlag bool
+	const clusterUsage = "also the RocketMQ cluster mode (name server, broker-a, broker-b, CLUSTER-mode proxy in " +
+		"<state>/rocketmq-cluster); the RocketMQ exports then point at it ($SECKILL_STACK_ROCKETMQ_CLUSTER=1)"
 	up := &cobra.Command{
-		Use:   "up [--quiet]",
+		Use:   "up [--quiet] [--rocketmq-cluster]",
 		Short: "Start whatever is not running, apply the topics and groups, print the export lines",
 		Long: `Start whatever is not running (adopting what runs and is ours), apply the topics and groups
 (seckill topology apply, built into the state dir) and print the export lines. Only the
-export lines go to stdout; progress goes to stderr (--quiet silences it, not warnings).`,
+export lines go to stdout; progress goes to stderr (--quiet silences it, not warnings).
+With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the default stack
+(docs/local-stack.md, "RocketMQ cluster mode") and the RocketMQ export lines point at it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, _, err := c.stack(quiet)
+			s, cfg, err := c.stack(quiet)
 			if err != nil {
 				return err
 			}
 			if err := s.Up(cmd.Context()); err != nil {
 				return err
 			}
-			return s.WriteExports(c.stdout)
+			if !c.cluster(clusterFlag) {
+				return s.WriteExports(c.stdout)
+			}
+			if err := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, quiet)).Up(cmd.Context()); err != nil {
+				return fmt.Errorf("rocketmq-cluster: %w", err)
+			}
+			return devstack.WriteExportLines(c.stdout, cfg.ClusterExports())
 		},
 	}
 	up.Flags().BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	up.Flags().BoolVar(&clusterFlag, "rocketmq-cluster", false, clusterUsage)
 
+	var envCluster, statusCluster bool
 	env := &cobra.Command{
-		Use:   "env",
+		Use:   "env [--rocketmq-cluster]",
 		Short: "Print the export lines of a running stack (exit 1 if it is not healthy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, _, err := c.stack(false)
+			s, cfg, err := c.stack(false)
 			if err != nil {
 				return err
 			}
-			return s.Env(cmd.Context(), c.stdout)
+			if !c.cluster(envCluster) {
+				return s.Env(cmd.Context(), c.stdout)
+			}
+			if err := s.Env(cmd.Context(), io.Discard); err != nil {
+				return err
+			}
+			if err := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, false)).Env(cmd.Context(), io.Discard); err != nil {
+				return fmt.Errorf("rocketmq-cluster: %w", err)
+			}
+			return devstack.WriteExportLines(c.stdout, cfg.ClusterExports())
 		},
 	}
+	env.Flags().BoolVar(&envCluster, "rocketmq-cluster", false, "the exports of the stack with the RocketMQ cluster mode")
 	status := &cobra.Command{
-		Use:   "status",
+		Use:   "status [--rocketmq-cluster]",
 		Short: "One line per component: pid, ports, healthy, RSS (exit 1 if anything is not healthy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, _, err := c.stack(false)
+			s, cfg, err := c.stack(false)
 			if err != nil {
 				return err
 			}
-			return s.Status(cmd.Context(), c.stdout)
+			err = s.Status(cmd.Context(), c.stdout)
+			if !c.cluster(statusCluster) {
+				return err
+			}
+			_, _ = fmt.Fprintf(c.stdout, "\nRocketMQ cluster mode (%s):\n", cfg.RocketMQClusterDir())
+			if cerr := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, false)).Status(cmd.Context(), c.stdout); cerr != nil {
+				return errors.Join(err, fmt.Errorf("rocketmq-cluster: %w", cerr))
+			}
+			return err
 		},
 	}
+	status.Flags().BoolVar(&statusCluster, "rocketmq-cluster", false, "also the RocketMQ cluster mode's components")
 	down := &cobra.Command{
-		Use:   "down [--purge] [postgres|redis|redis-cluster|rocketmq]...",
+		Use:   "down [--purge] [--rocketmq-cluster] [postgres|redis|redis-cluster|rocketmq]...",
 		Short: "Stop the processes the stack started (by pid); --purge also deletes their data",
 		Long: `Stop the processes the stack started, by the pid in their pid file and only if they are ours
 (all components unless some are named; namesrv and proxy stand for rocketmq, redis-c1..3
 for redis-cluster). --purge also
 deletes their data: the named components' data, or the whole state dir when none is named
-(the download cache is kept).`,
+(the download cache is kept). A down of the whole stack also stops the RocketMQ cluster mode when
+it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) only the cluster mode.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			purge := false
+			purge, onlyCluster := false, false
 			var names []string
 			for _, a := range args {
 				switch a {
 				case "--purge":
 					purge = true
+				case "--rocketmq-cluster":
+					onlyCluster = true
 				case "-h", "--help":
 					return cmd.Help()
 				default:
 					names = append(names, a)
 				}
 			}
-			s, _, err := c.stack(false)
+			s, cfg, err := c.stack(false)
 			if err != nil {
 				return err
+			}
+			cs := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, false))
+			if onlyCluster {
+				return cs.Down(cmd.Context(), purge, names)
+			}
+			if len(names) == 0 && cs.Exists() {
+				if err := cs.Down(cmd.Context(), false, nil); err != nil {
+					return fmt.Errorf("rocketmq-cluster: %w", err)
+				}
 			}
 			return s.Down(cmd.Context(), purge, names)
 		},

@@ -78,6 +78,21 @@ func TestWithoutAStack(t *testing.T) {
 	}
 }
 
+func TestRocketMQClusterWithoutAStack(t *testing.T) {
+	out, errOut, code := run(t, nil, "env", "--rocketmq-cluster")
+	if code != 1 || out != "" || !strings.Contains(errOut, "is not running (or not healthy)") {
+		t.Fatalf("env --rocketmq-cluster: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, _, code = run(t, map[string]string{"SECKILL_STACK_ROCKETMQ_CLUSTER": "1"}, "status")
+	if code != 1 || !strings.HasPrefix(out, "no stack in ") || !strings.Contains(out, "RocketMQ cluster mode (") {
+		t.Fatalf("status with SECKILL_STACK_ROCKETMQ_CLUSTER=1: exit %d, stdout %q", code, out)
+	}
+	out, errOut, code = run(t, nil, "down", "--rocketmq-cluster", "--purge")
+	if code != 0 || out != "" || !strings.Contains(errOut, "nothing to stop") || !strings.Contains(errOut, "rocketmq-cluster") {
+		t.Fatalf("down --rocketmq-cluster: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 func TestMQAdminRunsTheToolsJVM(t *testing.T) {
 	cache := t.TempDir()
 	lib := filepath.Join(cache, "rocketmq", "9.9.9", "lib")

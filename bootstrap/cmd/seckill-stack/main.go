@@ -8,6 +8,11 @@
 //	seckill-stack down [--purge] [postgres|redis|redis-cluster|rocketmq]...
 //	seckill-stack mqadmin ARGS    RocketMQ's mqadmin against the local name server
 //
+// With --rocketmq-cluster (or SECKILL_STACK_ROCKETMQ_CLUSTER=1) up, env and
+// status also cover the RocketMQ cluster mode (a name server, broker-a,
+// broker-b and a CLUSTER-mode proxy in <state>/rocketmq-cluster) and the
+// RocketMQ export lines point at it; down --rocketmq-cluster stops only it.
+//
 // `up` prints only `export ...` lines on stdout; progress goes to stderr.
 // deploy/local/stack.sh installs the packages and the RocketMQ jars this
 // command needs, builds it and runs it with the same arguments;

@@ -1,0 +1,151 @@
+package devstack
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rmqmd "github.com/apache/rocketmq-clients/golang/v5/metadata"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+)
+
+// freeBrokerPort returns a free port P whose neighbours P-2 (fast
+// remoting) and P+1 (HA) are free too.
+func freeBrokerPort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		p := freePort(t)
+		ok := true
+		for _, q := range []int{p - 2, p + 1} {
+			l, err := net.Listen("tcp", ":"+strconv.Itoa(q))
+			if err != nil {
+				ok = false
+				break
+			}
+			_ = l.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free broker port triple after 100 tries")
+	return 0
+}
+
+// queryRoute asks the proxy on port for topic's route over gRPC and
+// returns the broker names of its message queues.
+func queryRoute(ctx context.Context, port int, topic string) ([]string, error) {
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", port),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))) //nolint:gosec // as the client library
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, rmqmd.LanguageKey, rmqmd.LanguageValue, rmqmd.ProtocolKey, rmqmd.ProtocolValue,
+		rmqmd.VersionKey, rmqmd.VersionValue, rmqmd.ClintID, fmt.Sprintf("devstack-test@%d", os.Getpid()), rmqmd.RequestID, "1")
+	resp, err := v2.NewMessagingServiceClient(conn).QueryRoute(ctx, &v2.QueryRouteRequest{
+		Topic:     &v2.Resource{Name: topic},
+		Endpoints: &v2.Endpoints{Scheme: v2.AddressScheme_IPv4, Addresses: []*v2.Address{{Host: "127.0.0.1", Port: int32(port)}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetStatus().GetCode() != v2.Code_OK {
+		return nil, fmt.Errorf("QueryRoute: %v %s", resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	}
+	var brokers []string
+	for _, q := range resp.GetMessageQueues() {
+		if name := q.GetBroker().GetName(); !slices.Contains(brokers, name) {
+			brokers = append(brokers, name)
+		}
+	}
+	slices.Sort(brokers)
+	return brokers, nil
+}
+
+// TestRocketMQClusterMode brings the RocketMQ cluster mode up in a
+// temporary state dir on private ports (four JVMs: the only such test),
+// checks that both brokers are registered with its name server, the
+// topology is on both and the CLUSTER-mode proxy routes a topic over both,
+// then tears it down.
+func TestRocketMQClusterMode(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cfg := privateConfig(t)
+	cfg.TopicPrefix, cfg.TopologyArgs = "", nil
+	cfg.ClusterNamesrvPort, cfg.ClusterProxyPort, cfg.ClusterRemotingPort = freePort(t), freePort(t), freePort(t)
+	cfg.ClusterBrokerPorts = [2]int{freeBrokerPort(t), freeBrokerPort(t)}
+	cfg.ClusterMetricsPorts = [2]int{freePort(t), freePort(t)}
+	log := testLogger(t)
+	cs := RocketMQClusterStack(cfg, log)
+	for _, c := range cs.Components() {
+		stopOnCleanup(t, c)
+	}
+	t0 := time.Now()
+	if err := cs.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cluster up in %s", since(t0))
+	if got := cfg.RocketMQClusterDir(); cs.cfg.StateDir != got || !cs.Exists() {
+		t.Fatalf("cluster state dir %s, want %s", cs.cfg.StateDir, got)
+	}
+	if ok, err := ClusterBrokersRegistered(ctx, cfg); err != nil || !ok {
+		t.Fatalf("ClusterBrokersRegistered = %v, %v", ok, err)
+	}
+	for _, c := range cs.Components() {
+		if err := c.Healthy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if b, ok := c.(*Broker); ok {
+			if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", b.PID())); cwd != filepath.Join(cfg.RocketMQClusterDir(), b.Name()) {
+				t.Fatalf("%s runs in %s", b.Name(), cwd)
+			}
+		}
+	}
+	var brokers []string
+	var err error
+	if !poll(ctx, 30*time.Second, 500*time.Millisecond, func() bool {
+		brokers, err = queryRoute(ctx, cfg.ClusterProxyPort, "PROD_SECKILL_ORDER_CREATE_V1")
+		return err == nil && len(brokers) == 2
+	}) {
+		t.Fatalf("proxy route of PROD_SECKILL_ORDER_CREATE_V1: brokers %v, %v", brokers, err)
+	}
+	if strings.Join(brokers, ",") != "broker-a,broker-b" {
+		t.Fatalf("route brokers %v", brokers)
+	}
+	ok, detail := cs.resources[0].Check(ctx)
+	if !ok || strings.Count(detail, "10 topics and 6 groups match") != 2 {
+		t.Fatalf("resources: %v %s", ok, detail)
+	}
+	exports := map[string]string{}
+	for _, e := range cfg.ClusterExports() {
+		exports[e.Name] = e.Value
+	}
+	if exports["SECKILL_ROCKETMQ_ENDPOINT"] != fmt.Sprintf("127.0.0.1:%d", cfg.ClusterProxyPort) ||
+		exports["SECKILL_ROCKETMQ_BROKERS"] != fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", cfg.ClusterBrokerPorts[0], cfg.ClusterBrokerPorts[1]) ||
+		exports["SECKILL_PG_DSN"] != cfg.PGDSN() {
+		t.Fatalf("cluster exports %v", exports)
+	}
+	t1 := time.Now()
+	if err := cs.Down(ctx, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cluster down in %s", since(t1))
+	if _, err := os.Stat(cfg.RocketMQClusterDir()); !os.IsNotExist(err) {
+		t.Fatalf("cluster state dir after down --purge: %v", err)
+	}
+}
