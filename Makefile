@@ -19,9 +19,9 @@ help:
 run: build
 	@$(WITH_STACK) ./$(BIN) migrate up && exec ./$(BIN) serve --seed-demo
 
-## test: start the local stack and run every test, the linters and the generated-code check.
+## test: start the local stack (with RabbitMQ) and run every test, the linters and the generated-code check.
 test:
-	@$(WITH_STACK) go vet ./... && go test $(GO_TEST_FLAGS) ./...
+	@eval "$$(SECKILL_STACK_RABBITMQ=1 $(STACK) up)" && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory lint check-generated
 
 ## unit: the tests that need no local stack (domain, application, in-memory adapters, API, config); seconds.

@@ -54,6 +54,9 @@ type Config struct {
 	// 10000 (the default bus port, port + 10000, does not exist above
 	// 55535).
 	RedisClusterPorts []int
+	// RabbitMQ is the optional RabbitMQ node's part (rabbitmq.go).
+	RabbitMQ RabbitMQConfig
+
 	// The RocketMQ cluster mode (RocketMQClusterStack), started on request
 	// beside the rest in <state>/rocketmq-cluster: its name server, the
 	// CLUSTER-mode proxy's gRPC and remoting ports, and broker-a's and
@@ -164,6 +167,9 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 			return Config{}, fmt.Errorf("SECKILL_REDIS_CLUSTER_PORTS=%q: %w", v, err)
 		}
 		c.RedisClusterPorts = ports
+	}
+	if err := rabbitMQFromEnv(getenv, &c); err != nil {
+		return Config{}, err
 	}
 	for _, name := range []string{"SECKILL_TOPIC_QUEUES", "SECKILL_EXTRA_GROUPS"} {
 		if getenv(name) != "" {

@@ -47,7 +47,8 @@ func New(cfg Config, log *Logger, components []Component, resources []Resource) 
 
 // Default returns the local stack of deploy/local/stack.sh: postgres,
 // redis, the Redis Cluster (its nodes redis-c1.. and redis-cluster, which
-// joins them), namesrv and proxy, and the RocketMQ resources.
+// joins them), namesrv and proxy, the RocketMQ resources, and RabbitMQ
+// (rabbitmq-epmd and rabbitmq: Optional, started only when selected).
 func Default(cfg Config, log *Logger) *Stack {
 	components := []Component{NewPostgres(cfg, log), NewRedis(cfg, log)}
 	nodes := NewRedisClusterNodes(cfg, log)
@@ -55,6 +56,8 @@ func Default(cfg Config, log *Logger) *Stack {
 		components = append(components, n)
 	}
 	components = append(components, NewRedisCluster(cfg, log, nodes), NewNameServer(cfg, log), NewProxy(cfg, log))
+	epmd, rabbit := NewRabbitMQ(cfg, log)
+	components = append(components, epmd, rabbit)
 	s, err := New(cfg, log, components, []Resource{NewRocketMQResources(cfg, log)})
 	if err != nil {
 		panic(err) // the default list is consistent
@@ -131,6 +134,10 @@ func (s *Stack) ensure(ctx context.Context, c Component) (bool, error) {
 	pid, err := c.Adopt(ctx)
 	if err != nil {
 		return false, err
+	}
+	if pid == 0 && skipped(c) {
+		s.log.Infof("%s: not selected, not started", c.Name())
+		return false, nil
 	}
 	if pid != 0 {
 		if c.Healthy(ctx) == nil {
@@ -258,6 +265,9 @@ func (s *Stack) Healthy(ctx context.Context) error {
 		return fmt.Errorf("no stack in %s", s.cfg.StateDir)
 	}
 	for _, c := range s.components {
+		if skipped(c) {
+			continue
+		}
 		if err := c.Healthy(ctx); err != nil {
 			return err
 		}
@@ -267,7 +277,7 @@ func (s *Stack) Healthy(ctx context.Context) error {
 
 // WriteExports writes the stack's `export NAME='VALUE'` lines to w.
 func (s *Stack) WriteExports(w io.Writer) error {
-	for _, e := range s.cfg.Exports() {
+	for _, e := range append(s.cfg.Exports(), componentExports(s.components)...) {
 		if _, err := fmt.Fprintf(w, "export %s='%s'\n", e.Name, e.Value); err != nil {
 			return fmt.Errorf("write exports: %w", err)
 		}
@@ -307,7 +317,9 @@ func (s *Stack) Status(ctx context.Context, w io.Writer) error {
 		if p := c.PID(); p != 0 {
 			pid = fmt.Sprint(p)
 		}
-		if c.Healthy(ctx) != nil {
+		if skipped(c) {
+			healthy = "-"
+		} else if c.Healthy(ctx) != nil {
 			healthy = "no"
 			bad = append(bad, c.Name())
 		}

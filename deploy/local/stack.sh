@@ -6,7 +6,7 @@
 #                                        apply, built into the state dir), print exports
 #   deploy/local/stack.sh env            print the export lines of a running stack (exit 1 if not healthy)
 #   deploy/local/stack.sh status         one line per component: pid, ports, RSS, healthy?
-#   deploy/local/stack.sh down [--purge] [postgres|redis|redis-cluster|rocketmq]...
+#   deploy/local/stack.sh down [--purge] [postgres|redis|redis-cluster|rocketmq|rabbitmq]...
 #                                        stop the processes this script started (by PID; all components unless
 #                                        named); --purge also deletes their data (whole state dir if none named)
 #   deploy/local/stack.sh mqadmin ARGS   run RocketMQ's mqadmin against the local name server
@@ -76,11 +76,17 @@ have_pg() {
 
 have_java() { { [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; } || have java; }
 
+# RabbitMQ is selected for `up` (seckill-stack reads the same variables).
+rabbitmq_selected() { [ "${SECKILL_STACK_RABBITMQ:-}" = 1 ] || [ "${SECKILL_BROKER:-}" = rabbitmq ]; }
+# The node's start script and epmd (seckill-stack runs them as the current user, not the Debian service).
+have_rabbitmq() { [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && [ -x /usr/bin/epmd ]; }
+
 apt_install() {
 	local created_policy=0 rc=0
 	state_log_dir
 	log "installing Debian packages: $* (log: $LOG_DIR/apt.log)"
-	# Keep the packages' own services (postgresql 'main' cluster on 5432, redis on 6379) from being started.
+	# Keep the packages' own services (postgresql 'main' cluster on 5432, redis on 6379, rabbitmq-server on 5672 and
+	# its epmd on 4369) from being started.
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
 		printf '#!/bin/sh\n# temporary, written by seckill deploy/local/stack.sh during apt-get install\nexit 101\n' >/usr/sbin/policy-rc.d
 		chmod 755 /usr/sbin/policy-rc.d
@@ -117,6 +123,10 @@ ensure_prereqs() {
 		pkgs+=(JAVA)
 		wanted+=("java 11+ (Debian package: openjdk-17-jre-headless)")
 	}
+	if rabbitmq_selected && ! have_rabbitmq; then
+		pkgs+=(rabbitmq-server)
+		wanted+=("RabbitMQ /usr/lib/rabbitmq/bin/rabbitmq-server and epmd (Debian package: rabbitmq-server), selected by SECKILL_STACK_RABBITMQ=1 or SECKILL_BROKER=rabbitmq")
+	fi
 	if [ "$need_mvn" = 1 ] && ! have mvn; then
 		pkgs+=(maven)
 		wanted+=("mvn (Debian package: maven), needed once to download RocketMQ into $CACHE_DIR/rocketmq")
@@ -133,6 +143,7 @@ ensure_prereqs() {
 		have_pg || die "PostgreSQL binaries still not found after installing (looked in /usr/lib/postgresql/*/bin and PATH)"
 		have redis-server || die "redis-server still not found after installing redis-server"
 		have_java || die "java still not found after installing a JRE"
+		if rabbitmq_selected; then have_rabbitmq || die "rabbitmq-server or epmd still not found after installing rabbitmq-server"; fi
 		if [ "$need_mvn" = 1 ]; then have mvn || die "mvn still not found after installing maven"; fi
 		return 0
 	fi
