@@ -1,5 +1,5 @@
 // Package clustertest runs the Redis adapter against a Redis Cluster
-// (SECKILL_REDIS_CLUSTER_ADDRS, started by adapters/redis/cluster.sh): the
+// (SECKILL_REDIS_CLUSTER_ADDRS, started by the local stack: deploy/local/stack.sh up): the
 // shared port suites, the retry test of every script and a slot migration
 // under load. It has no non-test code.
 package clustertest

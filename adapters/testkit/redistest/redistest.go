@@ -6,7 +6,7 @@
 // earlier run slow them down or are touched by them.
 //
 // ClusterClient gives tests a client of the Redis Cluster at
-// SECKILL_REDIS_CLUSTER_ADDRS (adapters/redis/cluster.sh starts one); a
+// SECKILL_REDIS_CLUSTER_ADDRS (deploy/local/stack.sh up starts one); a
 // cluster has database 0 only, so tests there are isolated by their
 // namespace alone.
 package redistest
@@ -91,7 +91,7 @@ func ClusterClient(tb testing.TB) *goredis.ClusterClient {
 		}
 	}
 	if len(addrs) == 0 {
-		tb.Fatalf("%s is not set: start a cluster with eval \"$(adapters/redis/cluster.sh up)\"", EnvClusterAddrs)
+		tb.Fatalf("%s is not set: run `make test` or eval \"$(deploy/local/stack.sh up)\"", EnvClusterAddrs)
 	}
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 32})
 	tb.Cleanup(func() { _ = c.Close() })
@@ -100,7 +100,7 @@ func ClusterClient(tb testing.TB) *goredis.ClusterClient {
 	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
 		return m.Ping(ctx).Err()
 	}); err != nil {
-		tb.Fatalf("redis cluster at %s (%s): %v; start it with eval \"$(adapters/redis/cluster.sh up)\"",
+		tb.Fatalf("redis cluster at %s (%s): %v; is the stack up? eval \"$(deploy/local/stack.sh up)\"",
 			strings.Join(addrs, ","), EnvClusterAddrs, err)
 	}
 	return c
