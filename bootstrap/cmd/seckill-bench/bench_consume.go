@@ -20,7 +20,6 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -29,7 +28,7 @@ import (
 )
 
 // benchConsume publishes N order-create messages for one hot SKU through
-// the real broker, then lets the order-create consumer drain them into
+// the real broker (SECKILL_BROKER: rocketmq or rabbitmq), then lets the order-create consumer drain them into
 // PostgreSQL and reports orders created per second, once with one message
 // per transaction and once micro-batched, and checks the invariants on the
 // result.
@@ -57,8 +56,8 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer releaseRedis()
-	fmt.Fprintf(stdout, "seckill-bench consume: %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
-		runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
+	fmt.Fprintf(stdout, "seckill-bench consume: %s, %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
+		brokerText(cfg), runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintf(stdout, "%-32s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
 	var best float64
 	for _, batch := range batches {
@@ -139,39 +138,32 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		}
 		return created, time.Since(start), checkOrders(ctx, store, act, n), nil
 	}
-	env, err := newBenchEnv(ctx, log)
+	env, err := newBenchEnv(ctx, cfg, log)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	defer env.Close()
-	bc := rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: env.prefix, SendTimeout: 2 * time.Second,
-		ClientLogDir: cfg.RocketMQ.ClientLogDir, AckOneByOne: !cfg.RocketMQ.AckBatch}
-	pub, err := rocketmq.NewPublisher(bc, log, prometheus.NewRegistry())
+	pub, closePub, err := env.Publisher(ctx, 2*time.Second, log)
 	if err != nil {
 		return 0, 0, "", err
 	}
-	defer func() { _ = pub.Close() }()
-	if err := pub.Start(ctx); err != nil {
-		return 0, 0, "", err
-	}
+	defer closePub()
 	if err := publishOrders(ctx, pub, msgs); err != nil {
 		return 0, 0, "", err
 	}
 	if err := checkpoint(ctx, dsn); err != nil {
 		log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
 	}
-	group := bc.Group(rocketmq.GroupOrderCreate)
-	topic, _ := bc.Topic(ports.TopicOrderCreate)
-	handler := application.NewCreateOrders(store, rs, acts, nil, log, group, policy)
-	runner, err := rocketmq.NewRunner(bc, rocketmq.RunnerConfig{Group: group, Subscriptions: map[string]string{topic: "*"},
-		BatchSize: batch, Concurrency: concurrency, InvisibleDuration: 30 * time.Second}, handler, log, prometheus.NewRegistry())
+	sub, _ := ports.SubscriptionOf(ports.GroupOrderCreate)
+	handler := application.NewCreateOrders(store, rs, acts, nil, log, env.Group(sub.Group), policy)
+	run, err := env.Consumer(sub, handler, batch, concurrency, log)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- runner.Run(runCtx) }()
+	go func() { done <- run(runCtx) }()
 	created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
 	elapsed := time.Since(start)
 	stop()

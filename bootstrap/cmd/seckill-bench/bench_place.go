@@ -112,8 +112,8 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "seckill-bench place: %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)
+	fmt.Fprintf(stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
+		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)
 	fmt.Fprintf(stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
 
 	if *cpuProfile != "" {

@@ -22,11 +22,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -121,8 +119,8 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer pool.Close()
 
-	fmt.Fprintf(stdout, "seckill-bench sale: %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
-		runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
+	fmt.Fprintf(stdout, "seckill-bench sale: %s, %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
+		brokerText(sc.cfg), runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
 	fmt.Fprintf(stdout, "service log: %s\n", svc.logFile.Name())
 
 	load, err := newSaleLoad(o, base, secret, activityID)
@@ -132,7 +130,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	svc.mu.Lock()
 	servicePID := svc.cmd.Process.Pid
 	svc.mu.Unlock()
-	procs, procNote := saleProcesses(servicePID)
+	procs, procNote := saleProcesses(servicePID, sc.env.StackProcesses())
 	smp := &saleSampler{load: load, pool: pool, activityID: activityID, metricsURL: "http://" + svc.ops + "/metrics",
 		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
 		tty: isTerminal(os.Stderr)}
@@ -157,7 +155,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		return settleErr
 	}
 
-	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Cores: runtime.NumCPU(),
+	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Broker: sc.env.Broker(), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), StartedAt: smp.t0, ActivityID: activityID, Processes: smp.names(),
 		ProcessNote: procNote, Series: smp.series}
 	sum, err := summarizeSale(ctx, pool, load, smp, activityID, loadEnd, drained)
@@ -275,9 +273,10 @@ func startSaleService(ctx context.Context, sc *scratch, exe, dir string) (*insta
 	in := &instance{name: "service", api: api, ops: ops, exe: exe, logFile: lf,
 		env: append(os.Environ(),
 			"SECKILL_PG_DSN="+sc.dsn, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
-			"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace, "SECKILL_TOPIC_PREFIX="+sc.env.prefix,
-			"SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops, "SECKILL_INSTANCE_ID=sale-"+sc.env.prefix,
+			"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace,
+			"SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops, "SECKILL_INSTANCE_ID=sale-"+sc.env.Prefix(),
 			"SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")}
+	in.env = append(in.env, sc.env.ServiceEnv()...)
 	in.cleanEnv = in.env
 	if err := in.start(); err != nil {
 		_ = lf.Close()
@@ -556,20 +555,20 @@ type saleProcess struct {
 
 // saleProcesses lists the processes to measure: the service, this
 // process (the load generator and sampler), and the local stack's
-// components found in $SECKILL_STACK_DIR/run. The note says which could
+// components found in $SECKILL_STACK_DIR/run: the broker's processes
+// (display name, pid file base name), Redis and PostgreSQL. The note says which could
 // not be found.
-func saleProcesses(servicePID int) ([]*saleProcess, string) {
+func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) {
 	procs := []*saleProcess{{name: "service", pid: servicePID}, {name: "load generator", pid: os.Getpid()}}
 	var missing []string
-	for _, c := range []struct{ name, file string }{
-		{"broker proxy", "proxy"}, {"broker", "broker"}, {"namesrv", "namesrv"}, {"redis", "redis"}, {"postgres", "postgres"},
-	} {
-		pid, err := stackPID(c.file)
+	for _, c := range append(slices.Clone(broker), [2]string{"redis", "redis"}, [2]string{"postgres", "postgres"}) {
+		name, file := c[0], c[1]
+		pid, err := stackPID(file)
 		if err != nil {
-			missing = append(missing, c.name)
+			missing = append(missing, name)
 			continue
 		}
-		procs = append(procs, &saleProcess{name: c.name, pid: pid, tree: c.name == "postgres"})
+		procs = append(procs, &saleProcess{name: name, pid: pid, tree: name == "postgres"})
 	}
 	note := ""
 	if len(missing) > 0 {
@@ -888,6 +887,7 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 type saleResult struct {
 	Settings    saleOptions      `json:"settings"`
 	Command     string           `json:"command"`
+	Broker      string           `json:"broker"`
 	Cores       int              `json:"cores"`
 	GoVersion   string           `json:"go_version"`
 	StartedAt   time.Time        `json:"started_at"`
@@ -1162,17 +1162,11 @@ func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o s
 	}
 	c.ReservePerSec, c.ReserveP50Ms, c.ReserveP99Ms = rr.PerSecond, float64(rr.P50)/1e6, float64(rr.P99)/1e6
 
-	cfg := sc.cfg
-	pub, err := rocketmq.NewPublisher(rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix,
-		SendTimeout: cfg.RocketMQ.SendTimeout, AccessKey: cfg.RocketMQ.AccessKey, AccessSecret: string(cfg.RocketMQ.SecretKey),
-		ClientLogDir: cfg.RocketMQ.ClientLogDir}, log, prometheus.NewRegistry())
+	pub, closePub, err := sc.env.Publisher(ctx, sc.cfg.RocketMQ.SendTimeout, log)
 	if err != nil {
 		return c, fmt.Errorf("send ceiling: %w", err)
 	}
-	defer func() { _ = pub.Close() }()
-	if err := pub.Start(ctx); err != nil {
-		return c, fmt.Errorf("send ceiling: start the publisher: %w", err)
-	}
+	defer closePub()
 	sl, err := benchkit.SendLoop(ctx, pub, max(1, o.CeilingCalls/3), o.CeilingClients, func(i int) ports.OutboundMessage {
 		id := fmt.Sprintf("evt_sale_ceiling_%d_%d", time.Now().UnixNano(), i)
 		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,

@@ -67,9 +67,9 @@ func newReportPage(r saleResult) reportPage {
 	o := r.Settings
 	p := reportPage{
 		Title: "seckill-bench sale",
-		Subtitle: fmt.Sprintf("%s units, %s buyers × %d attempts, arrival %s, %d clients, %s; %d cores, %s; started %s",
+		Subtitle: fmt.Sprintf("%s units, %s buyers × %d attempts, arrival %s, %d clients, %s; broker %s; %d cores, %s; started %s",
 			group(int64(o.Stock)), group(int64(o.Buyers)), o.Attempts, arrivalText(o), o.Clients, protocolText(o),
-			r.Cores, r.GoVersion, r.StartedAt.UTC().Format(time.RFC3339)),
+			r.Broker, r.Cores, r.GoVersion, r.StartedAt.UTC().Format(time.RFC3339)),
 		Command: r.Command, Rows: summaryRows(r), Invariants: r.Invariants, Violations: r.Violations,
 	}
 	if r.ProcessNote != "" {

@@ -91,12 +91,17 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, s := range scenarios {
+		if _, target, _ := strings.Cut(s, "-"); (target == "proxy" || target == "namesrv") && cfg.Broker != config.BrokerRocketMQ {
+			return fmt.Errorf("scenario %s faults a RocketMQ process, but SECKILL_BROKER is %s: %w", s, cfg.Broker, flag.ErrHelp)
+		}
+	}
 	exe, err := serviceBinary()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seckill-bench chaos: %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
-		*stock, *buyers, *clients, *down)
+	fmt.Fprintf(stdout, "seckill-bench chaos: %s, %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
+		brokerText(cfg), *stock, *buyers, *clients, *down)
 	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %6s %9s %8s\n", "scenario", "acknowledged", "created", "released",
 		"oversell", "lost", "dup-users", "dup-effect", "drift", "recovery", "crashes")
 	var failed []string
@@ -375,9 +380,10 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		in := &instance{name: fmt.Sprintf("service-%d", i), api: api, ops: ops, exe: r.exe, logFile: lf,
 			env: append(os.Environ(),
 				"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
-				"SECKILL_TOPIC_PREFIX="+env.prefix, "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
-				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.prefix),
+				"SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
+				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
 				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
+		in.env = append(in.env, env.ServiceEnv()...)
 		in.cleanEnv = in.env
 		if action == "crash" {
 			// One message per transaction and one transaction at a time
