@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// rabbitMQNamespace is a benchNamespace on RabbitMQ (SECKILL_RABBITMQ_URL):
+// the service's whole topology (exchanges, group queues and their
+// dead-letter queues, delay tiers) declared under the prefix, as the
+// service declares it at start, so messages published before a consumer
+// runs are queued. Close deletes it with Topology.Delete.
+type rabbitMQNamespace struct {
+	rc   rabbitmq.Config
+	topo rabbitmq.Topology
+	log  *slog.Logger
+}
+
+func newRabbitMQNamespace(ctx context.Context, cfg config.Config, prefix string, log *slog.Logger) (*rabbitMQNamespace, error) {
+	rc := rabbitmq.Config{URL: string(cfg.RabbitMQ.URL), Prefix: prefix, FIFOShards: cfg.RabbitMQ.FIFOShards}
+	topo, err := rabbitmq.NewTopology(rc)
+	if err != nil {
+		return nil, err
+	}
+	e := &rabbitMQNamespace{rc: rc, topo: topo, log: log}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := rabbitmq.Declare(dctx, rc, topo); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("declare the bench namespace %s: %w", prefix, err)
+	}
+	return e, nil
+}
+
+func (e *rabbitMQNamespace) Broker() string { return config.BrokerRabbitMQ }
+func (e *rabbitMQNamespace) Prefix() string { return e.rc.Prefix }
+
+func (e *rabbitMQNamespace) Configure(cfg *config.Config) {
+	cfg.Broker = config.BrokerRabbitMQ
+	cfg.RabbitMQ.Prefix = e.rc.Prefix
+}
+
+func (e *rabbitMQNamespace) ServiceEnv() []string {
+	return []string{"SECKILL_BROKER=" + config.BrokerRabbitMQ, "SECKILL_RABBITMQ_PREFIX=" + e.rc.Prefix}
+}
+
+func (e *rabbitMQNamespace) Publisher(ctx context.Context, sendTimeout time.Duration, log *slog.Logger) (ports.Publisher, func(), error) {
+	rc := e.rc
+	rc.SendTimeout = sendTimeout
+	pub, err := rabbitmq.NewPublisher(rc, log, prometheus.NewRegistry())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := pub.Start(ctx); err != nil {
+		_ = pub.Close()
+		return nil, nil, fmt.Errorf("start the publisher: %w", err)
+	}
+	return pub, func() { _ = pub.Close() }, nil
+}
+
+func (e *rabbitMQNamespace) Group(g ports.ConsumerGroup) string {
+	if spec, ok := e.topo.Group(g); ok {
+		return spec.Name
+	}
+	return e.rc.Prefix + string(g)
+}
+
+func (e *rabbitMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, log *slog.Logger) (func(context.Context) error, error) {
+	rn, err := rabbitmq.NewRunner(e.rc, e.topo, rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: batch, Concurrency: concurrency},
+		h, log, prometheus.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	return rn.Run, nil
+}
+
+func (e *rabbitMQNamespace) StackProcesses() [][2]string {
+	return [][2]string{{"rabbitmq", "rabbitmq"}}
+}
+
+func (e *rabbitMQNamespace) Close() {
+	if err := e.delete(); err != nil {
+		e.log.Warn("delete bench namespace", "prefix", e.rc.Prefix, "error", err)
+	}
+}
+
+func (e *rabbitMQNamespace) delete() error {
+	conn, err := amqp.DialConfig(e.rc.URL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ch.Close() }()
+	return e.topo.Delete(ch)
+}
