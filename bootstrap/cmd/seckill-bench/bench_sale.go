@@ -556,13 +556,17 @@ type saleProcess struct {
 // saleProcesses lists the processes to measure: the service, this
 // process (the load generator and sampler), and the local stack's
 // components found in $SECKILL_STACK_DIR/run: the broker's processes
-// (display name, pid file base name), Redis and PostgreSQL. The note says which could
-// not be found.
+// (display name, pid file base name; no file: not the broker in use),
+// Redis and PostgreSQL. The note says which could not be measured.
 func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) {
 	procs := []*saleProcess{{name: "service", pid: servicePID}, {name: "load generator", pid: os.Getpid()}}
 	var missing []string
 	for _, c := range append(slices.Clone(broker), [2]string{"redis", "redis"}, [2]string{"postgres", "postgres"}) {
 		name, file := c[0], c[1]
+		if file == "" {
+			missing = append(missing, name)
+			continue
+		}
 		pid, err := stackPID(file)
 		if err != nil {
 			missing = append(missing, name)
@@ -572,7 +576,7 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 	}
 	note := ""
 	if len(missing) > 0 {
-		note = "not measured (no pid file under $SECKILL_STACK_DIR/run): " + strings.Join(missing, ", ")
+		note = "not measured (no pid file under $SECKILL_STACK_DIR/run, or not the process in use): " + strings.Join(missing, ", ")
 		if slices.Contains(missing, "broker") && !slices.Contains(missing, "broker proxy") {
 			note += "; the local stack's broker runs embedded in the proxy process, so the proxy's CPU includes it"
 		}

@@ -106,8 +106,8 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "seckill-bench timeouts: %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), *units, *sellOver, *clients, *paymentTimeout, onOff(*reconcile))
+	fmt.Fprintf(stdout, "seckill-bench timeouts: %s, %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
+		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *units, *sellOver, *clients, *paymentTimeout, onOff(*reconcile))
 	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(*units),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: *paymentTimeout, ReservationTTL: 10 * time.Minute}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,8 +87,53 @@ func (e *rabbitMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandle
 	return rn.Run, nil
 }
 
+// StackProcesses names the stack's RabbitMQ node only when it is the node
+// SECKILL_RABBITMQ_URL points at (it listens on the URL's port): a node
+// outside the stack would otherwise be charged the stack's idle node.
 func (e *rabbitMQNamespace) StackProcesses() [][2]string {
+	pid, err := stackPID("rabbitmq")
+	if err != nil {
+		return [][2]string{{"rabbitmq", "rabbitmq"}}
+	}
+	u, err := url.Parse(e.rc.URL)
+	if err != nil || !listensOn(pid, u.Port()) {
+		return [][2]string{{"rabbitmq (the node of SECKILL_RABBITMQ_URL is not the stack's)", ""}}
+	}
 	return [][2]string{{"rabbitmq", "rabbitmq"}}
+}
+
+// listensOn reports whether process pid holds a TCP socket listening on
+// port (decimal), from /proc/net/tcp{,6} and /proc/<pid>/fd.
+func listensOn(pid int, port string) bool {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf(":%04X", p)
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) > 9 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink(dir + "/" + fd.Name()); err == nil && inodes[l] {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *rabbitMQNamespace) Close() {
