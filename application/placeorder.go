@@ -162,8 +162,10 @@ func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, c
 }
 
 // send publishes the order-create message and records the outcome. Only a
-// definite failure surfaces to the client, as a transient error after the
-// stock went back. An unknown outcome is retried once at once with the same
+// definite failure of the first attempt surfaces to the client, as a
+// transient error after the stock went back; a definite failure after an
+// unknown outcome releases nothing (the first copy may still become an
+// order). An unknown outcome is retried once at once with the same
 // message id (a send that timed out on a broker still warming up mostly
 // succeeds the second time, with the longer timeout the first one caused),
 // then left to the scanner and the client is answered QUEUING: until the
@@ -189,6 +191,13 @@ func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 				p.logSend(ctx, slog.LevelDebug, "order-create sent", r, "CONFIRMED", nil, latency,
 					slog.String("broker_message_id", receipt.BrokerMessageID), slog.Int("attempt", attempt))
 			}
+		case errors.Is(err, ports.ErrSendRejected) && attempt > 1:
+			// The first attempt's outcome was unknown: its copy may be in
+			// the broker and become an order, so the unit must not go back
+			// (I1). The scanner resends; the reconciler releases the
+			// reservation once it expired without an order.
+			p.logSend(ctx, slog.LevelWarn, "order-create resend definitely failed after an unknown send; scanner will resend", r,
+				"DEFINITE_FAILURE", err, latency, slog.Int("attempt", attempt))
 		case errors.Is(err, ports.ErrSendRejected):
 			released, rerr := p.reservations.Release(context.WithoutCancel(ctx), ref, reservation.ReasonSendFailed)
 			p.logSend(ctx, slog.LevelError, "order-create send definitely failed, reservation released", r,

@@ -32,7 +32,9 @@ type ResendConfig struct {
 // message id. Claims are Redis leases, so several instances can scan
 // safely and a crashed instance's claims expire and are taken over. Sends
 // run on a fixed pool; unknown outcomes are rescheduled with exponential
-// backoff and jitter; a definite failure releases the reservation.
+// backoff and jitter, and so is a definite failure (an earlier copy of the
+// message may be in the broker, so only the reconciler releases a
+// reservation, once it expired without an order).
 type ResendPending struct {
 	reservations ports.Reservations
 	publisher    ports.Publisher
@@ -130,11 +132,16 @@ func (s *ResendPending) resend(ctx context.Context, r reservation.Snapshot) {
 		log.InfoContext(ctx, "reservation resent", "send_outcome", "CONFIRMED",
 			"broker_message_id", receipt.BrokerMessageID, "send_latency_ms", latency)
 	case errors.Is(err, ports.ErrSendRejected):
+		// This copy was refused, but an earlier send of the same message
+		// (whose outcome was unknown, or cut short by a crash) may be in
+		// the broker and become an order: releasing now could sell the
+		// unit twice (I1). Keep the reservation and resend later; one that
+		// expires without an order is released by the reconciler (and a
+		// late copy is then rejected as expired by the consumer).
 		s.metrics.ResendOutcome("DEFINITE_FAILURE")
-		released, rerr := s.reservations.Release(context.WithoutCancel(ctx), ref, reservation.ReasonSendFailed)
-		log.ErrorContext(ctx, "resend definitely failed, reservation released", "send_outcome", "DEFINITE_FAILURE",
-			"error_class", "SEND_REJECTED", "error", err, "released", released, "release_error", rerr,
-			"send_latency_ms", latency)
+		log.WarnContext(ctx, "resend definitely failed; an earlier copy may exist, the reservation stays and is resent later",
+			"send_outcome", "DEFINITE_FAILURE", "error_class", "SEND_REJECTED", "error", err, "send_latency_ms", latency)
+		s.reschedule(ctx, log, ref, r.SendAttempt)
 	case errors.Is(err, ports.ErrBrokerUnavailable):
 		// Not attempted: no backoff growth, just the next probe.
 		s.metrics.ResendOutcome("SKIPPED")

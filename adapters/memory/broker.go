@@ -74,6 +74,9 @@ type Broker struct {
 	mu     sync.Mutex
 	seq    int64
 	modes  map[ports.Topic]modeEntry
+	// script holds the modes of the next publishes per topic, in order
+	// (SetModeSequence); it takes precedence over modes.
+	script map[ports.Topic][]SendMode
 	topics map[ports.Topic][]*storedMsg
 	sends  map[ports.Topic]int
 	subs   map[subKey]map[int64]*consumeState
@@ -118,6 +121,7 @@ func NewBroker(cfg BrokerConfig) *Broker {
 	return &Broker{
 		cfg:    cfg,
 		modes:  map[ports.Topic]modeEntry{},
+		script: map[ports.Topic][]SendMode{},
 		topics: map[ports.Topic][]*storedMsg{},
 		sends:  map[ports.Topic]int{},
 		subs:   map[subKey]map[int64]*consumeState{},
@@ -135,6 +139,15 @@ func (b *Broker) SetModeFor(topic ports.Topic, mode SendMode, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.modes[topic] = modeEntry{mode: mode, remaining: n}
+}
+
+// SetModeSequence makes the next len(modes) Publish calls to topic answer
+// with modes, one each in order; later ones answer as SetMode says (test
+// facility).
+func (b *Broker) SetModeSequence(topic ports.Topic, modes ...SendMode) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.script[topic] = append([]SendMode(nil), modes...)
 }
 
 // Publish stores msg and confirms it, unless the topic's SendMode says
@@ -156,7 +169,9 @@ func (b *Broker) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.
 	defer b.mu.Unlock()
 	b.sends[msg.Topic]++
 	mode := SendConfirm
-	if m, ok := b.modes[msg.Topic]; ok {
+	if seq := b.script[msg.Topic]; len(seq) > 0 {
+		mode, b.script[msg.Topic] = seq[0], seq[1:]
+	} else if m, ok := b.modes[msg.Topic]; ok {
 		mode = m.mode
 		switch {
 		case m.remaining == 1:

@@ -549,3 +549,50 @@ func TestRelayCrashAfterPublishRepublishesOnce(t *testing.T) {
 	}
 	h.invariants(1)
 }
+
+// TestDefiniteFailureAfterUnknownKeepsTheUnit: a send whose outcome was
+// unknown may have reached the broker; a later attempt of the same message
+// that fails definitely (PlaceOrder's immediate retry, or the scanner's
+// resend) must not release the unit, or the first copy's order would sell
+// it twice (I1, I6). The first copy becomes the order.
+func TestDefiniteFailureAfterUnknownKeepsTheUnit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		modes []memory.SendMode
+	}{
+		{"placeorder retry", []memory.SendMode{memory.SendUnknown, memory.SendReject}},
+		{"scanner resend", []memory.SendMode{memory.SendUnknown, memory.SendLost, memory.SendReject}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.activity(1, 1, time.Minute, time.Minute)
+			h.broker.SetModeSequence(ports.TopicOrderCreate, tc.modes...)
+			res, err := h.placeOrder(6, 1, req(1))
+			if err != nil || res.Status != ports.OrderQueuing {
+				t.Fatalf("PlaceOrder: %+v %v, want QUEUING", res, err)
+			}
+			if len(tc.modes) > 2 {
+				h.clock.Advance(2 * time.Second)
+				if _, err := h.scanner.ScanOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := h.broker.Sends(ports.TopicOrderCreate); got != len(tc.modes) {
+				t.Fatalf("%d sends, want %d", got, len(tc.modes))
+			}
+			if slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}]; slot.Stock != 0 {
+				t.Fatalf("the unit went back (stock %d) although the first copy is in the broker", slot.Stock)
+			}
+			// Another buyer finds the SKU sold out, and the first copy
+			// becomes the one order.
+			if _, err := h.placeOrder(7, 1, req(2)); !errors.Is(err, ports.ErrSoldOut) {
+				t.Fatalf("second buyer: %v, want sold out", err)
+			}
+			h.settle()
+			if o := h.orderOf(res.OrderID); o.UserID != 6 {
+				t.Fatalf("order %+v", o)
+			}
+			h.invariants(1)
+		})
+	}
+}
