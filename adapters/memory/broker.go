@@ -71,9 +71,9 @@ type BrokerConfig struct {
 type Broker struct {
 	cfg BrokerConfig
 
-	mu     sync.Mutex
-	seq    int64
-	modes  map[ports.Topic]modeEntry
+	mu    sync.Mutex
+	seq   int64
+	modes map[ports.Topic]modeEntry
 	// script holds the modes of the next publishes per topic, in order
 	// (SetModeSequence); it takes precedence over modes.
 	script map[ports.Topic][]SendMode
