@@ -336,7 +336,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"the broker's Prometheus exporter (http://host:port/metrics), read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
 		},
 		RabbitMQ: RabbitMQ{
-			URL: r.secret("SECKILL_RABBITMQ_URL", "amqp://seckill:seckill@127.0.0.1:56720/seckill",
+			URL: r.secret("SECKILL_RABBITMQ_URL", "amqp://seckill:seckill@127.0.0.1:56720/",
 				"AMQP URL of RabbitMQ (with SECKILL_BROKER=rabbitmq)"),
 			Prefix: r.str("SECKILL_RABBITMQ_PREFIX", "",
 				"prefix of every RabbitMQ exchange and queue name"),

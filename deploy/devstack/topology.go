@@ -217,7 +217,11 @@ func (r *RocketMQResources) topology(ctx context.Context, b brokerRef, sub strin
 	args = append(append(args, r.cfg.TopologyArgs...), extra...)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return exec.CommandContext(ctx, r.cfg.SeckillBin(), args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, r.cfg.SeckillBin(), args...)
+	// These are RocketMQ's resources whatever broker the caller's service
+	// uses (SECKILL_BROKER=rabbitmq would turn the command to RabbitMQ).
+	cmd.Env = append(os.Environ(), "SECKILL_BROKER=rocketmq")
+	return cmd.CombinedOutput()
 }
 
 func indent(out []byte) string {
