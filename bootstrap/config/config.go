@@ -474,6 +474,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("redis_addr", c.Redis.Addr),
 		slog.Int("redis_db", c.Redis.DB),
 		slog.String("redis_namespace", c.Redis.Namespace),
+		slog.String("broker", c.Broker),
+		slog.String("role", c.Role),
 		slog.String("rocketmq_endpoint", c.RocketMQ.Endpoint),
 		slog.String("topic_prefix", c.RocketMQ.TopicPrefix),
 		slog.Duration("send_timeout", c.RocketMQ.SendTimeout),
