@@ -88,8 +88,10 @@ func violation(pkg, imp string) string {
 			return "adapters must not import application or bootstrap"
 		case strings.HasPrefix(local, "adapters/testkit") && self != "testkit":
 			return "adapters/testkit is for tests only"
+		case strings.HasPrefix(local, "adapters/brokerkit") && !(self == "rocketmq" || self == "rabbitmq"):
+			return "adapters/brokerkit is shared by the broker adapters only"
 		case strings.HasPrefix(local, "adapters/") && !strings.HasPrefix(local, "adapters/"+self) &&
-			!(self == "testkit" || self == "contracttest"):
+			!strings.HasPrefix(local, "adapters/brokerkit") && !(self == "testkit" || self == "contracttest"):
 			return "an adapter must not import another adapter"
 		}
 	}
@@ -114,6 +116,8 @@ func TestViolationRules(t *testing.T) {
 		{"adapters/redis", module + "/application", true},
 		{"adapters/redis", module + "/adapters/testkit/redistest", true},
 		{"adapters/rocketmq", module + "/adapters/rocketmq/internal", false},
+		{"adapters/rabbitmq", module + "/adapters/brokerkit", false},
+		{"adapters/redis", module + "/adapters/brokerkit", true},
 		{"bootstrap", module + "/adapters/redis", false},
 	}
 	for _, c := range cases {

@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -63,7 +64,7 @@ type Publisher struct {
 	bg     sync.WaitGroup
 	next   atomic.Uint64
 
-	retries *retryWindow
+	retries *brokerkit.RetryWindow
 	// tracer records send spans (nil: tracing off).
 	tracer trace.Tracer
 }
@@ -97,8 +98,8 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		}
 		m.unknown.WithLabelValues(t.Exchange)
 	}
-	p := &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{}), retries: newRetryWindow()}
-	m.retryWindow.Set(float64(p.retries.size()))
+	p := &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{}), retries: brokerkit.NewRetryWindow()}
+	m.retryWindow.Set(float64(p.retries.Size()))
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(tracerName)
 	}
@@ -243,10 +244,10 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
 	}
 	if msg.Retry {
-		if !p.retries.acquire() {
+		if !p.retries.Acquire() {
 			p.metrics.skipped.WithLabelValues(spec.Exchange).Inc()
 			return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID,
-				spec.Exchange, ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.size())
+				spec.Exchange, ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.Size())
 		}
 	}
 	ch := chans[p.next.Add(1)%uint64(len(chans))]
@@ -256,8 +257,8 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 	outcome, err := ch.publish(sendCtx, exchange, key, pub)
 	elapsed := time.Since(start)
 	if msg.Retry {
-		p.retries.release(outcome != OutcomeUnknown, outcome == OutcomeUnknown && ctx.Err() == nil)
-		p.metrics.retryWindow.Set(float64(p.retries.size()))
+		p.retries.Release(outcome != OutcomeUnknown, outcome == OutcomeUnknown && ctx.Err() == nil)
+		p.metrics.retryWindow.Set(float64(p.retries.Size()))
 	}
 	class := errorClass(outcome, err)
 	switch outcome {

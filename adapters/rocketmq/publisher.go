@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -40,7 +41,7 @@ type Publisher struct {
 	topics  map[ports.Topic]string
 
 	breaker *breaker
-	retries *retryWindow
+	retries *brokerkit.RetryWindow
 	// batch group-commits plain messages (Config.SendBatch); nil sends
 	// one message per call through the client library.
 	batch *batchSender
@@ -99,7 +100,7 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		m.unknown.WithLabelValues(name)
 	}
 	p := &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
-		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: newRetryWindow(),
+		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: brokerkit.NewRetryWindow(),
 		stop: make(chan struct{})}
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/rocketmq")
@@ -303,10 +304,10 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, retryAt.Format(time.RFC3339Nano))
 	}
 	if msg.Retry && !probe {
-		if !p.retries.acquire() {
+		if !p.retries.Acquire() {
 			p.metrics.skipped.WithLabelValues(topic).Inc()
 			return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID, topic,
-				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.size())
+				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.Size())
 		}
 	}
 	ctx, span := p.startSend(ctx, topic, &msg)
@@ -339,7 +340,7 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	health := healthOf(outcome, ctx.Err())
 	p.breaker.record(probe, health, elapsed, timeout)
 	if msg.Retry && !probe {
-		p.retries.release(health)
+		p.retries.Release(health == resultAnswered, health == resultTransportFailure)
 	}
 	p.observeBreaker()
 	brokerID := ""
@@ -418,7 +419,7 @@ func (p *Publisher) observeBreaker() {
 	state, timeout := p.breaker.snapshot()
 	p.metrics.breaker.WithLabelValues(p.cfg.Endpoint).Set(float64(state))
 	p.metrics.timeout.Set(timeout.Seconds())
-	p.metrics.retryWindow.Set(float64(p.retries.size()))
+	p.metrics.retryWindow.Set(float64(p.retries.Size()))
 }
 
 // reject records and returns a DEFINITE_FAILURE detected before sending.
