@@ -17,16 +17,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/adapters/brokerkit"
-	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
 
 // Send outcomes, the values of the outcome label and of the send_outcome
 // log field (the RocketMQ adapter's).
 const (
-	OutcomeConfirmed       = "CONFIRMED"
-	OutcomeUnknown         = "UNKNOWN"
-	OutcomeDefiniteFailure = "DEFINITE_FAILURE"
+	OutcomeConfirmed       = brokerkit.OutcomeConfirmed
+	OutcomeUnknown         = brokerkit.OutcomeUnknown
+	OutcomeDefiniteFailure = brokerkit.OutcomeDefiniteFailure
 )
 
 // Publisher implements ports.Publisher on RabbitMQ with publisher
@@ -94,12 +93,12 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 	}
 	for _, t := range topo.Topics {
 		for _, o := range []string{OutcomeConfirmed, OutcomeUnknown, OutcomeDefiniteFailure} {
-			m.total.WithLabelValues(t.Exchange, o)
+			m.Total.WithLabelValues(t.Exchange, o)
 		}
-		m.unknown.WithLabelValues(t.Exchange)
+		m.Unknown.WithLabelValues(t.Exchange)
 	}
 	p := &Publisher{cfg: cfg, topo: topo, log: log, metrics: m, now: time.Now, stop: make(chan struct{}), retries: brokerkit.NewRetryWindow()}
-	m.retryWindow.Set(float64(p.retries.Size()))
+	m.RetryWindow.Set(float64(p.retries.Size()))
 	if cfg.Tracer != nil {
 		p.tracer = cfg.Tracer.Tracer(tracerName)
 	}
@@ -245,7 +244,7 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 	}
 	if msg.Retry {
 		if !p.retries.Acquire() {
-			p.metrics.skipped.WithLabelValues(spec.Exchange).Inc()
+			p.metrics.Skipped.WithLabelValues(spec.Exchange).Inc()
 			return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID,
 				spec.Exchange, ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.Size())
 		}
@@ -258,7 +257,7 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 	elapsed := time.Since(start)
 	if msg.Retry {
 		p.retries.Release(outcome != OutcomeUnknown, outcome == OutcomeUnknown && ctx.Err() == nil)
-		p.metrics.retryWindow.Set(float64(p.retries.Size()))
+		p.metrics.RetryWindow.Set(float64(p.retries.Size()))
 	}
 	class := errorClass(outcome, err)
 	switch outcome {
@@ -350,39 +349,12 @@ func (p *Publisher) reject(msg ports.OutboundMessage, topic string, err error) e
 // RocketMQ adapter's fields): debug when CONFIRMED, warn when UNKNOWN,
 // error when DEFINITE_FAILURE.
 func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, brokerID string, elapsed time.Duration, err error) {
-	p.metrics.total.WithLabelValues(topic, outcome).Inc()
+	p.metrics.Total.WithLabelValues(topic, outcome).Inc()
 	if elapsed > 0 {
-		p.metrics.latency.WithLabelValues(topic).Observe(elapsed.Seconds())
+		p.metrics.Latency.WithLabelValues(topic).Observe(elapsed.Seconds())
 	}
 	if outcome == OutcomeUnknown {
-		p.metrics.unknown.WithLabelValues(topic).Inc()
+		p.metrics.Unknown.WithLabelValues(topic).Inc()
 	}
-	level := slog.LevelDebug
-	switch outcome {
-	case OutcomeUnknown:
-		level = slog.LevelWarn
-	case OutcomeDefiniteFailure:
-		level = slog.LevelError
-	}
-	ctx := context.Background()
-	if !p.log.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("message_id", msg.MessageID),
-		slog.String("topic", topic),
-		slog.String("tag", msg.Tag),
-		slog.String("send_outcome", outcome),
-		slog.String("broker_message_id", brokerID),
-		slog.Float64("send_latency_ms", float64(elapsed.Microseconds())/1000),
-	}
-	for _, k := range []string{message.PropReservationID, message.PropRequestID, message.PropOrderID} {
-		if v := msg.Properties[k]; v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error_class", class), slog.String("error", err.Error()))
-	}
-	p.log.LogAttrs(ctx, level, "mq publish", attrs...)
+	brokerkit.LogPublish(p.log, msg, topic, outcome, class, brokerID, elapsed, err)
 }

@@ -13,7 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill-dev/seckill/domain/message"
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -172,9 +172,9 @@ func newRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler,
 	if err != nil {
 		return nil, err
 	}
-	m.ackFailure.WithLabelValues(name)
-	m.duplicate.WithLabelValues(name)
-	m.inflight.WithLabelValues(name)
+	m.AckFailure.WithLabelValues(name)
+	m.Duplicate.WithLabelValues(name)
+	m.Inflight.WithLabelValues(name)
 	m.deadLettered.WithLabelValues(name)
 	r := &Runner{cfg: cfg, topo: topo, rc: rc, handler: h, log: log.With(slog.String("consumer_group", name)),
 		metrics: m, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}
@@ -373,11 +373,11 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 			return
 		case slots <- struct{}{}:
 		}
-		r.metrics.inflight.WithLabelValues(r.name).Add(float64(len(batch)))
+		r.metrics.Inflight.WithLabelValues(r.name).Add(float64(len(batch)))
 		workers.Add(1)
 		process := func() {
 			defer workers.Done()
-			defer r.metrics.inflight.WithLabelValues(r.name).Sub(float64(len(batch)))
+			defer r.metrics.Inflight.WithLabelValues(r.name).Sub(float64(len(batch)))
 			held := func() []hold {
 				defer func() { <-slots }()
 				return r.process(ctx, handlerCtx, c, parker, src, batch)
@@ -427,7 +427,7 @@ func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *c
 	if span != nil {
 		span.End()
 	}
-	r.metrics.process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
+	r.metrics.Process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
 	if src.dead {
 		r.clearOrigins(src, deliveries)
 	}
@@ -458,7 +458,7 @@ func (r *Runner) requeue(ctx context.Context, c *consumer, h hold) {
 		err = c.ch.Nack(h.rv.d.DeliveryTag, false, true)
 	}
 	if err != nil {
-		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+		r.metrics.AckFailure.WithLabelValues(r.name).Inc()
 		r.abandon(c, err)
 	}
 	r.logDecision(h.d, h.dec, ackResultRequeued, err)
@@ -528,7 +528,7 @@ func (r *Runner) settle(c *consumer, parker *confirmChannel, src source, rv rece
 		if result == ackResultAcked {
 			result = ackResultAckFailed
 		}
-		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+		r.metrics.AckFailure.WithLabelValues(r.name).Inc()
 		r.abandon(c, err)
 	}
 	r.logDecision(d, dec, result, err)
@@ -594,7 +594,7 @@ func (r *Runner) park(c *consumer, parker *confirmChannel, src source, rv receiv
 	if err := r.ack(c, rv); err != nil {
 		// The parked copy is stored; the original returns too (a
 		// duplicate, which the inbox absorbs).
-		r.metrics.ackFailure.WithLabelValues(r.name).Inc()
+		r.metrics.AckFailure.WithLabelValues(r.name).Inc()
 		r.abandon(c, err)
 	}
 	return true
@@ -610,75 +610,12 @@ func (r *Runner) backoff(attempt int32) time.Duration {
 }
 
 // count records the consume metrics of one decision.
-func (r *Runner) count(d ports.Delivery, dec ports.Decision) {
-	outcome := dec.Outcome
-	if outcome == "" {
-		outcome = "ack"
-		if !dec.Ack {
-			outcome = "retry"
-		}
-	}
-	r.metrics.total.WithLabelValues(r.name, d.Topic, outcome).Inc()
-	switch outcome {
-	case "duplicate":
-		r.metrics.duplicate.WithLabelValues(r.name).Inc()
-	case "rejected":
-		reason := dec.Reason
-		if reason == "" {
-			reason = "unspecified"
-		}
-		r.metrics.reject.WithLabelValues(reason).Inc()
-	}
-}
+func (r *Runner) count(d ports.Delivery, dec ports.Decision) { r.metrics.Count(r.name, d.Topic, dec) }
 
-// logDecision writes the consumer log line of one delivery (the RocketMQ
-// adapter's fields): debug when acknowledged, info otherwise, warn when
-// settling failed.
+// logDecision writes the consumer log line of one delivery: debug when
+// acknowledged, info otherwise, warn when settling failed.
 func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string, err error) {
-	level := slog.LevelInfo
-	switch {
-	case err != nil:
-		level = slog.LevelWarn
-	case result == ackResultAcked && !r.rc.LogAcks:
-		level = slog.LevelDebug
-	}
-	ctx := context.Background()
-	if !r.log.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("message_id", d.Properties[message.PropMessageID]),
-		slog.String("topic", d.Topic),
-		slog.Int("queue", int(d.Queue)),
-		slog.Int("delivery_attempt", int(d.DeliveryAttempt)),
-		slog.String("broker_message_id", d.BrokerMessageID),
-		slog.String("decision", dec.Outcome),
-		slog.String("ack_result", result),
-	}
-	for _, k := range []string{message.PropReservationID, message.PropOrderID} {
-		if v := d.Properties[k]; v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	if dec.Inbox != "" {
-		attrs = append(attrs, slog.String("inbox_result", dec.Inbox))
-	}
-	if dec.Effect != "" {
-		attrs = append(attrs, slog.String("order_result", dec.Effect))
-	}
-	if dec.TxLatency > 0 {
-		attrs = append(attrs, slog.Int64("tx_latency_ms", dec.TxLatency.Milliseconds()))
-	}
-	if dec.Reason != "" {
-		attrs = append(attrs, slog.String("reason", dec.Reason))
-	}
-	if dec.RetryAfter > 0 {
-		attrs = append(attrs, slog.Duration("retry_after", dec.RetryAfter))
-	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-	}
-	r.log.LogAttrs(ctx, level, "mq consume", attrs...)
+	brokerkit.LogDecision(r.log, d, dec, result, result == ackResultAcked, r.rc.LogAcks, err)
 }
 
 // sleepCtx sleeps for d or until ctx ends; it reports whether ctx is alive.

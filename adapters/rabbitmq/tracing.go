@@ -4,9 +4,9 @@ import (
 	"context"
 	"maps"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/domain/message"
@@ -15,23 +15,6 @@ import (
 
 // tracerName is the instrumentation scope of the adapter's spans.
 const tracerName = "github.com/seckill-dev/seckill/adapters/rabbitmq"
-
-// withTraceparent returns ctx with the remote span context of a W3C
-// traceparent value as parent (ctx unchanged when it is not one).
-func withTraceparent(ctx context.Context, traceparent string) context.Context {
-	if traceparent == "" {
-		return ctx
-	}
-	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
-}
-
-// traceparentOf returns the W3C traceparent of the span in ctx ("" when
-// ctx holds no valid span context).
-func traceparentOf(ctx context.Context) string {
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	return c["traceparent"]
-}
 
 // startSend starts the producer span "send <topic>" of a publish (nil
 // when tracing is off), as the RocketMQ adapter does: a child of the
@@ -44,7 +27,7 @@ func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.Outb
 		return ctx, nil
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = withTraceparent(ctx, msg.Properties[message.PropTraceparent])
+		ctx = brokerkit.WithTraceparent(ctx, msg.Properties[message.PropTraceparent])
 	}
 	ctx, span := p.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.system", "rabbitmq"),
@@ -52,7 +35,7 @@ func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.Outb
 	if span.IsRecording() {
 		props := make(map[string]string, len(msg.Properties)+1)
 		maps.Copy(props, msg.Properties)
-		props[message.PropTraceparent] = traceparentOf(ctx)
+		props[message.PropTraceparent] = brokerkit.TraceparentOf(ctx)
 		msg.Properties = props
 	}
 	return ctx, span
@@ -82,11 +65,11 @@ func (r *Runner) startProcess(ctx context.Context, deliveries []ports.Delivery) 
 	}
 	var links []trace.Link
 	for _, d := range deliveries[1:] {
-		if sc := trace.SpanContextFromContext(withTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(brokerkit.WithTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
-	parent := withTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
+	parent := brokerkit.WithTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
 	return r.tracer.Start(parent, "process "+deliveries[0].Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
 		trace.WithAttributes(attribute.String("messaging.system", "rabbitmq"),
 			attribute.String("messaging.consumer.group.name", r.name),

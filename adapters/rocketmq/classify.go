@@ -9,14 +9,16 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 )
 
 // Send outcomes (spec 11.2), the values of the outcome label and of the
 // send_outcome log field.
 const (
-	OutcomeConfirmed       = "CONFIRMED"
-	OutcomeUnknown         = "UNKNOWN"
-	OutcomeDefiniteFailure = "DEFINITE_FAILURE"
+	OutcomeConfirmed       = brokerkit.OutcomeConfirmed
+	OutcomeUnknown         = brokerkit.OutcomeUnknown
+	OutcomeDefiniteFailure = brokerkit.OutcomeDefiniteFailure
 )
 
 // codeMessageBodyEmpty is MESSAGE_BODY_EMPTY, which the proxy returns for an

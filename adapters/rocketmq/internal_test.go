@@ -81,15 +81,3 @@ func TestMissingTopic(t *testing.T) {
 		t.Fatalf("missingTopic(other) = %q", got)
 	}
 }
-
-func TestTraceparentRoundTrip(t *testing.T) {
-	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	if got := traceparentOf(withTraceparent(context.Background(), tp)); got != tp {
-		t.Fatalf("round trip of %q gave %q", tp, got)
-	}
-	for _, bad := range []string{"", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"} {
-		if got := traceparentOf(withTraceparent(context.Background(), bad)); got != "" {
-			t.Errorf("%q gave a span context %q", bad, got)
-		}
-	}
-}

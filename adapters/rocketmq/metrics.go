@@ -1,97 +1,40 @@
 package rocketmq
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// register registers c with reg and returns the collector to use: c, or the
-// identical collector registered before (so several publishers and runners
-// can share one registry). A nil reg registers nothing.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("register metric: %w", err)
-	}
-	return c, nil
-}
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
+)
 
 // publisherMetrics are the spec 28.2 producer metrics.
 type publisherMetrics struct {
-	total   *prometheus.CounterVec   // mq_publish_total{topic,outcome}
-	latency *prometheus.HistogramVec // mq_publish_latency_seconds{topic}
-	unknown *prometheus.CounterVec   // mq_publish_unknown_total{topic}
-	skipped *prometheus.CounterVec   // mq_publish_skipped_total{topic}
-	breaker *prometheus.GaugeVec     // mq_breaker_state{endpoint}
-	timeout prometheus.Gauge         // mq_send_timeout_seconds
-	// retryWindow is mq_retry_window: the retry budget's current limit.
-	retryWindow prometheus.Gauge
+	*brokerkit.PublishMetrics                      // the producer metrics of every broker adapter
+	breaker                   *prometheus.GaugeVec // mq_breaker_state{endpoint}
+	timeout                   prometheus.Gauge     // mq_send_timeout_seconds
 	// batchSize is mq_send_batch_messages: messages per SendMessage call
 	// of the batch sender.
 	batchSize prometheus.Histogram
 }
 
-// sendBuckets span 0.5 ms to about 1 s: a loopback send takes about a
-// millisecond and the deadline is tens of milliseconds.
-func sendBuckets() []float64 { return prometheus.ExponentialBuckets(0.0005, 2, 12) }
-
 func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
-	var m publisherMetrics
-	var err error
-	if m.total, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_publish_total",
-		Help: "Publishes by physical topic and outcome (CONFIRMED, UNKNOWN, DEFINITE_FAILURE).",
-	}, []string{"topic", "outcome"})); err != nil {
+	shared, err := brokerkit.NewPublishMetrics(reg)
+	if err != nil {
 		return nil, err
 	}
-	if m.latency, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "mq_publish_latency_seconds",
-		Help:    "Duration of a bounded synchronous send, whatever its outcome.",
-		Buckets: sendBuckets(),
-	}, []string{"topic"})); err != nil {
-		return nil, err
-	}
-	if m.unknown, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_publish_unknown_total",
-		Help: "Publishes whose outcome is unknown (timeout, connection loss, server error).",
-	}, []string{"topic"})); err != nil {
-		return nil, err
-	}
-	if m.skipped, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_publish_skipped_total",
-		Help: "Publishes not attempted because the circuit breaker was open (the message was not stored).",
-	}, []string{"topic"})); err != nil {
-		return nil, err
-	}
-	if m.breaker, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m := publisherMetrics{PublishMetrics: shared}
+	if m.breaker, err = brokerkit.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mq_breaker_state",
 		Help: "The publisher's circuit breaker per endpoint: 0 closed, 1 half-open (probing), 2 open.",
 	}, []string{"endpoint"})); err != nil {
 		return nil, err
 	}
-	if m.timeout, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	if m.timeout, err = brokerkit.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "mq_send_timeout_seconds",
 		Help: "The adaptive send timeout: four times the smoothed send latency, within the configured bounds.",
 	})); err != nil {
 		return nil, err
 	}
-	if m.retryWindow, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "mq_retry_window",
-		Help: "How many retry sends (resends, relay retries) may be outstanding: +1 per answered retry, halved per failed one.",
-	})); err != nil {
-		return nil, err
-	}
-	if m.batchSize, err = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	if m.batchSize, err = brokerkit.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "mq_send_batch_messages",
 		Help:    "Messages per SendMessage call of the batch sender (SECKILL_SEND_BATCH).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
@@ -101,55 +44,10 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 	return &m, nil
 }
 
-// consumerMetrics are the spec 28.2 consumer metrics.
-type consumerMetrics struct {
-	total      *prometheus.CounterVec   // mq_consume_total{group,topic,result}
-	process    *prometheus.HistogramVec // mq_consume_process_seconds{topic}
-	inflight   *prometheus.GaugeVec     // mq_consumer_inflight{group}
-	ackFailure *prometheus.CounterVec   // mq_ack_failure_total{group}
-	duplicate  *prometheus.CounterVec   // mq_duplicate_message_total{group}
-	reject     *prometheus.CounterVec   // mq_business_reject_total{reason}
-}
+// consumerMetrics are the spec 28.2 consumer metrics, the same for every
+// broker adapter.
+type consumerMetrics = brokerkit.ConsumerMetrics
 
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
-	var m consumerMetrics
-	var err error
-	if m.total, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_consume_total",
-		Help: "Handled deliveries by consumer group, physical topic and result (the handler's decision outcome).",
-	}, []string{"group", "topic", "result"})); err != nil {
-		return nil, err
-	}
-	if m.process, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "mq_consume_process_seconds",
-		Help:    "Duration of one handler call (one received batch).",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-	}, []string{"topic"})); err != nil {
-		return nil, err
-	}
-	if m.inflight, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "mq_consumer_inflight",
-		Help: "Messages received and not yet settled (handler running or decision being applied).",
-	}, []string{"group"})); err != nil {
-		return nil, err
-	}
-	if m.ackFailure, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_ack_failure_total",
-		Help: "Acknowledgements that failed (a transport error, or the proxy refused the entry, e.g. an expired receipt handle); the message will be redelivered.",
-	}, []string{"group"})); err != nil {
-		return nil, err
-	}
-	if m.duplicate, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_duplicate_message_total",
-		Help: "Deliveries the handler recognised as already processed (outcome \"duplicate\").",
-	}, []string{"group"})); err != nil {
-		return nil, err
-	}
-	if m.reject, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_business_reject_total",
-		Help: "Deliveries rejected by business rules (outcome \"rejected\"), by reason.",
-	}, []string{"reason"})); err != nil {
-		return nil, err
-	}
-	return &m, nil
+	return brokerkit.NewConsumerMetrics(reg)
 }

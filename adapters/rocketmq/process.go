@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -52,7 +53,7 @@ wait:
 			r.renew(consumer, views, deliveries, result)
 		}
 	}
-	r.metrics.process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
+	r.metrics.Process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
 	r.apply(consumer, views, deliveries, decisions)
 }
 
@@ -67,11 +68,11 @@ func (r *Runner) startProcess(ctx context.Context, deliveries []ports.Delivery) 
 	}
 	var links []trace.Link
 	for _, d := range deliveries[1:] {
-		if sc := trace.SpanContextFromContext(withTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(brokerkit.WithTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
-	parent := withTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
+	parent := brokerkit.WithTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
 	return r.tracer.Start(parent, "process "+deliveries[0].Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
 		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
 			attribute.String("messaging.consumer.group.name", r.rc.Group),
@@ -108,7 +109,7 @@ func (r *Runner) renew(consumer rmq.SimpleConsumer, views []*rmq.MessageView, de
 		if err := consumer.ChangeInvisibleDuration(mv, r.rc.InvisibleDuration); err != nil {
 			r.log.LogAttrs(context.Background(), slog.LevelWarn,
 				"renewing invisible duration failed; the message may be redelivered while its handler runs",
-				deliveryAttrs(deliveries[i], slog.String("error", err.Error()))...)
+				brokerkit.DeliveryAttrs(deliveries[i], slog.String("error", err.Error()))...)
 		}
 	}
 }
@@ -171,7 +172,7 @@ func (r *Runner) settleAcks(views []*rmq.MessageView, deliveries []ports.Deliver
 		result := ackResultAcked
 		if errs[k] != nil {
 			result = ackResultAckFailed
-			r.metrics.ackFailure.WithLabelValues(r.rc.Group).Inc()
+			r.metrics.AckFailure.WithLabelValues(r.rc.Group).Inc()
 		}
 		r.logDecision(deliveries[i], decisions[i], result, errs[k])
 	}
@@ -187,7 +188,7 @@ func (r *Runner) settle(consumer rmq.SimpleConsumer, mv *rmq.MessageView, d port
 		result, err = ackResultAcked, r.ack(consumer, mv)
 		if err != nil {
 			result = ackResultAckFailed
-			r.metrics.ackFailure.WithLabelValues(r.rc.Group).Inc()
+			r.metrics.AckFailure.WithLabelValues(r.rc.Group).Inc()
 		}
 	case dec.RetryAfter > 0:
 		result, err = ackResultRetryScheduled, consumer.ChangeInvisibleDuration(mv, dec.RetryAfter)
@@ -228,90 +229,12 @@ func (r *Runner) ack(consumer rmq.SimpleConsumer, mv *rmq.MessageView) error {
 
 // count records the consume metrics of one decision.
 func (r *Runner) count(d ports.Delivery, dec ports.Decision) {
-	outcome := dec.Outcome
-	if outcome == "" {
-		outcome = "ack"
-		if !dec.Ack {
-			outcome = "retry"
-		}
-	}
-	r.metrics.total.WithLabelValues(r.rc.Group, d.Topic, outcome).Inc()
-	switch outcome {
-	case "duplicate":
-		r.metrics.duplicate.WithLabelValues(r.rc.Group).Inc()
-	case "rejected":
-		reason := dec.Reason
-		if reason == "" {
-			reason = "unspecified"
-		}
-		r.metrics.reject.WithLabelValues(reason).Inc()
-	}
+	r.metrics.Count(r.rc.Group, d.Topic, dec)
 }
 
 // logDecision writes the spec 28.1 consumer log line of one delivery:
 // debug when acknowledged, info when left for redelivery, warn when the
 // acknowledgement or rescheduling failed.
 func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string, err error) {
-	level := slog.LevelInfo
-	switch {
-	case err != nil:
-		level = slog.LevelWarn
-	case result == ackResultAcked && !r.rc.LogAcks:
-		level = slog.LevelDebug
-	}
-	ctx := context.Background()
-	if !r.log.Enabled(ctx, level) {
-		return
-	}
-	extra := []slog.Attr{slog.String("decision", dec.Outcome), slog.String("ack_result", result)}
-	if dec.Inbox != "" {
-		extra = append(extra, slog.String("inbox_result", dec.Inbox))
-	}
-	if dec.Effect != "" {
-		extra = append(extra, slog.String("order_result", dec.Effect))
-	}
-	if dec.TxLatency > 0 {
-		extra = append(extra, slog.Int64("tx_latency_ms", dec.TxLatency.Milliseconds()))
-	}
-	if dec.Reason != "" {
-		extra = append(extra, slog.String("reason", dec.Reason))
-	}
-	if dec.RetryAfter > 0 {
-		extra = append(extra, slog.Duration("retry_after", dec.RetryAfter))
-	}
-	if err != nil {
-		extra = append(extra, slog.String("error", err.Error()))
-	}
-	r.log.LogAttrs(ctx, level, "mq consume", deliveryAttrs(d, extra...)...)
-}
-
-// deliveryAttrs returns the identifying log fields of a delivery.
-func deliveryAttrs(d ports.Delivery, extra ...slog.Attr) []slog.Attr {
-	attrs := []slog.Attr{
-		slog.String("message_id", d.Properties[message.PropMessageID]),
-		slog.String("topic", d.Topic),
-		slog.Int("queue", int(d.Queue)),
-		slog.Int64("offset", d.Offset),
-		slog.Int("delivery_attempt", int(d.DeliveryAttempt)),
-		slog.String("broker_message_id", d.BrokerMessageID),
-		slog.String("schema_version", d.Properties[message.PropSchemaVersion]),
-	}
-	for _, k := range []string{message.PropReservationID, message.PropOrderID} {
-		if v := d.Properties[k]; v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	if id := traceIDOf(d.Properties[message.PropTraceparent]); id != "" {
-		attrs = append(attrs, slog.String("trace_id", id))
-	}
-	return append(attrs, extra...)
-}
-
-// traceIDOf returns the trace id of a W3C traceparent
-// ("00-<32 hex trace id>-<16 hex span id>-<flags>"), or "".
-func traceIDOf(traceparent string) string {
-	if len(traceparent) < 35 || traceparent[2] != '-' {
-		return ""
-	}
-	return traceparent[3:35]
+	brokerkit.LogDecision(r.log, d, dec, result, result == ackResultAcked, r.rc.LogAcks, err)
 }

@@ -95,9 +95,9 @@ func NewPublisher(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pub
 		// and failure ratios of the alert rules) exist before the first
 		// failure.
 		for _, o := range []string{OutcomeConfirmed, OutcomeUnknown, OutcomeDefiniteFailure} {
-			m.total.WithLabelValues(name, o)
+			m.Total.WithLabelValues(name, o)
 		}
-		m.unknown.WithLabelValues(name)
+		m.Unknown.WithLabelValues(name)
 	}
 	p := &Publisher{cfg: cfg, log: log, metrics: m, topics: topics,
 		breaker: newBreaker(cfg.Breaker, cfg.SendTimeout, time.Now), retries: brokerkit.NewRetryWindow(),
@@ -299,13 +299,13 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 
 	timeout, probe, admitted, retryAt := p.breaker.admit()
 	if !admitted {
-		p.metrics.skipped.WithLabelValues(topic).Inc()
+		p.metrics.Skipped.WithLabelValues(topic).Inc()
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (next probe at %s)", msg.MessageID, topic,
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, retryAt.Format(time.RFC3339Nano))
 	}
 	if msg.Retry && !probe {
 		if !p.retries.Acquire() {
-			p.metrics.skipped.WithLabelValues(topic).Inc()
+			p.metrics.Skipped.WithLabelValues(topic).Inc()
 			return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w (retry window of %d sends full)", msg.MessageID, topic,
 				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.Size())
 		}
@@ -375,7 +375,7 @@ func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.Outb
 		return ctx, nil
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = withTraceparent(ctx, msg.Properties[message.PropTraceparent])
+		ctx = brokerkit.WithTraceparent(ctx, msg.Properties[message.PropTraceparent])
 	}
 	ctx, span := p.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
@@ -383,7 +383,7 @@ func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.Outb
 	if span.IsRecording() {
 		props := make(map[string]string, len(msg.Properties)+1)
 		maps.Copy(props, msg.Properties)
-		props[message.PropTraceparent] = traceparentOf(ctx)
+		props[message.PropTraceparent] = brokerkit.TraceparentOf(ctx)
 		msg.Properties = props
 	}
 	return ctx, span
@@ -419,7 +419,7 @@ func (p *Publisher) observeBreaker() {
 	state, timeout := p.breaker.snapshot()
 	p.metrics.breaker.WithLabelValues(p.cfg.Endpoint).Set(float64(state))
 	p.metrics.timeout.Set(timeout.Seconds())
-	p.metrics.retryWindow.Set(float64(p.retries.Size()))
+	p.metrics.RetryWindow.Set(float64(p.retries.Size()))
 }
 
 // reject records and returns a DEFINITE_FAILURE detected before sending.
@@ -464,41 +464,14 @@ func buildMessage(topic string, msg ports.OutboundMessage) *rmq.Message {
 // observe records the metrics and the spec 28.1 producer log line of one
 // publish.
 func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, brokerID string, elapsed time.Duration, err error) {
-	p.metrics.total.WithLabelValues(topic, outcome).Inc()
+	p.metrics.Total.WithLabelValues(topic, outcome).Inc()
 	if elapsed > 0 {
-		p.metrics.latency.WithLabelValues(topic).Observe(elapsed.Seconds())
+		p.metrics.Latency.WithLabelValues(topic).Observe(elapsed.Seconds())
 	}
 	if outcome == OutcomeUnknown {
-		p.metrics.unknown.WithLabelValues(topic).Inc()
+		p.metrics.Unknown.WithLabelValues(topic).Inc()
 	}
-	level := slog.LevelDebug
-	switch outcome {
-	case OutcomeUnknown:
-		level = slog.LevelWarn
-	case OutcomeDefiniteFailure:
-		level = slog.LevelError
-	}
-	ctx := context.Background()
-	if !p.log.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("message_id", msg.MessageID),
-		slog.String("topic", topic),
-		slog.String("tag", msg.Tag),
-		slog.String("send_outcome", outcome),
-		slog.String("broker_message_id", brokerID),
-		slog.Float64("send_latency_ms", float64(elapsed.Microseconds())/1000),
-	}
-	for _, k := range []string{message.PropReservationID, message.PropRequestID, message.PropOrderID} {
-		if v := msg.Properties[k]; v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error_class", class), slog.String("error", err.Error()))
-	}
-	p.log.LogAttrs(ctx, level, "mq publish", attrs...)
+	brokerkit.LogPublish(p.log, msg, topic, outcome, class, brokerID, elapsed, err)
 }
 
 // initIsolatedEndpoints works around a data race in the v5.1.2 client:

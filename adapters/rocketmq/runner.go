@@ -174,9 +174,9 @@ func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slo
 	}
 	// The group's series exist at zero from the start (an ack-failure
 	// ratio needs its numerator before the first failure).
-	m.ackFailure.WithLabelValues(rc.Group)
-	m.duplicate.WithLabelValues(rc.Group)
-	m.inflight.WithLabelValues(rc.Group)
+	m.AckFailure.WithLabelValues(rc.Group)
+	m.Duplicate.WithLabelValues(rc.Group)
+	m.Inflight.WithLabelValues(rc.Group)
 	r := &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}
 	if cfg.Tracer != nil {
 		r.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/rocketmq")
@@ -332,14 +332,14 @@ func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.Simpl
 			<-slots
 			continue
 		}
-		r.metrics.inflight.WithLabelValues(r.rc.Group).Add(float64(len(views)))
+		r.metrics.Inflight.WithLabelValues(r.rc.Group).Add(float64(len(views)))
 		workers.Add(1)
 		own.Add(1)
 		go func() {
 			defer workers.Done()
 			defer own.Done()
 			defer func() { <-slots }()
-			defer r.metrics.inflight.WithLabelValues(r.rc.Group).Sub(float64(len(views)))
+			defer r.metrics.Inflight.WithLabelValues(r.rc.Group).Sub(float64(len(views)))
 			r.process(handlerCtx, consumer, views)
 		}()
 	}
