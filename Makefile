@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: help run test unit up down status build generate check-generated lint bench-place bench-consume chaos bench-timeouts bench-sale observe observe-down
+.PHONY: help run test unit up down status build generate check-generated lint bench-place bench-consume chaos cluster-sale bench-timeouts bench-sale observe observe-down
 
 ## help: list the targets with their one-line description.
 help:
@@ -82,6 +82,12 @@ bench-timeouts: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) timeouts
 bench-sale: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) sale
+
+## cluster-sale: a hot-SKU sale on 3 API + 2 worker instances, the Redis Cluster and the two-broker RocketMQ cluster;
+## kills one instance of each role and a broker mid-sale, prints the invariants and each instance's share (docs/capacity.md).
+## It kills a broker of the local stack's RocketMQ cluster: never run it beside `make test`.
+cluster-sale: build-bench
+	@eval "$$(SECKILL_STACK_ROCKETMQ_CLUSTER=1 $(STACK) up)" && ./$(BENCH_BIN) cluster-sale $(CLUSTER_SALE_FLAGS)
 
 ## chaos: a sale on two service instances while stack processes are killed and paused (docs/operations.md).
 ## It kills processes of the local stack: never run it beside `make test`.

@@ -83,6 +83,15 @@ injected (processes killed or paused, connections delayed, black-holed or reset,
 crashing), then check every buyer's answers against PostgreSQL and print one row per
 scenario. It fails when an invariant is violated. It kills and restarts processes of the
 local stack: never run it beside make test.`, chaos),
+		c.flagSetCmd("cluster-sale", "Sell one hot SKU through several API and worker instances on the Redis and RocketMQ clusters; kills one of each and a broker",
+			`Run a hot-SKU sale on the distributed shape: API instances (seckill serve --role api) behind a
+client-side spread, worker instances (--role workers), the local stack's Redis Cluster and
+its two-broker RocketMQ cluster (make cluster-sale brings both up). Mid-sale one API
+instance, one worker instance and one broker are killed and brought back; half the orders
+are paid, the others time out. It prints the invariants I1-I7, the share of the work per
+instance and Redis master, and the CPU per acknowledged order of every process. It fails
+when an invariant is violated. It kills and restarts a broker of the local stack's RocketMQ
+cluster: never run it beside make test.`, clusterSale),
 	)
 	return root
 }

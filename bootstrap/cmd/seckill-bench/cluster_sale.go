@@ -1,0 +1,1076 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	randv2 "math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/seckill-dev/seckill/adapters/api"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+)
+
+// The faults `seckill-bench cluster-sale` can inject mid-sale: SIGKILL of
+// one API instance, of one worker instance, of one broker of the RocketMQ
+// cluster. Each comes back after --down (the instances restarted as a
+// supervisor would, the broker by the stack).
+const (
+	faultAPI     = "api"
+	faultWorkers = "workers"
+	faultBroker  = "broker"
+)
+
+// clusterSaleOptions are the flags of `seckill-bench cluster-sale`.
+type clusterSaleOptions struct {
+	stock, buyers, clients int
+	apis, workers          int
+	faults                 []string
+	down, settle           time.Duration
+	paymentTimeout         time.Duration
+	payShare               float64
+	idle                   time.Duration
+}
+
+// brokerFault kills one broker of the RocketMQ cluster by the pid its
+// stack recorded and brings it back with restart.
+type brokerFault struct {
+	name    string
+	pidFile string
+	restart func(ctx context.Context) error
+}
+
+// clusterSaleRun is one run's setting: the options, the configuration the
+// instances inherit, the service binary, the Redis Cluster's seed
+// addresses, the broker to kill (nil: none) and the processes of the
+// stack whose CPU is measured.
+type clusterSaleRun struct {
+	opts       clusterSaleOptions
+	cfg        config.Config
+	log        *slog.Logger
+	exe        string
+	redisAddrs []string
+	broker     *brokerFault
+	stackProcs []stackProc
+	progress   io.Writer
+}
+
+// stackProc is a process of the stack measured by the run: its display
+// name, its role in the capacity model (redis, broker, postgres) and its
+// pid file; tree adds its children (PostgreSQL's backends).
+type stackProc struct {
+	name, role, pidFile string
+	tree                bool
+}
+
+// clusterSale runs a hot-SKU sale on the distributed shape: --api API
+// instances behind a client-side spread, --workers worker instances, the
+// Redis Cluster and the two-broker RocketMQ cluster of the local stack
+// (make cluster-sale brings both up). Mid-sale one API instance, one
+// worker instance and one broker are killed and brought back. Half the
+// orders are paid, the rest time out and give their unit back. It prints
+// the invariants, the per-instance share of the work and the CPU per
+// accepted order of every process, and fails when an invariant is
+// violated.
+func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("cluster-sale", flag.ContinueOnError)
+	o := clusterSaleOptions{}
+	fs.IntVar(&o.stock, "stock", 3000, "units of the hot SKU")
+	fs.IntVar(&o.buyers, "buyers", 9000, "buyers (each retries its one request_id until a definite answer)")
+	fs.IntVar(&o.clients, "clients", 48, "concurrent buyers")
+	fs.IntVar(&o.apis, "api", 3, "API instances (seckill serve --role api)")
+	fs.IntVar(&o.workers, "workers", 2, "worker instances (seckill serve --role workers)")
+	faults := fs.String("faults", "api,workers,broker", "faults injected mid-sale, comma-separated: api, workers, broker; empty for none")
+	fs.DurationVar(&o.down, "down", 5*time.Second, "how long a killed instance or broker stays down")
+	fs.DurationVar(&o.settle, "settle", 150*time.Second, "how long to wait for every acknowledged reservation and every timeout to resolve")
+	fs.DurationVar(&o.paymentTimeout, "payment-timeout", 20*time.Second, "the activity's payment timeout (unpaid orders are canceled after it)")
+	fs.Float64Var(&o.payShare, "pay-share", 0.5, "share of the created orders that are paid (the others time out)")
+	fs.DurationVar(&o.idle, "idle", 5*time.Second, "how long every process's idle CPU is measured before the sale (0: not measured)")
+	stackScript := fs.String("stack", "deploy/local/stack.sh", "the local stack script (restarts the killed broker)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if o.faults, err = parseFaults(*faults); err != nil {
+		return err
+	}
+	if o.stock <= 0 || o.buyers <= 0 || o.clients <= 0 || o.apis <= 0 || o.workers <= 0 || o.payShare < 0 || o.payShare > 1 {
+		return fmt.Errorf("--stock, --buyers, --clients, --api and --workers must be > 0 and --pay-share in [0, 1]: %w", flag.ErrHelp)
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	run := clusterSaleRun{opts: o, cfg: cfg, log: log, progress: os.Stderr}
+	if run.exe, err = serviceBinary(); err != nil {
+		return err
+	}
+	// The Redis Cluster when the stack exports it, else the single Redis
+	// (the smallest shape, for the capacity model's per-order costs).
+	if run.redisAddrs = splitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")); len(run.redisAddrs) == 0 {
+		run.redisAddrs = []string{cfg.Redis.Addr}
+	}
+	if cfg.Broker != config.BrokerRocketMQ {
+		return fmt.Errorf("cluster-sale runs on RocketMQ (SECKILL_BROKER is %s): %w", cfg.Broker, flag.ErrHelp)
+	}
+	clusterDir := os.Getenv("SECKILL_ROCKETMQ_CLUSTER_DIR")
+	if slices.Contains(o.faults, faultBroker) {
+		if clusterDir == "" {
+			return errors.New("the broker fault needs the RocketMQ cluster mode of the local stack (SECKILL_ROCKETMQ_CLUSTER_DIR is not set): run `make cluster-sale`, or --faults api,workers")
+		}
+		script := *stackScript
+		run.broker = &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
+			restart: func(ctx context.Context) error {
+				up := exec.CommandContext(ctx, script, "up")
+				up.Env = append(os.Environ(), "SECKILL_STACK_ROCKETMQ_CLUSTER=1")
+				if out, err := up.CombinedOutput(); err != nil {
+					return fmt.Errorf("%s up: %w\n%s", script, err, out)
+				}
+				return nil
+			}}
+	}
+	run.stackProcs = clusterStackProcs(os.Getenv("SECKILL_STACK_DIR"), clusterDir, len(run.redisAddrs) > 1)
+	res, err := runClusterSale(ctx, run)
+	if err != nil {
+		return err
+	}
+	res.write(stdout, run)
+	if n := res.violations(); n > 0 {
+		return fmt.Errorf("%d invariant violation(s)", n)
+	}
+	return nil
+}
+
+// parseFaults reads --faults.
+func parseFaults(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "":
+		case faultAPI, faultWorkers, faultBroker:
+			out = append(out, f)
+		default:
+			return nil, fmt.Errorf("--faults: unknown fault %q (api, workers, broker): %w", f, flag.ErrHelp)
+		}
+	}
+	return out, nil
+}
+
+func splitAddrs(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// clusterStackProcs are the stack's processes a sale measures: the Redis
+// Cluster's masters (redisCluster) or the single Redis, and PostgreSQL,
+// under stackDir/run; the RocketMQ cluster's name server, brokers and
+// proxy under clusterDir/run, or the local mode's name server and proxy
+// (its broker embedded) when clusterDir is "".
+func clusterStackProcs(stackDir, clusterDir string, redisCluster bool) []stackProc {
+	var out []stackProc
+	redises := []string{"redis"}
+	if redisCluster {
+		redises = []string{"redis-c1", "redis-c2", "redis-c3"}
+	}
+	for _, n := range redises {
+		out = append(out, stackProc{name: n, role: "redis", pidFile: filepath.Join(stackDir, "run", n+".pid")})
+	}
+	brokers, dir := []string{"proxy", "namesrv"}, stackDir
+	if clusterDir != "" {
+		brokers, dir = []string{"proxy", "broker-a", "broker-b", "namesrv"}, clusterDir
+	}
+	for _, n := range brokers {
+		out = append(out, stackProc{name: "rmq " + n, role: "broker", pidFile: filepath.Join(dir, "run", n+".pid")})
+	}
+	return append(out, stackProc{name: "postgres", role: "postgres", pidFile: filepath.Join(stackDir, "run", "postgres.pid"), tree: true})
+}
+
+// clusterInstance is a `seckill serve` of the run with its role and what
+// it did: the API instances' answers counted by the buyers, the workers'
+// handled deliveries read from their /metrics (summed over restarts).
+type clusterInstance struct {
+	*instance
+	role string
+	// calls and accepted are the PlaceOrder calls this API instance
+	// answered and those it acknowledged.
+	calls, accepted atomic.Int64
+	// cmu guards the worker counters and killed: base holds the
+	// deliveries of ended lifetimes, last the latest reading of the
+	// current one.
+	cmu                 sync.Mutex
+	baseAll, baseCreate float64
+	lastAll, lastCreate float64
+	killed              bool
+	cpu                 procCPU
+}
+
+// procCPU sums one instance's CPU over its lifetimes (guarded by the
+// instance's cmu).
+type procCPU struct {
+	ended uint64 // ticks of the lifetimes that ended (the last reading of each)
+	pid   int
+	last  uint64 // the latest reading of the current lifetime
+}
+
+func (c *procCPU) read() {
+	if t, _, err := procTicks(c.pid, false); err == nil {
+		c.last = t
+	}
+}
+
+// restartAs records that the instance's process ended and pid replaced it.
+func (c *procCPU) restartAs(pid int) {
+	c.ended += c.last
+	c.pid, c.last = pid, 0
+}
+
+// clusterSaleResult is what a run measured and checked.
+type clusterSaleResult struct {
+	acknowledged, created, released, paid, timedOut int
+	invariants                                      []invariantCheck
+	apis, workers                                   []*clusterInstance
+	redisCalls                                      map[string]int64 // scripts run per master during the run
+	// saleSeconds runs from the first buyer to the last acknowledgement,
+	// ordersSeconds to the last order created, windowSeconds (the CPU
+	// window) until every acknowledged reservation was resolved.
+	saleSeconds, ordersSeconds, windowSeconds float64
+	faultAt                                   time.Duration // since the sale started
+	recovery                                  time.Duration
+	cpu                                       []cpuShare
+	lastOrderAfterLastAck                     time.Duration
+	// answeredSeconds runs from the first buyer to the last answer.
+	answeredSeconds float64
+}
+
+// cpuShare is one process's CPU over the run's window and while idle.
+type cpuShare struct {
+	name, role string
+	seconds    float64
+	idleCores  float64
+}
+
+func (r clusterSaleResult) violations() int64 {
+	var n int64
+	for _, c := range r.invariants {
+		n += c.Violations
+	}
+	return n
+}
+
+// runClusterSale runs one cluster sale.
+func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, error) {
+	res := clusterSaleResult{}
+	o := r.opts
+	env, err := newBenchEnv(ctx, r.cfg, r.log)
+	if err != nil {
+		return res, err
+	}
+	defer env.Close()
+	dsn, dropDB, err := scratchDatabase(ctx, string(r.cfg.Postgres.DSN), r.log)
+	if err != nil {
+		return res, err
+	}
+	defer dropDB()
+	rc := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: r.redisAddrs, Password: string(r.cfg.Redis.Password)})
+	defer func() { _ = rc.Close() }()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	ns := "cs" + hex.EncodeToString(b)
+	defer purgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
+	logDir, err := os.MkdirTemp("", "seckill-cluster-sale-")
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(r.progress, "cluster-sale: service logs in %s\n", logDir)
+
+	start := func(role string, i int) (*clusterInstance, error) {
+		apiAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		ops, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("%s-%d", role, i)
+		lf, err := os.Create(filepath.Join(logDir, name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		in := &instance{name: name, api: apiAddr, ops: ops, exe: r.exe, logFile: lf,
+			env: append(os.Environ(),
+				"SECKILL_ROLE="+role, "SECKILL_PG_DSN="+dsn,
+				"SECKILL_REDIS_ADDR="+strings.Join(r.redisAddrs, ","), "SECKILL_REDIS_DB=0", "SECKILL_REDIS_NAMESPACE="+ns,
+				"SECKILL_ROCKETMQ_ENDPOINT="+r.cfg.RocketMQ.Endpoint,
+				"SECKILL_HTTP_ADDR="+apiAddr, "SECKILL_OPS_ADDR="+ops,
+				"SECKILL_INSTANCE_ID="+name+"-"+env.Prefix(),
+				"SECKILL_RATE_BURST=1000000", "SECKILL_RATE_PER_SECOND=1000000", "SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")}
+		in.env = append(in.env, env.ServiceEnv()...)
+		in.cleanEnv = in.env
+		if err := in.start(); err != nil {
+			_ = lf.Close()
+			return nil, err
+		}
+		ci := &clusterInstance{instance: in, role: role}
+		ci.cpu.pid = in.cmd.Process.Pid
+		return ci, nil
+	}
+	var all []*clusterInstance
+	defer func() {
+		for _, in := range all {
+			in.stop()
+			_ = in.logFile.Close()
+		}
+	}()
+	for i := range o.apis {
+		in, err := start(config.RoleAPI, i)
+		if err != nil {
+			return res, err
+		}
+		all, res.apis = append(all, in), append(res.apis, in)
+	}
+	for i := range o.workers {
+		in, err := start(config.RoleWorkers, i)
+		if err != nil {
+			return res, err
+		}
+		all, res.workers = append(all, in), append(res.workers, in)
+	}
+	for _, in := range all {
+		if err := in.waitLive(ctx); err != nil {
+			return res, err
+		}
+	}
+	for _, in := range all {
+		if err := waitReady(ctx, "http://"+in.ops+"/readyz", 90*time.Second); err != nil {
+			return res, fmt.Errorf("%s: %w (log: %s)", in.name, err, in.logFile.Name())
+		}
+	}
+	httpc := &http.Client{Timeout: 10 * time.Second}
+	secret := []byte(r.cfg.AuthSecret)
+	activityID := benchActivityID()
+	if err := createClusterActivity(ctx, httpc, "http://"+res.apis[0].api, secret, activityID, int64(o.stock), o.paymentTimeout); err != nil {
+		return res, err
+	}
+	redisBefore, err := redisScriptCalls(ctx, rc)
+	if err != nil {
+		return res, err
+	}
+	meters := r.meters(all)
+	if o.idle > 0 {
+		// Every process's CPU while nothing is sold: the fixed cost of
+		// the shape, apart from the work per order.
+		before := readMeters(meters)
+		time.Sleep(o.idle)
+		for i, v := range readMeters(meters) {
+			meters[i].idleCores = (v - before[i]) / o.idle.Seconds()
+		}
+	}
+	atStart := readMeters(meters)
+
+	// The workers' counters, read every second until the run ends.
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	var scrapeWG sync.WaitGroup
+	scrapeWG.Add(1)
+	go func() {
+		defer scrapeWG.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			for _, w := range res.workers {
+				w.scrapeDeliveries(scrapeCtx, httpc)
+			}
+			select {
+			case <-scrapeCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	defer func() { stopScrape(); scrapeWG.Wait() }()
+
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	payTok, err := api.MintScopedToken(secret, 900_000_001, []string{api.ScopePayment}, time.Hour, time.Now())
+	if err != nil {
+		return res, err
+	}
+	pay := &payer{httpc: httpc, apis: res.apis, pool: pool, activityID: activityID, share: o.payShare, token: payTok, tried: map[string]bool{}}
+	payCtx, stopPaying := context.WithCancel(ctx)
+	var payWG sync.WaitGroup
+	payWG.Add(1)
+	go func() { defer payWG.Done(); pay.run(payCtx) }()
+	defer func() { stopPaying(); payWG.Wait() }()
+
+	// The sale: buyers retry their one request_id across the API instances
+	// until a definite answer.
+	t0 := time.Now()
+	answers := make([]buyerAnswer, o.buyers)
+	var next, acknowledged atomic.Int64
+	var lastAnswer, lastAck atomic.Int64
+	saleCtx, stopSale := context.WithTimeout(ctx, o.down+o.settle)
+	defer stopSale()
+	var wg sync.WaitGroup
+	for range o.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.buyers {
+					return
+				}
+				answers[i] = clusterBuy(saleCtx, httpc, res.apis, secret, activityID, int64(2_000_000+i), fmt.Sprintf("cs-%d", i))
+				now := time.Now().UnixNano()
+				if answers[i].orderID != "" {
+					acknowledged.Add(1)
+					lastAck.Store(now)
+				}
+				lastAnswer.Store(now)
+			}
+		}()
+	}
+	// The faults, once a third of the stock was acknowledged.
+	for acknowledged.Load() < int64(o.stock/3) && saleCtx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	res.faultAt = time.Since(t0)
+	backAt, err := r.injectClusterFaults(ctx, res.apis, res.workers)
+	if err != nil {
+		stopSale()
+		wg.Wait()
+		return res, err
+	}
+	wg.Wait()
+	res.answeredSeconds = time.Unix(0, lastAnswer.Load()).Sub(t0).Seconds()
+	res.saleSeconds = time.Unix(0, lastAck.Load()).Sub(t0).Seconds()
+	redisAfter, err := redisScriptCalls(ctx, rc)
+	if err != nil {
+		return res, err
+	}
+	res.redisCalls = map[string]int64{}
+	for addr, n := range redisAfter {
+		res.redisCalls[addr] = n - redisBefore[addr]
+	}
+
+	ids := acknowledgedIDs(answers)
+	res.acknowledged = len(ids)
+	// Every acknowledged reservation becomes an order or is released.
+	deadline := time.Now().Add(o.settle)
+	var open int
+	for {
+		res.created, res.released, open, err = resolveIDs(ctx, pool, ids)
+		if err != nil {
+			return res, err
+		}
+		if open == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// The CPU window: from the first buyer until every acknowledged
+	// reservation was resolved (the consumers' work included).
+	res.windowSeconds = time.Since(t0).Seconds()
+	for i, v := range readMeters(meters) {
+		m := meters[i]
+		res.cpu = append(res.cpu, cpuShare{name: m.name, role: m.role, seconds: v - atStart[i], idleCores: m.idleCores})
+	}
+	var lastOrder time.Time
+	if err := pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, activityID).Scan(&lastOrder); err != nil {
+		return res, err
+	}
+	res.ordersSeconds = lastOrder.Sub(t0).Seconds()
+	res.lastOrderAfterLastAck = lastOrder.Sub(time.Unix(0, lastAck.Load()))
+	res.recovery = max(0, lastOrder.Sub(backAt))
+	// Pay a share of the orders through the payment side while the others
+	// run into their timeout.
+	stopPaying()
+	payWG.Wait()
+	res.paid = int(pay.paid.Load())
+	// At rest: every unpaid order canceled by its timeout, its unit back.
+	deadline = time.Now().Add(o.paymentTimeout + o.settle)
+	for {
+		var pending int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status NOT IN ('PAID', 'CANCELED')`,
+			activityID).Scan(&pending); err != nil {
+			return res, err
+		}
+		rep, repErr := stockReport(ctx, httpc, "http://"+res.apis[1%len(res.apis)].api, secret, activityID)
+		if (pending == 0 && repErr == nil && rep.GetDrift() == 0 && rep.GetReleasesInFlight() == 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	res.invariants, res.timedOut, err = checkClusterInvariants(ctx, pool, httpc, res.apis, secret, activityID, o.stock, answers, open)
+	return res, err
+}
+
+// meter reads one process's CPU seconds: a process of the stack, a
+// service instance (over its lifetimes) or this load generator.
+type meter struct {
+	name, role string
+	read       func() float64
+	idleCores  float64
+}
+
+// meters lists the run's processes: the stack's (those whose pid file
+// exists), the instances and this process.
+func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
+	var out []*meter
+	for _, sp := range r.stackProcs {
+		pid, err := pidFromFile(sp.pidFile)
+		if err != nil {
+			continue
+		}
+		// A process the run kills (the broker) comes back under a new pid
+		// in the same pid file: ended keeps the lifetimes that ended.
+		p := &saleProcess{name: sp.name, pid: pid, tree: sp.tree}
+		var ended uint64
+		out = append(out, &meter{name: sp.name, role: sp.role, read: func() float64 {
+			t, alive := p.sample()
+			p.last = t
+			if !alive {
+				if next, err := pidFromFile(sp.pidFile); err == nil && next != p.pid {
+					ended += t
+					p = &saleProcess{name: sp.name, pid: next, tree: sp.tree}
+					t, _ = p.sample()
+					p.last = t
+				}
+			}
+			return float64(ended+t) / clockTicks
+		}})
+	}
+	for _, in := range instances {
+		out = append(out, &meter{name: in.name, role: in.role, read: func() float64 {
+			in.cmu.Lock()
+			defer in.cmu.Unlock()
+			in.cpu.read()
+			return float64(in.cpu.ended+in.cpu.last) / clockTicks
+		}})
+	}
+	self := &saleProcess{name: "load generator", pid: os.Getpid()}
+	return append(out, &meter{name: self.name, role: "load", read: func() float64 {
+		t, _ := self.sample()
+		return float64(t) / clockTicks
+	}})
+}
+
+// readMeters reads every meter once.
+func readMeters(ms []*meter) []float64 {
+	out := make([]float64, len(ms))
+	for i, m := range ms {
+		out[i] = m.read()
+	}
+	return out
+}
+
+// injectClusterFaults kills the configured victims (API instance 0, worker
+// instance 0, the broker), waits --down, brings them back and returns when
+// all are back.
+func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers []*clusterInstance) (time.Time, error) {
+	var victims []*clusterInstance
+	if slices.Contains(r.opts.faults, faultAPI) {
+		victims = append(victims, apis[0])
+	}
+	if slices.Contains(r.opts.faults, faultWorkers) {
+		victims = append(victims, workers[0])
+	}
+	for _, v := range victims {
+		v.cmu.Lock()
+		v.cpu.read()
+		v.cmu.Unlock()
+		v.killAndWait()
+		v.cmu.Lock()
+		v.killed = true
+		v.cmu.Unlock()
+		fmt.Fprintf(r.progress, "cluster-sale: killed %s (SIGKILL)\n", v.name)
+	}
+	var brokerPID int
+	if r.broker != nil {
+		pid, err := pidFromFile(r.broker.pidFile)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("pid of %s: %w", r.broker.name, err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return time.Time{}, fmt.Errorf("SIGKILL %s (pid %d): %w", r.broker.name, pid, err)
+		}
+		brokerPID = pid
+		fmt.Fprintf(r.progress, "cluster-sale: killed %s (SIGKILL, pid %d)\n", r.broker.name, pid)
+	}
+	if len(victims) == 0 && r.broker == nil {
+		return time.Now(), nil
+	}
+	time.Sleep(r.opts.down)
+	for _, v := range victims {
+		v.workerRestarted()
+		if err := v.start(); err != nil {
+			return time.Time{}, err
+		}
+		v.cmu.Lock()
+		v.cpu.restartAs(v.cmd.Process.Pid)
+		v.cmu.Unlock()
+	}
+	if r.broker != nil {
+		if err := waitGone(ctx, brokerPID); err != nil {
+			return time.Time{}, err
+		}
+		if err := r.broker.restart(ctx); err != nil {
+			return time.Time{}, fmt.Errorf("restart %s: %w", r.broker.name, err)
+		}
+		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", r.broker.name)
+	}
+	for _, v := range victims {
+		if err := v.waitLive(ctx); err != nil {
+			return time.Time{}, err
+		}
+		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", v.name)
+	}
+	return time.Now(), nil
+}
+
+// workerRestarted moves the counters of the ended lifetime to the base.
+func (in *clusterInstance) workerRestarted() {
+	in.cmu.Lock()
+	defer in.cmu.Unlock()
+	in.baseAll += in.lastAll
+	in.baseCreate += in.lastCreate
+	in.lastAll, in.lastCreate = 0, 0
+}
+
+// scrapeDeliveries reads the worker's mq_consume_total: all handled
+// deliveries and those of the order-create group.
+func (in *clusterInstance) scrapeDeliveries(ctx context.Context, httpc *http.Client) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.ops+"/metrics", nil)
+	if err != nil {
+		return
+	}
+	res, err := httpc.Do(req)
+	if err != nil {
+		return
+	}
+	defer func() { _ = res.Body.Close() }()
+	var all, create float64
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "mq_consume_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		all += v
+		if strings.Contains(line, string(ports.GroupOrderCreate)) {
+			create += v
+		}
+	}
+	if sc.Err() != nil || res.StatusCode != http.StatusOK {
+		return
+	}
+	in.cmu.Lock()
+	in.lastAll, in.lastCreate = all, create
+	in.cmu.Unlock()
+}
+
+// deliveries are the worker's handled deliveries over its lifetimes.
+func (in *clusterInstance) deliveries() (all, create float64) {
+	in.cmu.Lock()
+	defer in.cmu.Unlock()
+	return in.baseAll + in.lastAll, in.baseCreate + in.lastCreate
+}
+
+// clusterBuy places one buyer's order, spreading its attempts over the API
+// instances (the client-side spread: the buyer's id picks the first, each
+// retry the next) and retrying the same request_id until a definite
+// answer or ctx ends. The instance that answered counts the call.
+func clusterBuy(ctx context.Context, httpc *http.Client, apis []*clusterInstance, secret []byte, activityID, user int64, requestID string) buyerAnswer {
+	tok, err := api.MintToken(secret, user, false, time.Hour, time.Now())
+	if err != nil {
+		return buyerAnswer{}
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		in := apis[(int(user)+attempt)%len(apis)]
+		c := seckillv1connect.NewOrderServiceClient(httpc, "http://"+in.api)
+		req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1, RequestId: requestID})
+		req.Header().Set("Authorization", "Bearer "+tok)
+		out, err := c.PlaceOrder(ctx, req)
+		if err == nil {
+			in.calls.Add(1)
+			in.accepted.Add(1)
+			return buyerAnswer{orderID: out.Msg.GetOrderId(), definite: true}
+		}
+		switch connect.CodeOf(err) {
+		case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument, connect.CodePermissionDenied:
+			in.calls.Add(1)
+			return buyerAnswer{definite: true}
+		case connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeDeadlineExceeded, connect.CodeAborted:
+			in.calls.Add(1) // answered, but not definitely
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff + randv2.N(backoff)):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	return buyerAnswer{}
+}
+
+// payer pays a share of the activity's orders through the payment side
+// (PayOrder with a payment-scoped token) as they are created, spread over
+// the API instances; the others run into their payment timeout. An order
+// is paid when the FNV hash of its id falls in the share, so the choice
+// does not depend on timing.
+type payer struct {
+	httpc      *http.Client
+	apis       []*clusterInstance
+	pool       *pgxpool.Pool
+	activityID int64
+	share      float64
+	token      string
+	tried      map[string]bool
+	paid       atomic.Int64
+}
+
+// run pays the chosen orders every 300 ms until ctx ends, then once more.
+func (p *payer) run(ctx context.Context) {
+	for {
+		p.pass(context.WithoutCancel(ctx))
+		select {
+		case <-ctx.Done():
+			p.pass(context.WithoutCancel(ctx))
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// pass pays the chosen CREATED orders not tried yet.
+func (p *payer) pass(ctx context.Context) {
+	rows, err := p.pool.Query(ctx, `SELECT order_id FROM orders WHERE activity_id = $1 AND status = 'CREATED'`, p.activityID)
+	if err != nil {
+		return
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if rows.Scan(&id) == nil && !p.tried[id] && p.chosen(id) {
+			ids = append(ids, id)
+			p.tried[id] = true
+		}
+	}
+	rows.Close()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) {
+					return
+				}
+				p.pay(ctx, i, ids[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *payer) chosen(orderID string) bool {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(orderID))
+	return float64(h.Sum32()%10_000) < p.share*10_000
+}
+
+// pay pays one order, trying up to five instances while they are
+// unavailable; a definite refusal (the order expired meanwhile) leaves it
+// to its timeout.
+func (p *payer) pay(ctx context.Context, i int, orderID string) {
+	for attempt := range 5 {
+		c := seckillv1connect.NewOrderServiceClient(p.httpc, "http://"+p.apis[(i+attempt)%len(p.apis)].api)
+		req := connect.NewRequest(&seckillv1.PayOrderRequest{OrderId: orderID, PaymentId: "pay-" + orderID})
+		req.Header().Set("Authorization", "Bearer "+p.token)
+		_, err := c.PayOrder(ctx, req)
+		if err == nil {
+			p.paid.Add(1)
+			return
+		}
+		if code := connect.CodeOf(err); code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded {
+			return
+		}
+	}
+}
+
+// checkClusterInvariants checks I1-I7 (docs/invariants.md) on the sale at
+// rest: the books in PostgreSQL, the buyers' answers and the service's
+// stock report. open is the number of acknowledged ids that were neither
+// an order nor a rejection when the settle time ended.
+func checkClusterInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, apis []*clusterInstance, secret []byte,
+	activityID int64, stock int, answers []buyerAnswer, open int) ([]invariantCheck, int, error) {
+	ids := acknowledgedIDs(answers)
+	books, err := readSaleBooks(ctx, pool, activityID, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	var paidCanceled, doubleRelease, timedOut, paid int64
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(DISTINCT p.aggregate_id) FROM order_events p JOIN order_events c
+		          ON c.aggregate_id = p.aggregate_id AND c.event_type = 'ORDER_CANCELED'
+		         JOIN orders o ON o.order_id = p.aggregate_id AND o.activity_id = $1
+		         WHERE p.event_type = 'ORDER_PAID'),
+		       (SELECT count(*) FROM (SELECT reservation_id FROM inventory_ledger WHERE activity_id = $1
+		          AND delta > 0 GROUP BY reservation_id HAVING count(*) > 1) d),
+		       (SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELED'),
+		       (SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID')`,
+		activityID).Scan(&paidCanceled, &doubleRelease, &timedOut, &paid); err != nil {
+		return nil, 0, fmt.Errorf("check the invariants: %w", err)
+	}
+	var rep *seckillv1.StockReport
+	var repErr error
+	for _, in := range apis {
+		if rep, repErr = stockReport(ctx, httpc, "http://"+in.api, secret, activityID); repErr == nil {
+			break
+		}
+	}
+	i6 := invariantCheck{ID: "I6", Name: "stock is conserved at rest"}
+	if repErr != nil {
+		i6.Violations, i6.Detail = 1, "stock report: "+repErr.Error()
+	} else {
+		drift, pgBook := rep.GetDrift(), rep.GetInitialStock()-rep.GetPgFinalStock()-rep.GetNonCanceledOrders()
+		i6.Checked = true
+		i6.Violations = abs64(drift) + abs64(pgBook) + max(0, -rep.GetRedisAvailable())
+		i6.Detail = fmt.Sprintf("initial %d = Redis available %d + pending %d + live orders %d + releases in flight %d (drift %d); PostgreSQL final stock %d + live orders = initial (off by %d)",
+			rep.GetInitialStock(), rep.GetRedisAvailable(), rep.GetPendingReservations(), rep.GetNonCanceledOrders(),
+			rep.GetReleasesInFlight(), drift, rep.GetPgFinalStock(), pgBook)
+	}
+	checks := []invariantCheck{
+		{ID: "I1", Name: "no oversell", Checked: true, Violations: max(0, books.live-int64(stock)) + books.noStock,
+			Detail: fmt.Sprintf("%d live orders for %d units; %d acknowledged reservations found no final stock", books.live, stock, books.noStock)},
+		{ID: "I2", Name: "one live order per buyer", Checked: true, Violations: books.dupUsers,
+			Detail: fmt.Sprintf("%d users with more than one live order", books.dupUsers)},
+		{ID: "I3", Name: "one effect per message", Checked: true, Violations: books.dupEffects,
+			Detail: fmt.Sprintf("%d message ids with more than one ORDER_CREATED ledger entry", books.dupEffects)},
+		{ID: "I4", Name: "one compensation per reservation", Checked: true, Violations: doubleRelease,
+			Detail: fmt.Sprintf("%d orders canceled by their timeout; %d reservations given back more than once", timedOut, doubleRelease)},
+		{ID: "I5", Name: "a paid order is never canceled", Checked: true, Violations: paidCanceled,
+			Detail: fmt.Sprintf("%d orders paid; %d paid orders with a cancel event", paid, paidCanceled)},
+		i6,
+		{ID: "I7", Name: "nothing acknowledged is lost", Checked: true, Violations: int64(open),
+			Detail: fmt.Sprintf("%d acknowledged order ids: every one an order or a rejection, %d neither", len(ids), open)},
+	}
+	return checks, int(timedOut), nil
+}
+
+// write prints the run's report: the invariants, the per-instance share of
+// the work, Redis per master, and CPU per accepted order by process.
+func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
+	o := run.opts
+	faults := "none"
+	if len(o.faults) > 0 {
+		faults = strings.Join(o.faults, ", ")
+	}
+	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units, %d buyers, %d clients; %d API + %d worker instances; Redis Cluster %s; %s\n",
+		o.stock, o.buyers, o.clients, o.apis, o.workers, strings.Join(run.redisAddrs, ","), brokerText(run.cfg))
+	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s killed, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
+	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
+	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",
+		r.saleSeconds, float64(r.acknowledged)/max(r.saleSeconds, 0.001), r.answeredSeconds, r.lastOrderAfterLastAck.Seconds(), r.recovery.Seconds())
+	fmt.Fprintln(w, "invariants:")
+	for _, c := range r.invariants {
+		status := "ok"
+		if c.Violations > 0 {
+			status = fmt.Sprintf("VIOLATED (%d)", c.Violations)
+		}
+		fmt.Fprintf(w, "  %-3s %-34s %-14s %s\n", c.ID, c.Name, status, c.Detail)
+	}
+	fmt.Fprintln(w, "\nAPI instances (PlaceOrder answers):")
+	var calls int64
+	for _, in := range r.apis {
+		calls += in.calls.Load()
+	}
+	for _, in := range r.apis {
+		fmt.Fprintf(w, "  %-10s %7d answers (%4.1f %%), %6d acknowledged%s\n", in.name, in.calls.Load(),
+			100*float64(in.calls.Load())/max(float64(calls), 1), in.accepted.Load(), killedText(in))
+	}
+	fmt.Fprintln(w, "worker instances (handled deliveries, all groups / order-create):")
+	var deliveries float64
+	for _, in := range r.workers {
+		a, _ := in.deliveries()
+		deliveries += a
+	}
+	for _, in := range r.workers {
+		a, c := in.deliveries()
+		fmt.Fprintf(w, "  %-10s %7.0f (%4.1f %%) / %6.0f%s\n", in.name, a, 100*a/max(deliveries, 1), c, killedText(in))
+	}
+	fmt.Fprintln(w, "Redis masters (scripts run during the sale):")
+	addrs := make([]string, 0, len(r.redisCalls))
+	for a := range r.redisCalls {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	var scripts int64
+	for _, n := range r.redisCalls {
+		scripts += n
+	}
+	for _, a := range addrs {
+		fmt.Fprintf(w, "  %-16s %7d (%4.1f %%)\n", a, r.redisCalls[a], 100*float64(r.redisCalls[a])/max(float64(scripts), 1))
+	}
+	fmt.Fprintf(w, "\nCPU from the first buyer until every acknowledged reservation was resolved (%.1fs), per acknowledged order;\n", r.windowSeconds)
+	fmt.Fprintln(w, "work = CPU minus the process's idle rate over the window:")
+	fmt.Fprintf(w, "  %-16s %-9s %8s %10s %12s %12s\n", "process", "role", "cpu s", "idle cores", "us/order", "work us/ord")
+	type agg struct{ seconds, idle float64 }
+	byRole := map[string]*agg{}
+	var total agg
+	acked := max(float64(r.acknowledged), 1)
+	for _, c := range r.cpu {
+		a := byRole[c.role]
+		if a == nil {
+			a = &agg{}
+			byRole[c.role] = a
+		}
+		a.seconds += c.seconds
+		a.idle += c.idleCores
+		total.seconds += c.seconds
+		total.idle += c.idleCores
+		fmt.Fprintf(w, "  %-16s %-9s %8.2f %10.3f %12.0f %12.0f\n", c.name, c.role, c.seconds, c.idleCores,
+			1e6*c.seconds/acked, 1e6*max(0, c.seconds-c.idleCores*r.windowSeconds)/acked)
+	}
+	for _, role := range []string{config.RoleAPI, "redis", "broker", config.RoleWorkers, "postgres", "load"} {
+		a := byRole[role]
+		if a == nil {
+			continue
+		}
+		fmt.Fprintf(w, "  role %-20s %8.2f %10.3f %12.0f %12.0f\n", role, a.seconds, a.idle,
+			1e6*a.seconds/acked, 1e6*max(0, a.seconds-a.idle*r.windowSeconds)/acked)
+	}
+	fmt.Fprintf(w, "  %-25s %8.2f %10.3f %12.0f %12.0f\n", "all processes", total.seconds, total.idle,
+		1e6*total.seconds/acked, 1e6*max(0, total.seconds-total.idle*r.windowSeconds)/acked)
+	fmt.Fprintf(w, "  %.2f cores busy over the window; orders %.0f/s from the first buyer to the last order (%.1fs)\n",
+		total.seconds/max(r.windowSeconds, 0.001), float64(r.created)/max(r.ordersSeconds, 0.001), r.ordersSeconds)
+}
+
+func killedText(in *clusterInstance) string {
+	in.cmu.Lock()
+	defer in.cmu.Unlock()
+	if in.killed {
+		return "  (killed mid-sale and restarted)"
+	}
+	return ""
+}
+
+// createClusterActivity creates the sale's activity through the admin API.
+func createClusterActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration) error {
+	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
+		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(time.Hour)),
+		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute)})
+	req.Header().Set("Authorization", "Bearer "+tok)
+	_, err = seckillv1connect.NewAdminServiceClient(httpc, base).CreateActivity(ctx, req)
+	return err
+}
+
+// redisScriptCalls reads, per master, how many scripts it ran
+// (INFO commandstats: evalsha and eval calls).
+func redisScriptCalls(ctx context.Context, rc goredis.UniversalClient) (map[string]int64, error) {
+	var mu sync.Mutex
+	out := map[string]int64{}
+	err := forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
+		info, err := m.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		var n int64
+		for line := range strings.SplitSeq(info, "\n") {
+			for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+					v, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+					n += v
+				}
+			}
+		}
+		mu.Lock()
+		out[m.Options().Addr] = n
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// purgeClusterNamespace deletes the run's keys on every master.
+func purgeClusterNamespace(ctx context.Context, rc goredis.UniversalClient, ns string) {
+	_ = forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
+		it := m.Scan(ctx, 0, ns+":*", 1000).Iterator()
+		for it.Next(ctx) {
+			_ = m.Unlink(ctx, it.Val()).Err()
+		}
+		return it.Err()
+	})
+}
+
+// pidFromFile reads a pid file.
+func pidFromFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
+	}
+	return pid, nil
+}
+
+// forEachMaster calls fn for every master of a cluster client, or once for
+// a single-node client.
+func forEachMaster(ctx context.Context, rc goredis.UniversalClient, fn func(context.Context, *goredis.Client) error) error {
+	switch c := rc.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *goredis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("redis client %T: neither a cluster nor a single node", rc)
+}
