@@ -121,16 +121,13 @@ func provideRedisGuard(cfg config.Config, log *slog.Logger) (*redis.Guard, error
 }
 
 // provideRedisClient returns the service's Redis client: one node, or
-// Redis Cluster when SECKILL_REDIS_ADDR lists several seed addresses. On a
-// single node, guard checks the Redis process behind every new connection
-// before it is used; the guard cannot run on a cluster (docs/operations.md).
+// Redis Cluster when SECKILL_REDIS_ADDR lists several seed addresses. guard
+// checks the Redis process behind every new connection before it is used
+// (on a cluster, per master: docs/operations.md).
 func provideRedisClient(cfg config.Config, guard *redis.Guard) (goredis.UniversalClient, func(), error) {
 	addrs := redis.SplitAddrs(cfg.Redis.Addr)
 	o := redis.ClientOptions{Password: string(cfg.Redis.Password), DB: cfg.Redis.DB, PoolSize: 64,
-		ReadTimeout: time.Second, WriteTimeout: time.Second}
-	if !cfg.RedisCluster() {
-		o.Guard = guard
-	}
+		ReadTimeout: time.Second, WriteTimeout: time.Second, Guard: guard}
 	c, err := redis.NewClient(addrs, o)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis client: %w", err)
@@ -141,9 +138,7 @@ func provideRedisClient(cfg config.Config, guard *redis.Guard) (goredis.Universa
 func provideRedis(c goredis.UniversalClient, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*redis.Store, error) {
 	rc := redis.Config{Namespace: cfg.Redis.Namespace, Tracer: tr.TracerProvider,
 		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}}
-	if !cfg.RedisCluster() {
-		rc.Guard = guard
-	}
+	rc.Guard = guard
 	return redis.New(c, rc, reg, log.With("adapter", "redis"))
 }
 

@@ -24,16 +24,11 @@ type ClientOptions struct {
 	// ReadTimeout and WriteTimeout bound one command's socket reads and
 	// writes; 0 means one second each.
 	ReadTimeout, WriteTimeout time.Duration
-	// Guard, when set, is installed as the OnConnect hook of a
-	// single-node client (see Guard). The guard checks one Redis process
-	// with one script over keys of several hash slots, so it cannot run on
-	// a cluster: NewClient refuses a cluster client with a Guard.
+	// Guard, when set, is installed as the OnConnect hook: Guard.OnConnect
+	// on a single-node client, Guard.OnClusterConnect (a generation per
+	// master, a freeze per SKU) on a cluster client.
 	Guard *Guard
 }
-
-// ErrGuardOnCluster is returned by NewClient for a cluster client with a
-// Guard.
-var ErrGuardOnCluster = errors.New("redis: the generation guard runs on a single Redis node only, not on Redis Cluster")
 
 // SplitAddrs splits a comma-separated address list ("h1:p1,h2:p2") into
 // its trimmed, non-empty addresses.
@@ -58,8 +53,8 @@ func SplitAddrs(list string) []string {
 // retries TRYAGAIN, CLUSTERDOWN, LOADING and connection failures, as the
 // single-node client retries the latter; a command whose reply was lost
 // may therefore run twice, which every script of the adapter tolerates
-// (doc.go, "Retries"). It fails for no address, for a cluster with DB != 0
-// and for a cluster with a Guard (ErrGuardOnCluster).
+// (doc.go, "Retries"). It fails for no address and for a cluster with
+// DB != 0.
 func NewClient(addrs []string, o ClientOptions) (goredis.UniversalClient, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("redis: no address")
@@ -84,9 +79,10 @@ func NewClient(addrs []string, o ClientOptions) (goredis.UniversalClient, error)
 	if o.DB != 0 {
 		return nil, errors.New("redis: Redis Cluster has database 0 only")
 	}
+	opts := &goredis.ClusterOptions{Addrs: addrs, Password: o.Password,
+		PoolSize: o.PoolSize, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout}
 	if o.Guard != nil {
-		return nil, ErrGuardOnCluster
+		opts.OnConnect = o.Guard.OnClusterConnect
 	}
-	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: o.Password,
-		PoolSize: o.PoolSize, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout}), nil
+	return goredis.NewClusterClient(opts), nil
 }

@@ -20,15 +20,18 @@
 //     (view_apply);
 //   - <ns>:slots (the set of seeded activity SKUs) and <ns>:generation have
 //     no hash tag: each is one key in a slot of its own, read and written by
-//     single-key commands (finish_recovery's only key is the generation).
+//     single-key commands (finish_recovery's only key is the generation);
+//   - <ns>:node:{<tag>}: on a cluster, the generation hash of the master
+//     whose lowest hash slot the tag maps to (guard_node, finish_recovery).
 //
 // guard.lua is the one script that is not single-slot: it freezes every
 // seeded SKU's rules from one connection to one process, so it runs on a
-// single Redis node only and NewClient refuses a Guard on a cluster
-// (ErrGuardOnCluster). On a cluster a master that restarts empty loses its
-// SKUs' rules (Reserve answers ActivityClosed), and one that restarts from
-// an old snapshot is not detected: run cluster masters with replicas and
-// AOF, or add a per-master generation first.
+// single Redis node only. On a cluster NewClient installs
+// Guard.OnClusterConnect instead: each master keeps its own generation
+// hash (on itself, so it is lost or restored older with the master's
+// data), and a new process behind a master freezes that master's SKUs
+// only, one guard_sku script per SKU found by SCAN on the connection
+// (clusterguard.go).
 //
 // Reads across activity SKUs work on a cluster because they are single-key
 // commands per SKU, routed by slot: ClaimDue, Stats and Unresolved read the
@@ -72,7 +75,8 @@
 //     same call answers as the first run did while another call with the
 //     same arguments still answers "already done";
 //   - forget_request: PEXPIRE ... LT only shortens;
-//   - guard: a second run answers PENDING, handled as FROZEN;
+//   - guard, guard_node: a second run answers PENDING, handled as FROZEN;
+//   - guard_sku: a second run sets the same frozen value again;
 //   - inventory: read-only.
 //
 // The key layout is the one of docs/architecture.md, plus one index per

@@ -26,12 +26,19 @@ import (
 // records the generation as pending and lets the connection be used:
 // releases, write-backs and resends go on while the books are rebuilt
 // (application.StockRecovery). A Guard is safe for concurrent use.
+//
+// On Redis Cluster install Guard.OnClusterConnect instead (NewClient does):
+// the generation is kept per master and only the SKUs of a master that is
+// a new process are frozen (clusterguard.go).
 type Guard struct {
-	keys    keys
-	script  *goredis.Script
-	logger  *slog.Logger
-	pending atomic.Bool
-	wake    chan struct{}
+	keys       keys
+	script     *goredis.Script
+	skuScript  *goredis.Script
+	nodeScript *goredis.Script
+	logger     *slog.Logger
+	pending    atomic.Bool
+	cluster    clusterPending
+	wake       chan struct{}
 }
 
 // NewGuard returns the guard of namespace ("" means DefaultNamespace).
@@ -43,11 +50,16 @@ func NewGuard(namespace string, logger *slog.Logger) (*Guard, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	src, err := luaFS.ReadFile("lua/guard.lua")
-	if err != nil {
-		return nil, fmt.Errorf("read script guard: %w", err)
+	var src [3]string
+	for i, name := range []string{"guard", "guard_sku", "guard_node"} {
+		b, err := luaFS.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return nil, fmt.Errorf("read script %s: %w", name, err)
+		}
+		src[i] = string(b)
 	}
-	return &Guard{keys: keys{ns: namespace}, script: goredis.NewScript(string(src)),
+	return &Guard{keys: keys{ns: namespace}, script: goredis.NewScript(src[0]),
+		skuScript: goredis.NewScript(src[1]), nodeScript: goredis.NewScript(src[2]),
 		logger: logger.With("component", "redis-guard"), wake: make(chan struct{}, 1)}, nil
 }
 
@@ -103,8 +115,13 @@ func runID(info string) string {
 // generation is the hash of the verified and pending Redis generations.
 func (k keys) generation() string { return k.ns + ":generation" }
 
-// RecoveryPending implements ports.StockBooks.
+// RecoveryPending implements ports.StockBooks. On a cluster it returns the
+// pending generation of one master (the first by node id); the others
+// follow in later calls.
 func (s *Store) RecoveryPending(ctx context.Context) (string, error) {
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		return s.clusterRecoveryPending(ctx, cc)
+	}
 	v, err := s.client.HGet(ctx, s.keys.generation(), "pending").Result()
 	if errors.Is(err, goredis.Nil) {
 		if s.cfg.Guard != nil {
@@ -198,8 +215,12 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 	return ports.RebuildResult{Available: n[0], InFlight: n[1], Overdraft: n[2]}, nil
 }
 
-// FinishRecovery implements ports.StockBooks.
+// FinishRecovery implements ports.StockBooks. On a cluster generation is
+// one master's pending process.
 func (s *Store) FinishRecovery(ctx context.Context, generation string) (bool, error) {
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		return s.clusterFinishRecovery(ctx, cc, generation)
+	}
 	n, err := s.run(ctx, scriptFinishRecovery, []string{s.keys.generation()}, generation, itoa(s.now().UnixMilli()), s.callToken()).Int()
 	if err != nil {
 		return false, wrapErr("finish recovery", err)
@@ -210,9 +231,18 @@ func (s *Store) FinishRecovery(ctx context.Context, generation string) (bool, er
 	return n == 1, nil
 }
 
-// paused reports whether reservations wait for a recovery this process
-// knows about (an unseeded activity SKU then answers ErrStockPaused, not
-// ErrActivityClosed: a Redis that lost everything has no rules yet).
-func (s *Store) paused() bool { return s.cfg.Guard != nil && s.cfg.Guard.pending.Load() }
+// paused reports whether reservations of the activity SKU wait for a
+// recovery this process knows about (an unseeded activity SKU then answers
+// ErrStockPaused, not ErrActivityClosed: a Redis that lost everything has
+// no rules yet). On a cluster only the SKUs of a pending master wait.
+func (s *Store) paused(ctx context.Context, activityID, skuID int64) bool {
+	if s.cfg.Guard == nil || !s.cfg.Guard.pending.Load() {
+		return false
+	}
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		return s.clusterPaused(ctx, cc, s.keys.slot(activityID, skuID).rules)
+	}
+	return true
+}
 
 var _ ports.StockBooks = (*Store)(nil)

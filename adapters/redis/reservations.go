@@ -86,7 +86,7 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 		}
 		return stored.Snapshot, nil
 	case "CLOSED":
-		if s.paused() {
+		if s.paused(ctx, r.ActivityID, r.SKUID) {
 			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrStockPaused)
 		}
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityClosed)

@@ -72,7 +72,8 @@ type Config struct {
 	ScrapeTimeout time.Duration
 	// Guard, when set, is the guard installed as the client's OnConnect
 	// hook; Reserve then answers ports.ErrStockPaused for an activity SKU
-	// Redis lost while a recovery is pending.
+	// Redis lost while a recovery is pending (on a cluster: while the
+	// master serving the SKU's hash slot is pending).
 	Guard *Guard
 	// Clock, when set, is the token bucket's clock (passed to the script in
 	// milliseconds) and the clock of the metrics' ages. When nil the
