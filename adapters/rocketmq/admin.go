@@ -76,16 +76,19 @@ type GroupInfo struct {
 // creates, reads and deletes topics and consumer groups. It opens one TCP
 // connection per command. Safe for concurrent use.
 type Admin struct {
-	broker  string
-	namesrv string
-	timeout time.Duration
+	broker     string
+	brokerName string // known name of broker (ForBroker); "" asks the broker
+	namesrv    string
+	timeout    time.Duration
 }
 
 // NewAdmin returns an admin client of the broker's remoting address
 // (SECKILL_ROCKETMQ_BROKER, for example 127.0.0.1:10911). namesrv (optional)
-// is the name server's address, used only to drop a deleted topic's route.
-// timeout bounds each command (0 means 5 s) in addition to the caller's
-// context.
+// is the name server's address: DeleteTopic drops the deleted topic's route
+// there, RoutedTopics, TopicRoute and Masters read it. broker may be empty
+// for an admin of the name server only, which gives one admin per master
+// broker through Masters and ForBroker; its broker commands fail. timeout
+// bounds each command (0 means 5 s) in addition to the caller's context.
 func NewAdmin(broker, namesrv string, timeout time.Duration) *Admin {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -115,7 +118,7 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 		"order":           "false",
 		"attributes":      "+message.type=" + string(typ),
 	}
-	if _, err := a.call(ctx, a.broker, codeUpdateAndCreateTopic, ext, nil); err != nil {
+	if _, err := a.brokerCall(ctx, codeUpdateAndCreateTopic, ext, nil); err != nil {
 		return fmt.Errorf("create topic %s: %w", spec.Name, err)
 	}
 	return nil
@@ -162,7 +165,7 @@ func (a *Admin) CreateGroup(ctx context.Context, spec GroupSpec) error {
 	if err != nil {
 		return fmt.Errorf("create group %s: %w", spec.Name, err)
 	}
-	if _, err := a.call(ctx, a.broker, codeUpdateAndCreateSubscriptionGroup, nil, body); err != nil {
+	if _, err := a.brokerCall(ctx, codeUpdateAndCreateSubscriptionGroup, nil, body); err != nil {
 		return fmt.Errorf("create group %s: %w", spec.Name, err)
 	}
 	return nil
@@ -181,7 +184,7 @@ type topicConfigJSON struct {
 // Topic reads a topic's configuration from the broker (GET_TOPIC_CONFIG).
 // A missing topic gives an error matching ports.ErrNotFound.
 func (a *Admin) Topic(ctx context.Context, name string) (TopicInfo, error) {
-	resp, err := a.call(ctx, a.broker, codeGetTopicConfig, map[string]string{"topic": name}, nil)
+	resp, err := a.brokerCall(ctx, codeGetTopicConfig, map[string]string{"topic": name}, nil)
 	if err != nil {
 		return TopicInfo{}, fmt.Errorf("read topic %s: %w", name, err)
 	}
@@ -211,7 +214,7 @@ func (tc topicConfigJSON) info() TopicInfo {
 // (GET_ALL_TOPIC_CONFIG), keyed by name. Unlike Topic it is one request
 // whatever the number of topics.
 func (a *Admin) Topics(ctx context.Context) (map[string]TopicInfo, error) {
-	resp, err := a.call(ctx, a.broker, codeGetAllTopicConfig, nil, nil)
+	resp, err := a.brokerCall(ctx, codeGetAllTopicConfig, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read all topics: %w", err)
 	}
@@ -235,7 +238,7 @@ func (a *Admin) Topics(ctx context.Context) (map[string]TopicInfo, error) {
 // (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), keyed by name. Unlike Group it never
 // creates a missing group (see README.md, verified behaviour 2).
 func (a *Admin) Groups(ctx context.Context) (map[string]GroupInfo, error) {
-	resp, err := a.call(ctx, a.broker, codeGetAllSubscriptionGroupConfig, nil, nil)
+	resp, err := a.brokerCall(ctx, codeGetAllSubscriptionGroupConfig, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read all groups: %w", err)
 	}
@@ -283,7 +286,8 @@ func (a *Admin) RoutedTopics(ctx context.Context) (map[string]bool, error) {
 // Namesrv returns the name server address given to NewAdmin ("" when none).
 func (a *Admin) Namesrv() string { return a.namesrv }
 
-// Broker returns the broker address given to NewAdmin.
+// Broker returns the broker address given to NewAdmin or ForBroker ("" for
+// an admin of the name server only).
 func (a *Admin) Broker() string { return a.broker }
 
 // info converts the broker's JSON of one group.
@@ -298,7 +302,7 @@ func (gc subscriptionGroupConfig) info() GroupInfo {
 // (GET_SUBSCRIPTIONGROUP_CONFIG). A missing group gives an error matching
 // ports.ErrNotFound.
 func (a *Admin) Group(ctx context.Context, name string) (GroupInfo, error) {
-	resp, err := a.call(ctx, a.broker, codeGetSubscriptionGroupConfig, map[string]string{"group": name}, nil)
+	resp, err := a.brokerCall(ctx, codeGetSubscriptionGroupConfig, map[string]string{"group": name}, nil)
 	if err != nil {
 		return GroupInfo{}, fmt.Errorf("read group %s: %w", name, err)
 	}
@@ -317,7 +321,7 @@ func (a *Admin) Group(ctx context.Context, name string) (GroupInfo, error) {
 // when a name server address was given, its route from the name server.
 // Deleting a missing topic succeeds.
 func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
-	if _, err := a.call(ctx, a.broker, codeDeleteTopicInBroker, map[string]string{"topic": name}, nil); err != nil {
+	if _, err := a.brokerCall(ctx, codeDeleteTopicInBroker, map[string]string{"topic": name}, nil); err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)
 	}
 	if a.namesrv != "" {
@@ -333,7 +337,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 // succeeds.
 func (a *Admin) DeleteGroup(ctx context.Context, name string) error {
 	ext := map[string]string{"groupName": name, "cleanOffset": "true"}
-	if _, err := a.call(ctx, a.broker, codeDeleteSubscriptionGroup, ext, nil); err != nil && !errors.Is(err, ports.ErrNotFound) {
+	if _, err := a.brokerCall(ctx, codeDeleteSubscriptionGroup, ext, nil); err != nil && !errors.Is(err, ports.ErrNotFound) {
 		return fmt.Errorf("delete group %s: %w", name, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package rocketmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -184,8 +185,9 @@ const (
 
 	// FieldMissing: the broker has no topic or group of that name.
 	FieldMissing = "missing"
-	// FieldRoute: the broker has the topic but the name server does not
-	// route it (clients cannot find it).
+	// FieldRoute: the broker has the topic but the name server's route of
+	// the topic does not name the broker (clients do not find the topic
+	// there: not at all when no broker routes it).
 	FieldRoute = "route"
 
 	FieldMessageType   = "message.type"
@@ -205,18 +207,29 @@ type Difference struct {
 	// Field is FieldMissing, FieldRoute or the setting that differs.
 	Field string
 	// Want and Got are the setting's value in the topology and on the
-	// broker (empty for FieldMissing and FieldRoute).
+	// broker (empty for FieldMissing). For FieldRoute, Want is the name of
+	// the broker the route must name and Got the comma-separated names of
+	// the brokers it names ("" when the name server has no route).
 	Want, Got string
 }
 
-// String reads as "topic X: queues is 4, want 8", "group Y: missing" or
-// "topic X: not routed by the name server".
+// String reads as "topic X: queues is 4, want 8", "group Y: missing",
+// "topic X: not routed to broker-a by the name server" (with
+// " (routed to broker-b)" when the route names other brokers) or, without
+// a broker name, "topic X: not routed by the name server".
 func (d Difference) String() string {
 	switch d.Field {
 	case FieldMissing:
 		return d.Kind + " " + d.Name + ": missing"
 	case FieldRoute:
-		return d.Kind + " " + d.Name + ": not routed by the name server"
+		s := d.Kind + " " + d.Name + ": not routed by the name server"
+		if d.Want != "" {
+			s = d.Kind + " " + d.Name + ": not routed to " + d.Want + " by the name server"
+		}
+		if d.Got != "" {
+			s += " (routed to " + d.Got + ")"
+		}
+		return s
 	}
 	return fmt.Sprintf("%s %s: %s is %s, want %s", d.Kind, d.Name, d.Field, d.Got, d.Want)
 }
@@ -244,13 +257,17 @@ func (s GroupSpec) withDefaults() GroupSpec {
 }
 
 // Check reads the broker's topics and consumer groups through admin (one
-// request each, and one to the name server when admin has its address)
-// and returns every difference from t, in the order of t.Topics and
-// t.Groups: a missing topic or group, a topic's message type, queue count
-// (read and write) or perm, a group's retryMaxTimes, consumeMessageOrderly
-// or consumeEnable, and a topic the name server does not route. Topics and
-// groups the topology does not name are not looked at. The error is only
-// for a broker or name server that could not be read.
+// request each) and returns every difference from t, in the order of
+// t.Topics and t.Groups: a missing topic or group, a topic's message type,
+// queue count (read and write) or perm, a group's retryMaxTimes,
+// consumeMessageOrderly or consumeEnable, and, when admin has the name
+// server's address, a topic whose route at the name server does not name
+// the broker (GET_ROUTEINFO_BY_TOPIC, one request per topic the broker has;
+// the broker's name from admin.BrokerName). Checking every master of a
+// cluster this way (Admin.Masters, Admin.ForBroker) thus verifies that each
+// topic is routed to every master. Topics and groups the topology does not
+// name are not looked at. The error is only for a broker or name server
+// that could not be read.
 func (t Topology) Check(ctx context.Context, admin *Admin) ([]Difference, error) {
 	topics, err := admin.Topics(ctx)
 	if err != nil {
@@ -260,15 +277,31 @@ func (t Topology) Check(ctx context.Context, admin *Admin) ([]Difference, error)
 	if err != nil {
 		return nil, err
 	}
-	var routed map[string]bool
+	var routes map[string][]string // topic -> routed broker names; nil: not checked
+	broker := ""
 	if admin.Namesrv() != "" {
-		if routed, err = admin.RoutedTopics(ctx); err != nil {
+		if broker, err = admin.BrokerName(ctx); err != nil {
 			return nil, err
+		}
+		routes = map[string][]string{}
+		for _, s := range t.Topics {
+			if _, ok := topics[s.Name]; !ok {
+				continue
+			}
+			route, err := admin.TopicRoute(ctx, s.Name)
+			if err != nil && !errors.Is(err, ports.ErrNotFound) {
+				return nil, err
+			}
+			names := []string{}
+			for _, b := range route {
+				names = append(names, b.Name)
+			}
+			routes[s.Name] = names
 		}
 	}
 	var diffs []Difference
 	for _, s := range t.Topics {
-		diffs = append(diffs, topicDiffs(s.withDefaults(), topics, routed)...)
+		diffs = append(diffs, topicDiffs(s.withDefaults(), topics, broker, routes)...)
 	}
 	for _, s := range t.Groups {
 		diffs = append(diffs, groupDiffs(s.withDefaults(), groups)...)
@@ -276,8 +309,9 @@ func (t Topology) Check(ctx context.Context, admin *Admin) ([]Difference, error)
 	return diffs, nil
 }
 
-// topicDiffs compares one topic; routed nil means "not checked".
-func topicDiffs(s TopicSpec, topics map[string]TopicInfo, routed map[string]bool) []Difference {
+// topicDiffs compares one topic; routes nil means "not checked", else the
+// route must name broker.
+func topicDiffs(s TopicSpec, topics map[string]TopicInfo, broker string, routes map[string][]string) []Difference {
 	got, ok := topics[s.Name]
 	if !ok {
 		return []Difference{{Kind: KindTopic, Name: s.Name, Field: FieldMissing}}
@@ -295,8 +329,8 @@ func topicDiffs(s TopicSpec, topics map[string]TopicInfo, routed map[string]bool
 	}
 	add(FieldQueues, strconv.Itoa(s.Queues), queues)
 	add(FieldPerm, strconv.Itoa(s.Perm), strconv.Itoa(got.Perm))
-	if routed != nil && !routed[s.Name] {
-		diffs = append(diffs, Difference{Kind: KindTopic, Name: s.Name, Field: FieldRoute})
+	if routed := routes[s.Name]; routes != nil && !slices.Contains(routed, broker) {
+		diffs = append(diffs, Difference{Kind: KindTopic, Name: s.Name, Field: FieldRoute, Want: broker, Got: strings.Join(routed, ",")})
 	}
 	return diffs
 }
@@ -331,13 +365,22 @@ const routePoll = 250 * time.Millisecond
 // differences it found (nil when the broker already matched: then it
 // wrote nothing). It creates or updates only the topics and groups that
 // differ, each with its whole configuration (UPDATE_AND_CREATE_TOPIC,
-// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a topic the name server does not
-// route is written again, which registers it), reads the broker again,
-// and, when admin has the name server's address, waits up to RouteWait
-// for the name server to route every topic. Idempotent; topics and groups
-// the topology does not name are left alone. It fails when a difference
-// remains.
+// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a topic whose route does not name
+// the broker is written again, which registers it), reads the broker
+// again, and, when admin has the name server's address, waits up to
+// RouteWait for the name server to route every topic to the broker.
+// Idempotent; topics and groups the topology does not name are left alone;
+// only admin's broker is written (apply to each of Admin.Masters for a
+// cluster). It fails when a difference remains.
 func (t Topology) Apply(ctx context.Context, admin *Admin) ([]Difference, error) {
+	if admin.Namesrv() != "" {
+		// Ask the broker its name once, not on every check below.
+		name, err := admin.BrokerName(ctx)
+		if err != nil {
+			return nil, err
+		}
+		admin = admin.ForBroker(BrokerRef{Name: name, Addr: admin.Broker()})
+	}
 	found, err := t.Check(ctx, admin)
 	if err != nil {
 		return nil, err

@@ -2,20 +2,24 @@
 // the local stack, so that tests and packages can run in parallel against
 // one broker and a reused broker with old messages does not matter.
 //
-// NewEnv reads SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC) and
-// SECKILL_ROCKETMQ_BROKER (broker remoting), picks a unique prefix
-// ("T<hex>_"), creates the broker topology of the service under that prefix
-// (rocketmq.NewTopology: the five topics of docs/architecture.md with their
-// message types, their dead-letter topics, the five consumer groups and the
-// dead-letter reader group; fewer queues and retries than production, see
-// WithQueues and WithRetryMaxTimes) through the remoting admin client, and
-// deletes them all when the test ends.
+// NewEnv reads SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC),
+// SECKILL_ROCKETMQ_BROKER (broker remoting) and SECKILL_ROCKETMQ_NAMESRV
+// (name server), picks a unique prefix ("T<hex>_"), creates the broker
+// topology of the service under that prefix (rocketmq.NewTopology: the five
+// topics of docs/architecture.md with their message types, their
+// dead-letter topics, the five consumer groups and the dead-letter reader
+// group; fewer queues and retries than production, see WithQueues and
+// WithRetryMaxTimes) through the remoting admin client on every master
+// broker the name server lists (one on the single-node stack, two in the
+// stack's RocketMQ cluster mode; only SECKILL_ROCKETMQ_BROKER when no name
+// server is set), and deletes them all there when the test ends.
 package mqtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,12 +65,19 @@ type Env struct {
 	// Config is an adapter configuration for the namespace: Endpoint,
 	// TopicPrefix and a client log directory shared by the test process.
 	Config rocketmq.Config
-	// Admin is the remoting admin client of the broker.
+	// Admin is the remoting admin client of Broker (what it writes goes to
+	// that broker only: Admins holds the client of every master).
 	Admin *rocketmq.Admin
 	// Prefix is the namespace's topic and group prefix ("T<hex>_").
 	Prefix string
-	// Broker is the broker's remoting address.
+	// Broker is the remoting address of SECKILL_ROCKETMQ_BROKER.
 	Broker string
+	// Masters lists the brokers the namespace was created on: every master
+	// the name server listed (rocketmq.Admin.Masters, sorted by name), or
+	// Broker alone (name unknown) when SECKILL_ROCKETMQ_NAMESRV is unset.
+	Masters []rocketmq.BrokerRef
+	// Admins holds the admin client of each of Masters, in that order.
+	Admins []*rocketmq.Admin
 	// Topology is what NewEnv created: rocketmq.NewTopology under Prefix
 	// with the test's queue and retry counts (Topology.Check of the
 	// namespace is clean).
@@ -114,6 +125,9 @@ func NewEnv(tb testing.TB, opts ...Option) *Env {
 		tb:     tb,
 	}
 	e.Prefix = e.Config.TopicPrefix
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.findMasters(ctx)
 	if err := rocketmq.InstallRuntime(e.Config, nil); err != nil {
 		tb.Fatalf("install rocketmq client runtime: %v", err)
 	}
@@ -128,33 +142,58 @@ func NewEnv(tb testing.TB, opts ...Option) *Env {
 		tb.Fatal(err)
 	}
 	e.Topology = top
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	e.createAll(ctx, top.Topics, top.Groups)
 	return e
 }
 
-// createAll creates topics and groups concurrently (the broker serialises
-// topic creation, groups are independent).
+// findMasters fills Masters and Admins from the name server (Broker alone
+// without one) and makes Admin the client of the master at Broker when
+// there is one.
+func (e *Env) findMasters(ctx context.Context) {
+	e.tb.Helper()
+	if e.Admin.Namesrv() == "" {
+		e.Masters, e.Admins = []rocketmq.BrokerRef{{Addr: e.Broker}}, []*rocketmq.Admin{e.Admin}
+		return
+	}
+	masters, err := e.Admin.Masters(ctx)
+	if err != nil {
+		e.tb.Fatalf("%v (is the stack up? run `make test` or eval \"$(deploy/local/stack.sh env)\")", err)
+	}
+	e.Masters = masters
+	for _, m := range masters {
+		a := e.Admin.ForBroker(m)
+		if m.Addr == e.Broker {
+			e.Admin = a
+		}
+		e.Admins = append(e.Admins, a)
+	}
+}
+
+// createAll creates topics and groups on every master concurrently (a
+// broker serialises topic creation, groups are independent).
 func (e *Env) createAll(ctx context.Context, topics []rocketmq.TopicSpec, groups []rocketmq.GroupSpec) {
 	e.tb.Helper()
-	errs := make(chan error, len(topics)+len(groups))
+	errs := make(chan error, (len(topics)+len(groups))*len(e.Admins))
 	var wg sync.WaitGroup
 	for _, s := range topics {
 		e.track(&e.topics, s.Name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- e.Admin.CreateTopic(ctx, s)
-		}()
 	}
 	for _, s := range groups {
 		e.track(&e.groups, s.Name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- e.Admin.CreateGroup(ctx, s)
-		}()
+	}
+	on := func(i int, err error) error {
+		if err != nil {
+			return fmt.Errorf("on %s: %w", e.Masters[i], err)
+		}
+		return nil
+	}
+	for i, admin := range e.Admins {
+		for _, s := range topics {
+			wg.Go(func() { errs <- on(i, admin.CreateTopic(ctx, s)) })
+		}
+		for _, s := range groups {
+			wg.Go(func() { errs <- on(i, admin.CreateGroup(ctx, s)) })
+		}
 	}
 	wg.Wait()
 	close(errs)
@@ -219,10 +258,10 @@ func (e *Env) RedirectThrough(addr string) {
 	e.tb.Cleanup(restore)
 }
 
-// cleanup deletes the namespace's topics (the broker drops their pop retry
-// topics), the groups' %RETRY%<group> topics (created by the broker when it
-// moves a message to the dead-letter topic) and the groups; failures are
-// logged, not fatal.
+// cleanup deletes, on every master, the namespace's topics (the broker
+// drops their pop retry topics), the groups' %RETRY%<group> topics (created
+// by the broker when it moves a message to the dead-letter topic) and the
+// groups; failures are logged, not fatal.
 func (e *Env) cleanup() {
 	e.mu.Lock()
 	topics, groups := slices.Clone(e.topics), slices.Clone(e.groups)
@@ -232,14 +271,16 @@ func (e *Env) cleanup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, t := range topics {
-		if err := e.Admin.DeleteTopic(ctx, t); err != nil {
-			e.tb.Logf("mqtest cleanup: %v", err)
+	for i, admin := range e.Admins {
+		for _, t := range topics {
+			if err := admin.DeleteTopic(ctx, t); err != nil {
+				e.tb.Logf("mqtest cleanup on %s: %v", e.Masters[i], err)
+			}
 		}
-	}
-	for _, g := range groups {
-		if err := e.Admin.DeleteGroup(ctx, g); err != nil {
-			e.tb.Logf("mqtest cleanup: %v", err)
+		for _, g := range groups {
+			if err := admin.DeleteGroup(ctx, g); err != nil {
+				e.tb.Logf("mqtest cleanup on %s: %v", e.Masters[i], err)
+			}
 		}
 	}
 }
