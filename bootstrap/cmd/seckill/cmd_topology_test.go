@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,12 @@ import (
 
 // TestTopologyCommand runs check, apply and show against the local stack
 // in a namespace of its own (mqtest: its topics and groups have fewer
-// queues and retries than the production topology): check lists the
-// differences and exits 1, apply repairs exactly those, a second apply
-// and check find nothing, a retry override is checked as such.
+// queues and retries than the production topology, on every master):
+// check of the broker $SECKILL_ROCKETMQ_BROKER names lists its differences
+// without a prefix and exits 1; check of every master (--broker "") lists
+// them per master; apply of every master (the variable empty) repairs
+// exactly those, one summary line per master; a second apply and check
+// find nothing; a retry override is checked as such.
 func TestTopologyCommand(t *testing.T) {
 	env := mqtest.NewEnv(t)
 	t.Setenv("SECKILL_TOPIC_PREFIX", env.Prefix)
@@ -24,35 +28,72 @@ func TestTopologyCommand(t *testing.T) {
 
 	out, _, err := execute(t, "topology", "check")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err == nil || clikit.ExitCode(err) != 1 || len(lines) != 11 || !strings.Contains(err.Error(), "11 difference(s)") {
-		t.Fatalf("check of the test namespace: %v (exit %d)\n%s", err, clikit.ExitCode(err), out)
+	if err == nil || clikit.ExitCode(err) != 1 || len(lines) != 11 || !strings.Contains(err.Error(), "11 difference(s) from the topology") ||
+		!strings.Contains(err.Error(), "broker "+env.Broker) {
+		t.Fatalf("check of the test namespace on %s: %v (exit %d)\n%s", env.Broker, err, clikit.ExitCode(err), out)
 	}
 	want := "topic " + env.Topic(ports.TopicOrderCreate) + ": queues is 4, want 8"
 	if lines[0] != want || !slices.Contains(lines, "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 2, want 3") {
 		t.Fatalf("check lines:\n%s\nwant first %q", out, want)
 	}
 
+	// Every master: the same lines, prefixed with each master's name.
+	n := len(env.Masters)
+	var perMaster []string
+	for _, m := range env.Masters {
+		for _, l := range lines {
+			perMaster = append(perMaster, m.Name+": "+l)
+		}
+	}
+	out, _, err = execute(t, "topology", "check", "--broker", "")
+	if clikit.ExitCode(err) != 1 || strings.TrimSpace(out) != strings.Join(perMaster, "\n") ||
+		!strings.Contains(err.Error(), strconv.Itoa(11*n)+" difference(s) from the topology") {
+		t.Fatalf("check of every master %v: %v\n%s", env.Masters, err, out)
+	}
+
+	t.Setenv("SECKILL_ROCKETMQ_BROKER", "")
 	out, _, err = execute(t, "topology", "apply")
 	if err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	applied := strings.Split(strings.TrimSpace(out), "\n")
-	if len(applied) != 12 || applied[0] != "applied: "+lines[0] || !strings.Contains(applied[11], "11 difference(s) repaired") {
-		t.Fatalf("apply:\n%s", out)
+	if len(applied) != 12*n || applied[0] != "applied: "+perMaster[0] {
+		t.Fatalf("apply on %v:\n%s", env.Masters, out)
+	}
+	for i, m := range env.Masters {
+		if l := applied[12*i+11]; !strings.HasPrefix(l, "topology: 10 topics and 6 groups match (prefix \""+env.Prefix+"\", broker "+m.String()+",") ||
+			!strings.HasSuffix(l, "11 difference(s) repaired)") {
+			t.Fatalf("apply summary of %s: %q\n%s", m, l, out)
+		}
 	}
 	for _, args := range [][]string{{"apply"}, {"check"}} {
 		out, _, err = execute(t, append([]string{"topology"}, args...)...)
-		if err != nil || !strings.HasPrefix(out, "topology: 10 topics and 6 groups match (prefix \""+env.Prefix+"\"") {
+		got := strings.Split(strings.TrimSpace(out), "\n")
+		if err != nil || len(got) != n {
 			t.Fatalf("%s after apply: %v\n%s", args[0], err, out)
 		}
+		for i, m := range env.Masters {
+			if !strings.HasPrefix(got[i], "topology: 10 topics and 6 groups match (prefix \""+env.Prefix+"\", broker "+m.String()+",") {
+				t.Fatalf("%s after apply, line %d: %q, want %s", args[0], i, got[i], m)
+			}
+		}
+	}
+	out, _, err = execute(t, "topology", "check", "--broker", env.Broker)
+	if err != nil || !strings.HasPrefix(out, "topology: 10 topics and 6 groups match (prefix \""+env.Prefix+"\", broker "+env.Broker+",") ||
+		strings.Count(out, "\n") != 1 {
+		t.Fatalf("check of %s after apply: %v\n%s", env.Broker, err, out)
 	}
 
 	start := time.Now()
 	out, _, err = execute(t, "topology", "check", "--retry-max", "CG_SECKILL_AUDIT_V1=4")
-	if clikit.ExitCode(err) != 1 || out != "group "+env.Group(rocketmq.GroupAudit)+": retryMaxTimes is 3, want 4\n" {
+	var wantOut string
+	for _, m := range env.Masters {
+		wantOut += m.Name + ": group " + env.Group(rocketmq.GroupAudit) + ": retryMaxTimes is 3, want 4\n"
+	}
+	if clikit.ExitCode(err) != 1 || out != wantOut {
 		t.Fatalf("check with an override: %v\n%s", err, out)
 	}
-	t.Logf("check took %v", time.Since(start))
+	t.Logf("check of %d master(s) took %v", n, time.Since(start))
 
 	out, _, err = execute(t, "topology", "show", "--prefix", "X_", "--queues", "2")
 	if err != nil || !strings.Contains(out, "X_PROD_SECKILL_ORDER_STATE_FIFO_V1") || !strings.Contains(out, "FIFO    2") ||
@@ -76,15 +117,18 @@ func TestTopologyCommandRefusals(t *testing.T) {
 		{[]string{"topology", "check", "--queues", "0"}, "want at least 1"},
 		{[]string{"topology", "show", "--prefix", "a b"}, "may only contain"},
 		{[]string{"topology", "check", "--timeout", "0s"}, "--timeout must be > 0"},
+		{[]string{"topology", "apply", "--broker", "", "--namesrv", ""}, `--namesrv "" needs --broker`},
 	} {
 		out, _, err := execute(t, c.args...)
 		if clikit.ExitCode(err) != 2 || !strings.Contains(err.Error(), c.want) || out != "" {
 			t.Errorf("seckill %s = %v (exit %d), %q; want exit 2 and %q", strings.Join(c.args, " "), err, clikit.ExitCode(err), out, c.want)
 		}
 	}
-	start := time.Now()
-	_, _, err := execute(t, "topology", "check", "--timeout", "2s")
-	if clikit.ExitCode(err) != 1 || !strings.Contains(err.Error(), "127.0.0.1:1") || time.Since(start) > 3*time.Second {
-		t.Fatalf("check of a closed port: %v after %v", err, time.Since(start))
+	for _, args := range [][]string{{}, {"--broker", ""}} { // the broker, then the name server, on a closed port
+		start := time.Now()
+		_, _, err := execute(t, append([]string{"topology", "check", "--timeout", "2s"}, args...)...)
+		if clikit.ExitCode(err) != 1 || !strings.Contains(err.Error(), "127.0.0.1:1") || time.Since(start) > 3*time.Second {
+			t.Fatalf("check %v of a closed port: %v after %v", args, err, time.Since(start))
+		}
 	}
 }
