@@ -556,7 +556,8 @@ type saleProcess struct {
 // saleProcesses lists the processes to measure: the service, this
 // process (the load generator and sampler), and the local stack's
 // components found in $SECKILL_STACK_DIR/run: the broker's processes
-// (display name, pid file base name; no file: not the broker in use),
+// (display name, pid file base name or absolute pid file path; no file:
+// not the broker in use),
 // Redis and PostgreSQL. The note says which could not be measured.
 func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) {
 	procs := []*saleProcess{{name: "service", pid: servicePID}, {name: "load generator", pid: os.Getpid()}}
@@ -567,7 +568,13 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 			missing = append(missing, name)
 			continue
 		}
-		pid, err := stackPID(file)
+		var pid int
+		var err error
+		if filepath.IsAbs(file) { // a pid file outside $SECKILL_STACK_DIR/run (the RocketMQ cluster mode)
+			pid, err = pidFileAt(file)
+		} else {
+			pid, err = stackPID(file)
+		}
 		if err != nil {
 			missing = append(missing, name)
 			continue

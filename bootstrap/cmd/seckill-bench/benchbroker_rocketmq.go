@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,26 +19,33 @@ import (
 
 // rocketMQNamespace is a benchNamespace on RocketMQ: the five topics, the
 // consumer groups and their %DLQ% topics, created under the prefix through
-// the broker's admin protocol (SECKILL_ROCKETMQ_BROKER and _NAMESRV).
+// the brokers' admin protocol on every master broker the name server
+// (SECKILL_ROCKETMQ_NAMESRV, default the local stack's) lists: one on the
+// single-node stack, both in its RocketMQ cluster mode.
 type rocketMQNamespace struct {
-	cfg    config.Config
-	prefix string
-	admin  *rocketmq.Admin
-	topics []string
-	groups []string
-	log    *slog.Logger
+	cfg     config.Config
+	prefix  string
+	masters []rocketmq.BrokerRef
+	admins  []*rocketmq.Admin // one per master, in masters order
+	topics  []string
+	groups  []string
+	log     *slog.Logger
 }
 
 func newRocketMQNamespace(ctx context.Context, cfg config.Config, prefix string, log *slog.Logger) (*rocketMQNamespace, error) {
-	broker := os.Getenv("SECKILL_ROCKETMQ_BROKER")
-	if broker == "" {
-		broker = "127.0.0.1:10911"
-	}
 	namesrv := os.Getenv("SECKILL_ROCKETMQ_NAMESRV")
 	if namesrv == "" {
 		namesrv = "127.0.0.1:9876"
 	}
-	e := &rocketMQNamespace{cfg: cfg, prefix: prefix, admin: rocketmq.NewAdmin(broker, namesrv, 10*time.Second), log: log}
+	ns := rocketmq.NewAdmin("", namesrv, 10*time.Second)
+	masters, err := ns.Masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := &rocketMQNamespace{cfg: cfg, prefix: prefix, masters: masters, log: log}
+	for _, m := range masters {
+		e.admins = append(e.admins, ns.ForBroker(m))
+	}
 	if err := e.create(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -43,33 +53,41 @@ func newRocketMQNamespace(ctx context.Context, cfg config.Config, prefix string,
 	return e, nil
 }
 
+// create creates the namespace's topics and groups on every master.
 func (e *rocketMQNamespace) create(ctx context.Context) error {
+	createTopic := func(spec rocketmq.TopicSpec) error {
+		e.topics = append(e.topics, spec.Name)
+		for i, a := range e.admins {
+			if err := a.CreateTopic(ctx, spec); err != nil {
+				return fmt.Errorf("create topic %s on %s: %w", spec.Name, e.masters[i], err)
+			}
+		}
+		return nil
+	}
 	for _, t := range ports.Topics {
 		base, typ, err := rocketmq.TopicBaseName(t)
 		if err != nil {
 			return err
 		}
-		name := e.prefix + base
-		if err := e.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Type: typ, Queues: 8}); err != nil {
-			return fmt.Errorf("create topic %s: %w", name, err)
+		if err := createTopic(rocketmq.TopicSpec{Name: e.prefix + base, Type: typ, Queues: 8}); err != nil {
+			return err
 		}
-		e.topics = append(e.topics, name)
 	}
 	for _, g := range append(rocketmq.Groups(), rocketmq.GroupDLQReader) {
-		name := e.prefix + string(g)
-		if err := e.admin.CreateGroup(ctx, rocketmq.GroupSpec{Name: name, Orderly: g.Orderly(), RetryMaxTimes: 5}); err != nil {
-			return fmt.Errorf("create group %s: %w", name, err)
+		spec := rocketmq.GroupSpec{Name: e.prefix + string(g), Orderly: g.Orderly(), RetryMaxTimes: 5}
+		e.groups = append(e.groups, spec.Name)
+		for i, a := range e.admins {
+			if err := a.CreateGroup(ctx, spec); err != nil {
+				return fmt.Errorf("create group %s on %s: %w", spec.Name, e.masters[i], err)
+			}
 		}
-		e.groups = append(e.groups, name)
 	}
 	// A whole service runs its dead-letter reader, which cannot start
 	// without the %DLQ% topic of every group.
 	for _, g := range e.groups {
-		name := rocketmq.DLQTopic(g)
-		if err := e.admin.CreateTopic(ctx, rocketmq.TopicSpec{Name: name, Queues: 1}); err != nil {
-			return fmt.Errorf("create topic %s: %w", name, err)
+		if err := createTopic(rocketmq.TopicSpec{Name: rocketmq.DLQTopic(g), Queues: 1}); err != nil {
+			return err
 		}
-		e.topics = append(e.topics, name)
 	}
 	return nil
 }
@@ -124,21 +142,54 @@ func (e *rocketMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandle
 	return rn.Run, nil
 }
 
+// StackProcesses names the local stack's RocketMQ processes: the proxy
+// (whose process also runs the embedded broker), the broker and the name
+// server, by pid file base name under $SECKILL_STACK_DIR/run. When
+// SECKILL_ROCKETMQ_CLUSTER_DIR is set (the stack's RocketMQ cluster mode,
+// eval "$(deploy/local/stack.sh env --rocketmq-cluster)") they are the
+// cluster's: its proxy, broker-a, broker-b and name server, by absolute
+// pid file path under $SECKILL_ROCKETMQ_CLUSTER_DIR/run.
 func (e *rocketMQNamespace) StackProcesses() [][2]string {
+	if dir := os.Getenv("SECKILL_ROCKETMQ_CLUSTER_DIR"); dir != "" {
+		run, err := filepath.Abs(filepath.Join(dir, "run"))
+		if err != nil {
+			run = filepath.Join(dir, "run")
+		}
+		return [][2]string{{"broker proxy", filepath.Join(run, "proxy.pid")}, {"broker-a", filepath.Join(run, "broker-a.pid")},
+			{"broker-b", filepath.Join(run, "broker-b.pid")}, {"namesrv", filepath.Join(run, "namesrv.pid")}}
+	}
 	return [][2]string{{"broker proxy", "proxy"}, {"broker", "broker"}, {"namesrv", "namesrv"}}
 }
 
+// pidFileAt reads the pid a pid file at an absolute path holds (a
+// StackProcesses entry of the cluster mode).
+func pidFileAt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
+	}
+	return pid, nil
+}
+
+// Close deletes the namespace's groups and topics on every master;
+// failures are logged.
 func (e *rocketMQNamespace) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, g := range e.groups {
-		if err := e.admin.DeleteGroup(ctx, g); err != nil {
-			e.log.Warn("delete bench group", "group", g, "error", err)
+	for i, a := range e.admins {
+		for _, g := range e.groups {
+			if err := a.DeleteGroup(ctx, g); err != nil {
+				e.log.Warn("delete bench group", "group", g, "broker", e.masters[i].String(), "error", err)
+			}
 		}
-	}
-	for _, t := range e.topics {
-		if err := e.admin.DeleteTopic(ctx, t); err != nil {
-			e.log.Warn("delete bench topic", "topic", t, "error", err)
+		for _, t := range e.topics {
+			if err := a.DeleteTopic(ctx, t); err != nil {
+				e.log.Warn("delete bench topic", "topic", t, "broker", e.masters[i].String(), "error", err)
+			}
 		}
 	}
 }
