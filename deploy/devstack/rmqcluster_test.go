@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 )
 
 // freeBrokerPort returns a free port P whose neighbours P-2 (fast
@@ -131,6 +134,7 @@ func TestRocketMQClusterMode(t *testing.T) {
 	if !ok || strings.Count(detail, "10 topics and 6 groups match") != 2 {
 		t.Fatalf("resources: %v %s", ok, detail)
 	}
+	checkClusterTopology(ctx, t, cfg, cs)
 	exports := map[string]string{}
 	for _, e := range cfg.ClusterExports() {
 		exports[e.Name] = e.Value
@@ -147,5 +151,73 @@ func TestRocketMQClusterMode(t *testing.T) {
 	t.Logf("cluster down in %s", since(t1))
 	if _, err := os.Stat(cfg.RocketMQClusterDir()); !os.IsNotExist(err) {
 		t.Fatalf("cluster state dir after down --purge: %v", err)
+	}
+}
+
+// checkClusterTopology: up applied the topology with one `seckill topology
+// apply` for both brokers (its output in topology.out repairs both, with a
+// summary line each); the name server lists exactly the two brokers as
+// masters; one more apply without --broker, of a prefix of its own, puts
+// every topic and group on both brokers, and the topology checks clean on
+// each (routes to both included).
+func checkClusterTopology(ctx context.Context, t *testing.T, cfg Config, cs *Stack) {
+	t.Helper()
+	out, err := os.ReadFile(filepath.Join(cs.cfg.RMQHome(), "topology.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"broker-a", "broker-b"} {
+		if !strings.Contains(string(out), "applied: "+b+": topic PROD_SECKILL_ORDER_CREATE_V1: missing\n") {
+			t.Errorf("topology.out does not repair %s:\n%s", b, out)
+		}
+	}
+	if n := strings.Count(string(out), "topology: 10 topics and 6 groups match"); n != 4 { // apply and check, two brokers each
+		t.Errorf("topology.out has %d summary lines, want 4:\n%s", n, out)
+	}
+
+	namesrv := fmt.Sprintf("127.0.0.1:%d", cfg.ClusterNamesrvPort)
+	ns := rocketmq.NewAdmin("", namesrv, 5*time.Second)
+	masters, err := ns.Masters(ctx)
+	want := []rocketmq.BrokerRef{{Name: "broker-a", Addr: fmt.Sprintf("127.0.0.1:%d", cfg.ClusterBrokerPorts[0])},
+		{Name: "broker-b", Addr: fmt.Sprintf("127.0.0.1:%d", cfg.ClusterBrokerPorts[1])}}
+	if err != nil || !slices.Equal(masters, want) {
+		t.Fatalf("masters %v, %v; want %v", masters, err, want)
+	}
+
+	const prefix = "DEVSTACK_"
+	cmd := exec.CommandContext(ctx, cs.cfg.SeckillBin(), "topology", "apply", "--namesrv", namesrv, "--prefix", prefix, "--queues", "2")
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SECKILL_ROCKETMQ_BROKER=") }),
+		"SECKILL_BROKER=rocketmq")
+	out, err = cmd.CombinedOutput()
+	if err != nil || strings.Count(string(out), "topology: 10 topics and 6 groups match") != 2 {
+		t.Fatalf("seckill topology apply without --broker: %v\n%s", err, out)
+	}
+	top, err := rocketmq.NewTopology(rocketmq.Config{TopicPrefix: prefix}, rocketmq.WithTopicQueues(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range masters {
+		admin := ns.ForBroker(m)
+		topics, err := admin.Topics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups, err := admin.Groups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range top.Topics {
+			if _, ok := topics[s.Name]; !ok {
+				t.Errorf("%s: topic %s missing", m, s.Name)
+			}
+		}
+		for _, s := range top.Groups {
+			if _, ok := groups[s.Name]; !ok {
+				t.Errorf("%s: group %s missing", m, s.Name)
+			}
+		}
+		if diffs, err := top.Check(ctx, admin); err != nil || len(diffs) != 0 {
+			t.Errorf("%s: check: %v, %v", m, diffs, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,6 +48,10 @@ type RocketMQResources struct {
 	cfg     Config
 	log     *Logger
 	brokers []brokerRef
+	// allMasters runs each command once without --broker: the command
+	// then works on every master the name server lists (the cluster
+	// mode); otherwise once per broker with --broker.
+	allMasters bool
 	// RegistrationTimeout bounds the wait for the brokers' registration.
 	RegistrationTimeout time.Duration
 }
@@ -65,10 +70,11 @@ func NewRocketMQResources(cfg Config, log *Logger) *RocketMQResources {
 }
 
 // newClusterResources returns the RocketMQ resource of the cluster mode:
-// every broker registered with the name server, the topology applied to
-// and checked on each of them.
+// every broker registered with the name server, then the topology applied
+// to and checked on every master by one `seckill topology apply` and one
+// `check` without --broker; each broker must have its summary line.
 func newClusterResources(cfg Config, log *Logger, brokers []*Broker) *RocketMQResources {
-	r := &RocketMQResources{cfg: cfg, log: log, RegistrationTimeout: 90 * time.Second}
+	r := &RocketMQResources{cfg: cfg, log: log, allMasters: true, RegistrationTimeout: 90 * time.Second}
 	for _, b := range brokers {
 		r.brokers = append(r.brokers, brokerRef{b.Name(), b.port})
 	}
@@ -124,7 +130,8 @@ func (r *RocketMQResources) Prepare(ctx context.Context) error {
 }
 
 // Ensure implements Resource: registration, then `seckill topology apply`
-// and `check`; their output is kept in <state>/rocketmq/topology.out.
+// and `check` (once per broker, or once for every master in the cluster
+// mode); their output is kept in <state>/rocketmq/topology.out.
 func (r *RocketMQResources) Ensure(ctx context.Context, _ []string) error {
 	for _, v := range r.cfg.Deprecated {
 		r.log.Warnf("%s is no longer read; use SECKILL_TOPOLOGY_ARGS (docs/local-stack.md)", v)
@@ -140,43 +147,105 @@ func (r *RocketMQResources) Ensure(ctx context.Context, _ []string) error {
 	}
 	outPath := filepath.Join(r.cfg.RMQHome(), "topology.out")
 	var all []byte
-	for _, b := range r.brokers {
+	for _, b := range r.targets() {
 		t0 := time.Now()
 		out, err := r.topology(ctx, b, "apply")
 		all = append(all, out...)
 		_ = os.WriteFile(outPath, all, 0o644)
 		if err != nil {
 			r.log.Raw(indent(out))
-			return fmt.Errorf("seckill topology apply on %s failed: %w; see its broker.log", b.name, err)
+			return fmt.Errorf("seckill topology apply on %s failed: %w; see its broker.log", r.targetName(b), err)
 		}
 		for _, line := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(line, "applied: ") {
-				r.log.Infof("rocketmq: %s: %s", b.name, line)
+				if b != nil {
+					line = b.name + ": " + line
+				}
+				r.log.Infof("rocketmq: %s", line)
 			}
 		}
 		out, err = r.topology(ctx, b, "check")
 		all = append(all, out...)
 		_ = os.WriteFile(outPath, all, 0o644)
+		if err == nil {
+			err = r.missingBrokers(b, out)
+		}
 		if err != nil {
 			r.log.Raw(indent(out))
-			return fmt.Errorf("seckill topology check on %s failed after apply: %w", b.name, err)
+			return fmt.Errorf("seckill topology check on %s failed after apply: %w", r.targetName(b), err)
 		}
-		r.log.Infof("rocketmq: %s (%s)", lastLine(out), since(t0))
+		for _, line := range summaries(out) {
+			r.log.Infof("rocketmq: topology: %s (%s)", line, since(t0))
+		}
 	}
 	return nil
 }
 
+// targets lists the brokers to run each command for; a nil broker is one
+// run without --broker (every master).
+func (r *RocketMQResources) targets() []*brokerRef {
+	if r.allMasters {
+		return []*brokerRef{nil}
+	}
+	out := make([]*brokerRef, len(r.brokers))
+	for i := range r.brokers {
+		out[i] = &r.brokers[i]
+	}
+	return out
+}
+
+// targetName names a target in messages.
+func (r *RocketMQResources) targetName(b *brokerRef) string {
+	if b == nil {
+		return "every master"
+	}
+	return b.name
+}
+
+// missingBrokers is an error when a run for every master printed no
+// summary line of one of the stack's brokers (the name server no longer
+// lists it: a dead broker).
+func (r *RocketMQResources) missingBrokers(b *brokerRef, out []byte) error {
+	if b != nil {
+		return nil
+	}
+	var missing []string
+	for _, want := range r.brokers {
+		if !slices.ContainsFunc(summaries(out), func(s string) bool {
+			return strings.Contains(s, fmt.Sprintf("broker %s 127.0.0.1:%d", want.name, want.port))
+		}) {
+			missing = append(missing, want.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the name server does not list %s as a master", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// summaries returns the summary lines of a topology command's output
+// without their "topology: " prefix, one per broker that matches.
+func summaries(out []byte) []string {
+	var lines []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(line, "topology: "); ok {
+			lines = append(lines, rest)
+		}
+	}
+	return lines
+}
+
 // Check implements Resource with `seckill topology check --timeout 10s`
-// on each broker.
+// on each broker (once for every master in the cluster mode).
 func (r *RocketMQResources) Check(ctx context.Context) (bool, string) {
 	if err := BuildSeckill(ctx, r.cfg, r.log); err != nil {
 		return false, err.Error()
 	}
 	var details []string
-	for _, b := range r.brokers {
+	for _, b := range r.targets() {
 		ok, detail := r.check(ctx, b)
 		if !ok {
-			if len(r.brokers) > 1 {
+			if b != nil && len(r.brokers) > 1 {
 				detail = b.name + ": " + detail
 			}
 			return false, detail
@@ -186,21 +255,18 @@ func (r *RocketMQResources) Check(ctx context.Context) (bool, string) {
 	return true, strings.Join(details, "; ")
 }
 
-func (r *RocketMQResources) check(ctx context.Context, b brokerRef) (bool, string) {
+func (r *RocketMQResources) check(ctx context.Context, b *brokerRef) (bool, string) {
 	out, err := r.topology(ctx, b, "check", "--timeout", "10s")
 	if err == nil {
-		var last string
-		for _, line := range strings.Split(string(out), "\n") {
-			if rest, ok := strings.CutPrefix(line, "topology: "); ok {
-				last = rest
-			}
+		if err := r.missingBrokers(b, out); err != nil {
+			return false, err.Error()
 		}
-		return true, last
+		return true, strings.Join(summaries(out), "; ")
 	}
 	if bytes.Contains(out, []byte("difference(s) from the topology")) {
 		n := 0
 		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-			if !strings.HasPrefix(line, "seckill: ") {
+			if !strings.HasPrefix(line, "seckill: ") && !strings.HasPrefix(line, "topology: ") {
 				n++
 			}
 		}
@@ -209,18 +275,27 @@ func (r *RocketMQResources) check(ctx context.Context, b brokerRef) (bool, strin
 	return false, lastLine(out)
 }
 
-// topology runs `seckill topology SUB` against broker b with
-// Config.TopologyArgs and extra, and returns its combined output.
-func (r *RocketMQResources) topology(ctx context.Context, b brokerRef, sub string, extra ...string) ([]byte, error) {
-	args := []string{"topology", sub, "--broker", fmt.Sprintf("127.0.0.1:%d", b.port),
-		"--namesrv", fmt.Sprintf("127.0.0.1:%d", r.cfg.NamesrvPort), "--prefix", r.cfg.TopicPrefix}
+// topology runs `seckill topology SUB` against broker b (every master the
+// name server lists when b is nil: no --broker, and no
+// SECKILL_ROCKETMQ_BROKER in its environment, which would select one
+// broker) with Config.TopologyArgs and extra, and returns its combined
+// output.
+func (r *RocketMQResources) topology(ctx context.Context, b *brokerRef, sub string, extra ...string) ([]byte, error) {
+	args := []string{"topology", sub}
+	if b != nil {
+		args = append(args, "--broker", fmt.Sprintf("127.0.0.1:%d", b.port))
+	}
+	args = append(args, "--namesrv", fmt.Sprintf("127.0.0.1:%d", r.cfg.NamesrvPort), "--prefix", r.cfg.TopicPrefix)
 	args = append(append(args, r.cfg.TopologyArgs...), extra...)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.cfg.SeckillBin(), args...)
 	// These are RocketMQ's resources whatever broker the caller's service
 	// uses (SECKILL_BROKER=rabbitmq would turn the command to RabbitMQ).
-	cmd.Env = append(os.Environ(), "SECKILL_BROKER=rocketmq")
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return b == nil && strings.HasPrefix(kv, "SECKILL_ROCKETMQ_BROKER=")
+	})
+	cmd.Env = append(env, "SECKILL_BROKER=rocketmq")
 	return cmd.CombinedOutput()
 }
 
