@@ -108,24 +108,35 @@ func (g *Guard) OnClusterConnect(ctx context.Context, cn *goredis.Conn) error {
 		return nil
 	}
 	if v[1] != run {
-		frozen, err := g.freezeNode(ctx, cn, run)
-		if err != nil {
+		verified, err := g.cluster.once(ctx, self.id+"/"+run, func() (bool, error) { return g.freezeAndRecord(ctx, cn, self.id, gen, run) })
+		if err != nil || verified {
 			return err
-		}
-		res, err := g.nodeScript.Run(ctx, cn, []string{gen}, run, itoa(time.Now().UnixMilli())).Text()
-		if err != nil {
-			return fmt.Errorf("redis guard: %w", err)
-		}
-		switch res {
-		case "OK":
-			return nil
-		case "FROZEN":
-			g.logger.WarnContext(ctx, "redis cluster master is a new process: its activity SKUs are frozen until rebuilt",
-				"node", self.id, "generation", run, "frozen_skus", frozen)
 		}
 	}
 	g.markNodePending(self.id, run)
 	return nil
+}
+
+// freezeAndRecord freezes the SKUs of the node behind cn and then records
+// run as its pending generation; it reports whether run turned out to be
+// the verified generation already.
+func (g *Guard) freezeAndRecord(ctx context.Context, cn *goredis.Conn, node, gen, run string) (bool, error) {
+	frozen, err := g.freezeNode(ctx, cn, run)
+	if err != nil {
+		return false, err
+	}
+	res, err := g.nodeScript.Run(ctx, cn, []string{gen}, run, itoa(time.Now().UnixMilli())).Text()
+	if err != nil {
+		return false, fmt.Errorf("redis guard: %w", err)
+	}
+	switch res {
+	case "OK":
+		return true, nil
+	case "FROZEN":
+		g.logger.WarnContext(ctx, "redis cluster master is a new process: its activity SKUs are frozen until rebuilt",
+			"node", node, "generation", run, "frozen_skus", frozen)
+	}
+	return false, nil
 }
 
 // freezeNode freezes every activity SKU whose rules the node behind cn
@@ -171,6 +182,47 @@ type clusterPending struct {
 	mu    sync.Mutex
 	nodes map[string]string
 	marks uint64 // markNodePending calls
+
+	// freezes are the freezes in progress by node/run: the connections
+	// opened at once to a new process wait for one SCAN instead of each
+	// scanning the master's keyspace.
+	freezes map[string]*freeze
+}
+
+// freeze is one freezeAndRecord in progress.
+type freeze struct {
+	done     chan struct{}
+	verified bool
+	err      error
+}
+
+// once runs fn for key unless a call for key is in progress, whose result
+// it then waits for (until ctx ends) and returns.
+func (c *clusterPending) once(ctx context.Context, key string, fn func() (bool, error)) (bool, error) {
+	c.mu.Lock()
+	if f, ok := c.freezes[key]; ok {
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.verified, f.err
+		case <-ctx.Done():
+			return false, fmt.Errorf("redis guard: %w", ctx.Err())
+		}
+	}
+	if c.freezes == nil {
+		c.freezes = map[string]*freeze{}
+	}
+	f := &freeze{done: make(chan struct{})}
+	c.freezes[key] = f
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.freezes, key)
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	f.verified, f.err = fn()
+	return f.verified, f.err
 }
 
 func (g *Guard) markNodePending(node, run string) {

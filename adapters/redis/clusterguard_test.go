@@ -1,8 +1,12 @@
 package redis
 
 import (
+	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -87,5 +91,41 @@ func TestGuardSKUDoesNotFreezeAgainWhatItsGenerationRebuilt(t *testing.T) {
 	f.c.Set(ctx, s.keys.ns+":not-rules", "x", 0)
 	if n, err := g.skuScript.Run(ctx, f.c, []string{s.keys.ns + ":not-rules"}, "run-3").Int(); n != 0 || err != nil {
 		t.Fatalf("guard_sku on a string key = %d, %v; want 0", n, err)
+	}
+}
+
+// TestClusterFreezeRunsOncePerProcess: the connections opened at once to a
+// new master share one freeze (one SCAN of its keyspace) and its result.
+func TestClusterFreezeRunsOncePerProcess(t *testing.T) {
+	t.Parallel()
+	var c clusterPending
+	var calls atomic.Int32
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	check := func() {
+		verified, err := c.once(ctxT(t), "node/run", func() (bool, error) {
+			calls.Add(1)
+			<-release
+			return false, errors.New("scan failed")
+		})
+		if verified || err == nil {
+			t.Errorf("once = %v, %v; want the shared failure", verified, err)
+		}
+	}
+	wg.Go(check)
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 7 {
+		wg.Go(check)
+	}
+	time.Sleep(100 * time.Millisecond) // the seven join the first one's freeze
+	close(release)
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d freezes, want 1", n)
+	}
+	if v, err := c.once(ctxT(t), "node/run", func() (bool, error) { return true, nil }); !v || err != nil {
+		t.Fatalf("a freeze after the first one ended = %v, %v; want it run", v, err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // guardedStore returns a Store on a cluster client of pc whose connections
 // run the per-master guard (redis.NewClient with a Guard), in namespace ns.
-func guardedStore(t *testing.T, pc *privateCluster, ns string) (*redis.Store, *goredis.ClusterClient) {
+func guardedStore(t *testing.T, pc *privateCluster, ns string) (*redis.Store, *goredis.ClusterClient, *redis.Guard) {
 	t.Helper()
 	g, err := redis.NewGuard(ns, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -37,7 +37,7 @@ func guardedStore(t *testing.T, pc *privateCluster, ns string) (*redis.Store, *g
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, cc
+	return s, cc, g
 }
 
 // reserveSettled reserves r, calling again while the answer is a failure
@@ -102,7 +102,7 @@ func TestRestartedClusterMasterFreezesOnlyItsSKUs(t *testing.T) {
 func restartedMaster(t *testing.T, older bool) {
 	const ns = "guardtest"
 	pc := startPrivateCluster(t)
-	s, cc := guardedStore(t, pc, ns)
+	s, cc, _ := guardedStore(t, pc, ns)
 	ctx := ctxT(t)
 
 	// A fresh cluster: every master is a new process, verified with
@@ -125,25 +125,7 @@ func restartedMaster(t *testing.T, older bool) {
 		t.Fatalf("a fresh cluster had %d pending generations (%v), want one per master", len(verified), verified)
 	}
 
-	// SKUs of activity 1: kB and lostB on master B, kA and kC on the two
-	// others.
-	bySlotOwner := map[string][]int64{}
-	var owners []string
-	for k := int64(1); k <= 64; k++ {
-		id := owner(t, cc, keySlot(t, cc, skuKey(ns, 1, k)))
-		if len(bySlotOwner[id]) == 0 {
-			owners = append(owners, id)
-		}
-		bySlotOwner[id] = append(bySlotOwner[id], k)
-	}
-	if len(owners) != 3 || len(bySlotOwner[owners[0]]) < 2 {
-		t.Fatalf("64 SKUs are served by %d masters: %v", len(owners), bySlotOwner)
-	}
-	kB, lostB := bySlotOwner[owners[0]][0], bySlotOwner[owners[0]][1]
-	kA, kC := bySlotOwner[owners[1]][0], bySlotOwner[owners[2]][0]
-	nodeB := masters(t, cc)[owners[0]]
-	b := pc.node(nodeB.host + ":" + nodeB.port)
-
+	kB, lostB, kA, kC, b := skusOnMasters(t, pc, cc, ns)
 	acts := map[int64]ports.Activity{kB: open(1, kB, 10), kA: open(1, kA, 10), kC: open(1, kC, 10)}
 	for _, k := range []int64{kB, kA, kC} {
 		if err := s.SeedActivity(ctx, acts[k]); err != nil {
@@ -262,13 +244,34 @@ func restartedMaster(t *testing.T, older bool) {
 	}
 
 	// A new client meets the verified process: nothing is frozen.
-	s2, _ := guardedStore(t, pc, ns)
+	s2, _, _ := guardedStore(t, pc, ns)
 	if err := reserveSettled(t, s2, rsv(kB, 8)); err != nil {
 		t.Fatalf("reserve on the verified master through a new client: %v", err)
 	}
 	if g, err := s2.RecoveryPending(ctx); g != "" || err != nil {
 		t.Fatalf("RecoveryPending through a new client = %q, %v", g, err)
 	}
+}
+
+// skusOnMasters picks SKUs of activity 1 in namespace ns: kB and lostB
+// served by one master (returned as b), kA and kC by the two others.
+func skusOnMasters(t *testing.T, pc *privateCluster, cc *goredis.ClusterClient, ns string) (kB, lostB, kA, kC int64, b *privateNode) {
+	t.Helper()
+	bySlotOwner := map[string][]int64{}
+	var owners []string
+	for k := int64(1); k <= 64; k++ {
+		id := owner(t, cc, keySlot(t, cc, skuKey(ns, 1, k)))
+		if len(bySlotOwner[id]) == 0 {
+			owners = append(owners, id)
+		}
+		bySlotOwner[id] = append(bySlotOwner[id], k)
+	}
+	if len(owners) != 3 || len(bySlotOwner[owners[0]]) < 2 {
+		t.Fatalf("64 SKUs are served by %d masters: %v", len(owners), bySlotOwner)
+	}
+	nodeB := masters(t, cc)[owners[0]]
+	return bySlotOwner[owners[0]][0], bySlotOwner[owners[0]][1], bySlotOwner[owners[1]][0], bySlotOwner[owners[2]][0],
+		pc.node(nodeB.host + ":" + nodeB.port)
 }
 
 // runIDOf returns the run_id of the Redis process behind c.
