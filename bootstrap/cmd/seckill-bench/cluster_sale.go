@@ -112,6 +112,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.paymentTimeout, "payment-timeout", 20*time.Second, "the activity's payment timeout (unpaid orders are canceled after it)")
 	fs.Float64Var(&o.payShare, "pay-share", 0.5, "share of the created orders that are paid (the others time out)")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "how long every process's idle CPU is measured before the sale (0: not measured)")
+	singleRedis := fs.Bool("single-redis", false, "use the stack's single Redis even when SECKILL_REDIS_CLUSTER_ADDRS names a cluster (the smallest shape of docs/capacity.md)")
 	stackScript := fs.String("stack", "deploy/local/stack.sh", "the local stack script (restarts the killed broker)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -133,7 +134,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The Redis Cluster when the stack exports it, else the single Redis
 	// (the smallest shape, for the capacity model's per-order costs).
-	if run.redisAddrs = splitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")); len(run.redisAddrs) == 0 {
+	if run.redisAddrs = splitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")); len(run.redisAddrs) == 0 || *singleRedis {
 		run.redisAddrs = []string{cfg.Redis.Addr}
 	}
 	if cfg.Broker != config.BrokerRocketMQ {
@@ -908,8 +909,12 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 	if len(o.faults) > 0 {
 		faults = strings.Join(o.faults, ", ")
 	}
-	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units, %d buyers, %d clients; %d API + %d worker instances; Redis Cluster %s; %s\n",
-		o.stock, o.buyers, o.clients, o.apis, o.workers, strings.Join(run.redisAddrs, ","), brokerText(run.cfg))
+	redisText := "Redis " + run.redisAddrs[0]
+	if len(run.redisAddrs) > 1 {
+		redisText = "Redis Cluster " + strings.Join(run.redisAddrs, ",")
+	}
+	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units, %d buyers, %d clients; %d API + %d worker instances; %s; %s\n",
+		o.stock, o.buyers, o.clients, o.apis, o.workers, redisText, brokerText(run.cfg))
 	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s killed, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
 	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
 	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",
