@@ -44,8 +44,10 @@ type benchNamespace interface {
 	// ends.
 	Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, log *slog.Logger) (func(context.Context) error, error)
 	// StackProcesses names the broker's processes of the local stack whose
-	// CPU `bench sale` samples: display name and pid file base name under
-	// $SECKILL_STACK_DIR/run.
+	// CPU `bench sale` samples: display name, and either a pid file base
+	// name under $SECKILL_STACK_DIR/run or an absolute pid file path (the
+	// RocketMQ cluster mode's, under $SECKILL_ROCKETMQ_CLUSTER_DIR/run);
+	// an empty one is a process not sampled (reported missing).
 	StackProcesses() [][2]string
 	// Close deletes the namespace, messages included.
 	Close()

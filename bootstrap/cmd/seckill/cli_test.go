@@ -358,9 +358,16 @@ func TestConfigCommandListsEveryVariable(t *testing.T) {
 		}
 	}
 	for _, s := range commandSettings() {
-		if !strings.Contains(out, s.key+" ") {
-			t.Errorf("%s is not listed", s.key)
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, s.key+" ") })
+		if i < 0 || !strings.HasSuffix(lines[i], s.meaning) {
+			t.Errorf("%s is not listed with its meaning %q", s.key, s.meaning)
 		}
+	}
+	// Without --broker or a value, seckill topology works on every master:
+	// the broker variable has no default.
+	if i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "SECKILL_ROCKETMQ_BROKER ") }); i >= 0 &&
+		(!strings.Contains(lines[i], ` "" `) || !strings.Contains(lines[i], "every master")) {
+		t.Errorf("SECKILL_ROCKETMQ_BROKER is listed as %q, want no default and every master without it", lines[i])
 	}
 	for _, secret := range []string{"redis-pass", "hunter2", "cli-test-secret", os.Getenv("SECKILL_OPERATOR_TOKEN")} {
 		if strings.Contains(out, secret) {

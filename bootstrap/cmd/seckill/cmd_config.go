@@ -42,10 +42,10 @@ func commandSettings() []commandSetting {
 	return []commandSetting{
 		{key: envOperatorToken, secret: true,
 			meaning: "admin token of the operator of reconcile, projection rebuild and dlq replay (when --token is not given)"},
-		{key: "SECKILL_ROCKETMQ_BROKER", def: "127.0.0.1:10911",
-			meaning: "broker remoting address of seckill topology apply|check (the topics and consumer groups)"},
-		{key: "SECKILL_ROCKETMQ_NAMESRV", def: "127.0.0.1:9876",
-			meaning: "name server address whose routes seckill topology apply|check wait for and check"},
+		{key: "SECKILL_ROCKETMQ_BROKER",
+			meaning: "remoting address of the one broker seckill topology apply|check work on (the default of --broker); empty: every master the name server lists"},
+		{key: "SECKILL_ROCKETMQ_NAMESRV", def: defaultNamesrv,
+			meaning: "name server of seckill topology apply|check: lists the master brokers they work on (without a broker) and routes every topic to each"},
 		{key: "SECKILL_STACK_DIR",
 			meaning: "state directory of the local stack (deploy/local/stack.sh env): seckill-bench chaos and sale find its processes there"},
 	}
