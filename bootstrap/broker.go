@@ -93,12 +93,12 @@ func newRocketMQBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, 
 		return nil, fmt.Errorf("new publisher: %w", err)
 	}
 	b := &rocketMQBroker{Publisher: p, bc: bc, cfg: cfg, reg: reg, log: log}
-	if url := cfg.RocketMQ.MetricsURL; url != "" {
+	if urls := cfg.RocketMQ.MetricsURL; urls != "" { // one exporter per broker, comma-separated
 		groups := []string{bc.Group(rocketmq.GroupDLQReader)}
 		for _, g := range rocketmq.Groups() {
 			groups = append(groups, bc.Group(g))
 		}
-		if err := reg.Register(rocketmq.NewLagCollector(url, groups, log.With("component", "broker-lag"))); err != nil {
+		if err := reg.Register(rocketmq.NewLagCollector(urls, groups, log.With("component", "broker-lag"))); err != nil {
 			_ = p.Close()
 			return nil, fmt.Errorf("broker lag metrics: %w", err)
 		}

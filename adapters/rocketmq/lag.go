@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,39 +26,53 @@ const (
 )
 
 // LagCollector re-exports, for the consumer groups of this service, the
-// consumer backlog the broker itself computes (its Prometheus exporter,
-// broker.conf metricsExporterType=PROM and enableLagAndDlqMetrics=true):
+// consumer backlog the brokers themselves compute (each broker's Prometheus
+// exporter, broker.conf metricsExporterType=PROM and
+// enableLagAndDlqMetrics=true):
 //
 //   - mq_consumer_ready{group}: messages stored and not yet delivered;
 //   - mq_consumer_lag_messages{group}: messages not yet acknowledged
 //     (ready plus delivered and unacknowledged);
 //   - mq_consumer_lag_seconds{group}: the age of the oldest message not yet
 //     acknowledged (0 when there is none);
-//   - mq_broker_metrics_up: 1 when the last read of the broker's exporter
+//   - mq_broker_metrics_up: 1 when the last read of every broker's exporter
 //     succeeded.
 //
-// Sums run over the group's topics, its retry topic included; the age is
-// the largest. The broker computes the figures only for groups with a
-// consumer online, so a group appears once its consumer has connected. The
-// exporter is read at most once per second, when the service's /metrics is
-// scraped, with a 2 s timeout; a failed read exports only
-// mq_broker_metrics_up 0.
+// On a cluster a topic's queues are spread over its brokers and each
+// broker reports only its own, so the collector reads the exporter of
+// every broker (one URL each) and combines them: sums run over the
+// brokers and the group's topics, its retry topic included; the age is the
+// largest. The brokers compute the figures only for groups with a consumer
+// online, so a group appears once its consumer has connected; behind a
+// CLUSTER-mode proxy a broker learns of a group from the group's pop
+// requests to it (the consumers' heartbeats stay in the proxy), so a group
+// counts on a broker once it has received from that broker. The
+// exporters are read at most once per second, when the service's /metrics
+// is scraped, all at once with a 2 s timeout each. A read that fails on any
+// exporter exports only mq_broker_metrics_up 0: the other brokers' figures
+// alone would understate the backlog. mq_broker_metrics_up has no label
+// per exporter (dashboards and the status page read one series); the log
+// names the exporter that failed (a warning when it starts failing, an
+// info line when it answers again).
 type LagCollector struct {
-	url    string
+	urls   []string
 	groups map[string]bool
 	client *http.Client
 	log    *slog.Logger
 
 	ready, lagMessages, lagSeconds, up *prometheus.Desc
 
-	mu     sync.Mutex
-	last   time.Time
-	cached []prometheus.Metric
+	mu      sync.Mutex
+	last    time.Time
+	cached  []prometheus.Metric
+	failing map[string]bool // exporters whose last read failed
 }
 
-// NewLagCollector returns a collector reading url (the broker exporter's
-// /metrics) for groups (physical names).
-func NewLagCollector(url string, groups []string, log *slog.Logger) *LagCollector {
+// NewLagCollector returns a collector reading urls, the brokers' exporters
+// (http://host:port/metrics) separated by commas, one per broker of the
+// cluster (blanks around a URL and empty items are ignored, a repeated URL
+// is read once), for groups (physical names).
+func NewLagCollector(urls string, groups []string, log *slog.Logger) *LagCollector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -64,16 +80,33 @@ func NewLagCollector(url string, groups []string, log *slog.Logger) *LagCollecto
 	for _, name := range groups {
 		g[name] = true
 	}
-	return &LagCollector{url: url, groups: g, client: &http.Client{Timeout: 2 * time.Second}, log: log,
-		ready: prometheus.NewDesc("mq_consumer_ready",
-			"Messages stored for the group and not yet delivered (the broker's figure).", []string{"group"}, nil),
-		lagMessages: prometheus.NewDesc("mq_consumer_lag_messages",
-			"Messages of the group not yet acknowledged: ready plus delivered and unacknowledged (the broker's figure).", []string{"group"}, nil),
-		lagSeconds: prometheus.NewDesc("mq_consumer_lag_seconds",
-			"Age of the group's oldest message not yet acknowledged, 0 when none (the broker's figure).", []string{"group"}, nil),
-		up: prometheus.NewDesc("mq_broker_metrics_up",
-			"1 when the last read of the broker's Prometheus exporter succeeded.", nil, nil),
+	list := splitMetricsURLs(urls)
+	if len(list) == 0 {
+		log.Warn("no broker exporter to read: mq_broker_metrics_up stays 0", slog.String("urls", urls))
 	}
+	return &LagCollector{urls: list, groups: g, client: &http.Client{Timeout: 2 * time.Second}, log: log,
+		failing: map[string]bool{},
+		ready: prometheus.NewDesc("mq_consumer_ready",
+			"Messages stored for the group and not yet delivered (the brokers' figure, summed over the brokers).", []string{"group"}, nil),
+		lagMessages: prometheus.NewDesc("mq_consumer_lag_messages",
+			"Messages of the group not yet acknowledged: ready plus delivered and unacknowledged (the brokers' figure, summed over the brokers).", []string{"group"}, nil),
+		lagSeconds: prometheus.NewDesc("mq_consumer_lag_seconds",
+			"Age of the group's oldest message not yet acknowledged, 0 when none (the brokers' figure, the largest over the brokers).", []string{"group"}, nil),
+		up: prometheus.NewDesc("mq_broker_metrics_up",
+			"1 when the last read of every broker's Prometheus exporter succeeded.", nil, nil),
+	}
+}
+
+// splitMetricsURLs splits a comma-separated list of exporter URLs,
+// dropping blanks, empty items and repeats.
+func splitMetricsURLs(s string) []string {
+	var out []string
+	for u := range strings.SplitSeq(s, ",") {
+		if u = strings.TrimSpace(u); u != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Describe implements prometheus.Collector.
@@ -102,12 +135,40 @@ type groupLag struct {
 	ready, lag, ageMs float64
 }
 
-// read fetches and aggregates the broker's figures.
+// read fetches every exporter at once and combines their figures.
 func (c *LagCollector) read() []prometheus.Metric {
-	byGroup, err := c.fetch()
-	if err != nil {
-		c.log.Debug("read the broker's consumer lag", slog.String("url", c.url), slog.String("error", err.Error()))
-		return []prometheus.Metric{prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)}
+	down := []prometheus.Metric{prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)}
+	if len(c.urls) == 0 {
+		return down
+	}
+	found := make([]map[string]*groupLag, len(c.urls))
+	errs := make([]error, len(c.urls))
+	var wg sync.WaitGroup
+	for i, u := range c.urls {
+		wg.Go(func() { found[i], errs[i] = c.fetch(u) })
+	}
+	wg.Wait()
+	byGroup := map[string]*groupLag{}
+	ok := true
+	for i, u := range c.urls {
+		c.note(u, errs[i])
+		if errs[i] != nil {
+			ok = false
+			continue
+		}
+		for g, v := range found[i] {
+			sum := byGroup[g]
+			if sum == nil {
+				sum = &groupLag{}
+				byGroup[g] = sum
+			}
+			sum.ready += v.ready
+			sum.lag += v.lag
+			sum.ageMs = max(sum.ageMs, v.ageMs)
+		}
+	}
+	if !ok {
+		return down
 	}
 	out := []prometheus.Metric{prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)}
 	for g, v := range byGroup {
@@ -119,10 +180,26 @@ func (c *LagCollector) read() []prometheus.Metric {
 	return out
 }
 
-func (c *LagCollector) fetch() (map[string]*groupLag, error) {
+// note logs an exporter's read: a warning when it starts failing, an info
+// line when it answers again, debug lines in between.
+func (c *LagCollector) note(url string, err error) {
+	switch {
+	case err != nil && !c.failing[url]:
+		c.failing[url] = true
+		c.log.Warn("read the broker's consumer lag", slog.String("url", url), slog.String("error", err.Error()))
+	case err != nil:
+		c.log.Debug("read the broker's consumer lag", slog.String("url", url), slog.String("error", err.Error()))
+	case c.failing[url]:
+		delete(c.failing, url)
+		c.log.Info("the broker's exporter answers again", slog.String("url", url))
+	}
+}
+
+// fetch reads one broker's exporter and sums its figures per group.
+func (c *LagCollector) fetch(url string) (map[string]*groupLag, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("broker metrics request: %w", err)
 	}
@@ -153,11 +230,17 @@ func (c *LagCollector) fetch() (map[string]*groupLag, error) {
 			if byGroup[g] == nil {
 				byGroup[g] = &groupLag{}
 			}
-			apply(byGroup[g], m.GetGauge().GetValue())
+			v := m.GetGauge().GetValue()
+			if m.GetUntyped() != nil { // an exporter that leaves out the TYPE line
+				v = m.GetUntyped().GetValue()
+			}
+			apply(byGroup[g], v)
 		}
 	}
 	add(brokerReadyMessages, func(l *groupLag, v float64) { l.ready += v })
 	add(brokerLagMessages, func(l *groupLag, v float64) { l.lag += v })
+	// A topic the broker has no age for (seen on unused retry topics) shows
+	// a large negative value: the max with 0 drops it.
 	add(brokerLagLatencyMs, func(l *groupLag, v float64) { l.ageMs = max(l.ageMs, v) })
 	return byGroup, nil
 }

@@ -182,9 +182,11 @@ type RocketMQ struct {
 	// ClientLogDir receives the Go client's own log files
 	// (SECKILL_ROCKETMQ_LOG_DIR).
 	ClientLogDir string
-	// MetricsURL is the broker's Prometheus exporter
-	// (SECKILL_ROCKETMQ_METRICS_URL), read for the consumer groups' ready
-	// and lag figures; empty exports none.
+	// MetricsURL lists the brokers' Prometheus exporters
+	// (SECKILL_ROCKETMQ_METRICS_URL), comma-separated, one per broker of
+	// the cluster, read for the consumer groups' ready and lag figures
+	// (rocketmq.LagCollector: summed over the brokers, the age the
+	// largest); empty exports none.
 	MetricsURL string
 }
 
@@ -333,7 +335,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", "",
 				"directory of the RocketMQ client's own log files (empty: the client's default)"),
 			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
-				"the broker's Prometheus exporter (http://host:port/metrics), read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
+				"the brokers' Prometheus exporters (http://host:port/metrics), comma-separated, one per broker of the cluster, read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
 		},
 		RabbitMQ: RabbitMQ{
 			URL: r.secret("SECKILL_RABBITMQ_URL", "amqp://seckill:seckill@127.0.0.1:56720/",

@@ -304,21 +304,27 @@ func (c Config) RocketMQCluster() Config {
 }
 
 // ClusterExports are Exports with the RocketMQ variables pointing at the
-// RocketMQ cluster mode (the CLUSTER-mode proxy, its name server, broker-a
-// and its exporter), then SECKILL_ROCKETMQ_BROKERS (both brokers'
-// addresses) and SECKILL_ROCKETMQ_CLUSTER_DIR (its state dir: pid files in
-// run/, logs in logs/ and broker-X/logs/rocketmqlogs).
+// RocketMQ cluster mode (the CLUSTER-mode proxy, its name server, broker-a,
+// and both brokers' exporters in SECKILL_ROCKETMQ_METRICS_URL, broker-a's
+// first: a topic's backlog is split between the brokers, and
+// rocketmq.LagCollector adds up what each exporter reports), then
+// SECKILL_ROCKETMQ_BROKERS (both brokers' addresses) and
+// SECKILL_ROCKETMQ_CLUSTER_DIR (its state dir: pid files in run/, logs in
+// logs/ and broker-X/logs/rocketmqlogs).
 func (c Config) ClusterExports() []Export {
 	cc := c.RocketMQCluster()
 	out := c.Exports()
 	for i, e := range out {
 		switch e.Name {
-		case "SECKILL_ROCKETMQ_ENDPOINT", "SECKILL_ROCKETMQ_NAMESRV", "SECKILL_ROCKETMQ_BROKER", "SECKILL_ROCKETMQ_METRICS_URL":
+		case "SECKILL_ROCKETMQ_ENDPOINT", "SECKILL_ROCKETMQ_NAMESRV", "SECKILL_ROCKETMQ_BROKER":
 			for _, ce := range cc.Exports() {
 				if ce.Name == e.Name {
 					out[i] = ce
 				}
 			}
+		case "SECKILL_ROCKETMQ_METRICS_URL":
+			out[i].Value = fmt.Sprintf("http://127.0.0.1:%d/metrics,http://127.0.0.1:%d/metrics",
+				c.ClusterMetricsPorts[0], c.ClusterMetricsPorts[1])
 		}
 	}
 	return append(out,

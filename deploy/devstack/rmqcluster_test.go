@@ -141,6 +141,7 @@ func TestRocketMQClusterMode(t *testing.T) {
 	}
 	if exports["SECKILL_ROCKETMQ_ENDPOINT"] != fmt.Sprintf("127.0.0.1:%d", cfg.ClusterProxyPort) ||
 		exports["SECKILL_ROCKETMQ_BROKERS"] != fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", cfg.ClusterBrokerPorts[0], cfg.ClusterBrokerPorts[1]) ||
+		exports["SECKILL_ROCKETMQ_METRICS_URL"] != fmt.Sprintf("http://127.0.0.1:%d/metrics,http://127.0.0.1:%d/metrics", cfg.ClusterMetricsPorts[0], cfg.ClusterMetricsPorts[1]) ||
 		exports["SECKILL_PG_DSN"] != cfg.PGDSN() {
 		t.Fatalf("cluster exports %v", exports)
 	}

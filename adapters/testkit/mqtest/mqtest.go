@@ -36,12 +36,14 @@ const (
 	EnvEndpoint = "SECKILL_ROCKETMQ_ENDPOINT"
 	EnvBroker   = "SECKILL_ROCKETMQ_BROKER"
 	EnvNamesrv  = "SECKILL_ROCKETMQ_NAMESRV"
-	// EnvMetricsURL is the broker's Prometheus exporter (MetricsURL).
+	// EnvMetricsURL lists the brokers' Prometheus exporters (MetricsURL).
 	EnvMetricsURL = "SECKILL_ROCKETMQ_METRICS_URL"
 )
 
-// MetricsURL returns the URL of the broker's Prometheus exporter of the
-// local stack, failing the test when it is not set.
+// MetricsURL returns the URLs of the brokers' Prometheus exporters of the
+// local stack as rocketmq.NewLagCollector takes them, comma-separated, one
+// per broker (the stack's cluster mode exports both brokers'), failing the
+// test when it is not set.
 func MetricsURL(tb testing.TB) string {
 	tb.Helper()
 	return mustEnv(tb, EnvMetricsURL)
