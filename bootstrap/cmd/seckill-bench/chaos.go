@@ -407,12 +407,16 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	secret := []byte(r.cfg.AuthSecret)
 	httpc := &http.Client{Timeout: 10 * time.Second}
 	activityID := benchActivityID()
-	if err := createChaosActivity(ctx, httpc, "http://"+instances[1].api, secret, activityID, int64(r.stock)); err != nil {
+	if err := createSaleActivity(ctx, httpc, "http://"+instances[1].api, secret, activityID, int64(r.stock), time.Hour); err != nil {
 		return res, err
 	}
 
 	// The sale: buyers retry their one request_id, on either instance,
 	// until a definite answer or the deadline.
+	bases := make([]string, len(instances))
+	for i, in := range instances {
+		bases[i] = "http://" + in.api
+	}
 	answers := make([]buyerAnswer, r.buyers)
 	var next atomic.Int64
 	var acknowledged atomic.Int64
@@ -428,7 +432,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 				if i >= r.buyers {
 					return
 				}
-				answers[i] = chaosBuy(saleCtx, httpc, instances, secret, activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i))
+				answers[i] = buyUntilDefinite(saleCtx, httpc, bases, secret, activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i), nil)
 				if answers[i].orderID != "" {
 					acknowledged.Add(1)
 				}
@@ -592,27 +596,39 @@ func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns 
 	}
 }
 
-// chaosBuy places one buyer's order, retrying the same request_id on
-// either instance until a definite answer (acknowledged, sold out,
-// already purchased) or ctx ends.
-func chaosBuy(ctx context.Context, httpc *http.Client, instances []*instance, secret []byte, activityID, user int64, requestID string) buyerAnswer {
+// buyUntilDefinite places one buyer's order, spreading its attempts over
+// the service instances at bases (the buyer's id picks the first, each
+// retry the next: a client-side spread) and retrying the same request_id
+// until a definite answer (acknowledged, sold out, already purchased) or
+// ctx ends. answered, when not nil, is told the index of every instance
+// that answered a call itself (a connection refused or timed out is not
+// an answer) and whether it acknowledged.
+func buyUntilDefinite(ctx context.Context, httpc *http.Client, bases []string, secret []byte, activityID, user int64, requestID string,
+	answered func(instance int, acknowledged bool)) buyerAnswer {
 	tok, err := api.MintToken(secret, user, false, time.Hour, time.Now())
 	if err != nil {
 		return buyerAnswer{}
 	}
+	if answered == nil {
+		answered = func(int, bool) {}
+	}
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		in := instances[(int(user)+attempt)%len(instances)]
-		c := seckillv1connect.NewOrderServiceClient(httpc, "http://"+in.api)
+		i := (int(user) + attempt) % len(bases)
+		c := seckillv1connect.NewOrderServiceClient(httpc, bases[i])
 		req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1, RequestId: requestID})
 		req.Header().Set("Authorization", "Bearer "+tok)
 		out, err := c.PlaceOrder(ctx, req)
 		if err == nil {
+			answered(i, true)
 			return buyerAnswer{orderID: out.Msg.GetOrderId(), definite: true}
 		}
 		switch connect.CodeOf(err) {
 		case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument, connect.CodePermissionDenied:
+			answered(i, false)
 			return buyerAnswer{definite: true}
+		case connect.CodeResourceExhausted, connect.CodeAborted:
+			answered(i, false) // answered, but not definitely
 		}
 		select {
 		case <-ctx.Done():
@@ -623,7 +639,10 @@ func chaosBuy(ctx context.Context, httpc *http.Client, instances []*instance, se
 	return buyerAnswer{}
 }
 
-func createChaosActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64) error {
+// createSaleActivity creates activity id (SKU 1, stock units, selling from
+// a minute ago for an hour, reservations kept 10 minutes) through the
+// admin API at base.
+func createSaleActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration) error {
 	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
 	if err != nil {
 		return err
@@ -632,7 +651,7 @@ func createChaosActivity(ctx context.Context, httpc *http.Client, base string, s
 	now := time.Now()
 	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
 		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(time.Hour)),
-		PaymentTimeout: durationpb.New(time.Hour), ReservationTtl: durationpb.New(10 * time.Minute)})
+		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute)})
 	req.Header().Set("Authorization", "Bearer "+tok)
 	_, err = admin.CreateActivity(ctx, req)
 	return err

@@ -11,7 +11,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	randv2 "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,8 +26,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -381,7 +378,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	httpc := &http.Client{Timeout: 10 * time.Second}
 	secret := []byte(r.cfg.AuthSecret)
 	activityID := benchActivityID()
-	if err := createClusterActivity(ctx, httpc, "http://"+res.apis[0].api, secret, activityID, int64(o.stock), o.paymentTimeout); err != nil {
+	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].api, secret, activityID, int64(o.stock), o.paymentTimeout); err != nil {
 		return res, err
 	}
 	redisBefore, err := redisScriptCalls(ctx, rc)
@@ -439,6 +436,16 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 
 	// The sale: buyers retry their one request_id across the API instances
 	// until a definite answer.
+	bases := make([]string, len(res.apis))
+	for i, in := range res.apis {
+		bases[i] = "http://" + in.api
+	}
+	countAnswer := func(i int, acknowledged bool) {
+		res.apis[i].calls.Add(1)
+		if acknowledged {
+			res.apis[i].accepted.Add(1)
+		}
+	}
 	t0 := time.Now()
 	answers := make([]buyerAnswer, o.buyers)
 	var next, acknowledged atomic.Int64
@@ -455,7 +462,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 				if i >= o.buyers {
 					return
 				}
-				answers[i] = clusterBuy(saleCtx, httpc, res.apis, secret, activityID, int64(2_000_000+i), fmt.Sprintf("cs-%d", i))
+				answers[i] = buyUntilDefinite(saleCtx, httpc, bases, secret, activityID, int64(2_000_000+i), fmt.Sprintf("cs-%d", i), countAnswer)
 				now := time.Now().UnixNano()
 				if answers[i].orderID != "" {
 					acknowledged.Add(1)
@@ -717,43 +724,6 @@ func (in *clusterInstance) deliveries() (all, create float64) {
 	return in.baseAll + in.lastAll, in.baseCreate + in.lastCreate
 }
 
-// clusterBuy places one buyer's order, spreading its attempts over the API
-// instances (the client-side spread: the buyer's id picks the first, each
-// retry the next) and retrying the same request_id until a definite
-// answer or ctx ends. The instance that answered counts the call.
-func clusterBuy(ctx context.Context, httpc *http.Client, apis []*clusterInstance, secret []byte, activityID, user int64, requestID string) buyerAnswer {
-	tok, err := api.MintToken(secret, user, false, time.Hour, time.Now())
-	if err != nil {
-		return buyerAnswer{}
-	}
-	backoff := 50 * time.Millisecond
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		in := apis[(int(user)+attempt)%len(apis)]
-		c := seckillv1connect.NewOrderServiceClient(httpc, "http://"+in.api)
-		req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1, RequestId: requestID})
-		req.Header().Set("Authorization", "Bearer "+tok)
-		out, err := c.PlaceOrder(ctx, req)
-		if err == nil {
-			in.calls.Add(1)
-			in.accepted.Add(1)
-			return buyerAnswer{orderID: out.Msg.GetOrderId(), definite: true}
-		}
-		switch connect.CodeOf(err) {
-		case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument, connect.CodePermissionDenied:
-			in.calls.Add(1)
-			return buyerAnswer{definite: true}
-		case connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeDeadlineExceeded, connect.CodeAborted:
-			in.calls.Add(1) // answered, but not definitely
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff + randv2.N(backoff)):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-	return buyerAnswer{}
-}
-
 // payer pays a share of the activity's orders through the payment side
 // (PayOrder with a payment-scoped token) as they are created, spread over
 // the API instances; the others run into their payment timeout. An order
@@ -1000,21 +970,6 @@ func killedText(in *clusterInstance) string {
 		return "  (killed mid-sale and restarted)"
 	}
 	return ""
-}
-
-// createClusterActivity creates the sale's activity through the admin API.
-func createClusterActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration) error {
-	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
-		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(time.Hour)),
-		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute)})
-	req.Header().Set("Authorization", "Bearer "+tok)
-	_, err = seckillv1connect.NewAdminServiceClient(httpc, base).CreateActivity(ctx, req)
-	return err
 }
 
 // redisScriptCalls reads, per master, how many scripts it ran

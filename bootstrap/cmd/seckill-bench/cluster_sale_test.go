@@ -39,7 +39,7 @@ func TestClusterSale(t *testing.T) {
 	t.Setenv("SECKILL_ROCKETMQ_ENDPOINT", proxy)
 	t.Setenv("SECKILL_ROCKETMQ_NAMESRV", fmt.Sprintf("127.0.0.1:%d", ccfg.ClusterNamesrvPort))
 	t.Setenv("SECKILL_ROCKETMQ_BROKER", fmt.Sprintf("127.0.0.1:%d", ccfg.ClusterBrokerPorts[0]))
-	t.Setenv("SECKILL_ROCKETMQ_METRICS_URL", fmt.Sprintf("http://127.0.0.1:%d/metrics", ccfg.ClusterMetricsPorts[0]))
+	t.Setenv("SECKILL_ROCKETMQ_METRICS_URL", fmt.Sprintf("http://127.0.0.1:%d/metrics,http://127.0.0.1:%d/metrics", ccfg.ClusterMetricsPorts[0], ccfg.ClusterMetricsPorts[1]))
 	// The end-to-end tests' send bound: make test runs packages in
 	// parallel on two cores.
 	t.Setenv("SECKILL_SEND_TIMEOUT", "500ms")
