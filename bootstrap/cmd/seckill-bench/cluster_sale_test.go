@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -56,7 +57,19 @@ func TestClusterSale(t *testing.T) {
 		cfg: cfg, log: log, exe: filepath.Join(filepath.Dir(bin), serviceName),
 		redisAddrs: splitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")),
 		broker: &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
-			restart: cs.Up},
+			// Brought back as a supervisor would: up to three starts, the
+			// logs of a failed one kept in the test's output.
+			restart: func(ctx context.Context) error {
+				var err error
+				for attempt := 1; attempt <= 3; attempt++ {
+					if err = cs.Up(ctx); err == nil {
+						return nil
+					}
+					t.Logf("restart %d of broker-b failed: %v\n%s\n%s", attempt, err, logTail(filepath.Join(clusterDir, "logs", "broker-b.out")),
+						logTail(filepath.Join(clusterDir, "broker-b", "logs", "rocketmqlogs", "broker.log")))
+				}
+				return err
+			}},
 		stackProcs: clusterStackProcs(os.Getenv("SECKILL_STACK_DIR"), clusterDir, true),
 		progress:   &progress,
 	}
@@ -128,28 +141,32 @@ func startPrivateRocketMQCluster(t *testing.T, ctx context.Context) (*devstack.S
 	return cs, cfg
 }
 
-// freeTCPPort returns a loopback port that was free a moment ago.
+// freeTCPPort returns a loopback port that was free a moment ago, below
+// Linux's ephemeral range (32768-60999): the broker killed by the test must
+// bind its ports again when it comes back, and a port of the ephemeral
+// range may meanwhile be the local port of any outgoing connection.
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	return p
+	return freePorts(t)
 }
 
 // freeBrokerTriple returns a port p with p-2 and p+1 free too: a broker
 // listens on all three (its fast-remoting and HA ports).
 func freeBrokerTriple(t *testing.T) int {
 	t.Helper()
+	return freePorts(t, -2, 1)
+}
+
+// freePorts returns a random port p in [20000, 32000) such that p and p+d
+// for every d in also are free on 127.0.0.1.
+func freePorts(t *testing.T, also ...int) int {
+	t.Helper()
 	var lc net.ListenConfig
-	for range 100 {
-		p := freeTCPPort(t)
+	for range 200 {
+		p := 20000 + rand.IntN(12000)
 		ok := true
-		for _, q := range []int{p - 2, p + 1} {
-			l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(q))
+		for _, d := range append([]int{0}, also...) {
+			l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(p+d))
 			if err != nil {
 				ok = false
 				break
@@ -160,6 +177,16 @@ func freeBrokerTriple(t *testing.T) int {
 			return p
 		}
 	}
-	t.Fatal("no free broker port triple after 100 tries")
+	t.Fatal("no free port below the ephemeral range after 200 tries")
 	return 0
+}
+
+// logTail returns the last 4 KiB of the file at path (for a failure's
+// message), or why it could not be read.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return path + ":\n" + tail(string(b), 4096)
 }
