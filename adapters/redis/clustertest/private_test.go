@@ -52,12 +52,12 @@ func freePort(t *testing.T) int {
 }
 
 // startPrivateCluster starts three masters and joins them into a cluster
-// (16384 slots in three ranges); it skips the test when redis-server is
+// (16384 slots in three ranges); it fails the test when redis-server is
 // not installed.
 func startPrivateCluster(t *testing.T) *privateCluster {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed")
+		t.Fatal("redis-server is not installed: the local stack installs it (deploy/local/stack.sh up)")
 	}
 	pc := &privateCluster{t: t}
 	root := t.TempDir()

@@ -257,38 +257,27 @@ func protocolText(o saleOptions) string {
 // on the scratch stack and waits until it is live and ready. Its log goes
 // to service.log in dir.
 func startSaleService(ctx context.Context, sc *scratch, exe, dir string) (*instance, error) {
-	api, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	ops, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	lf, err := os.Create(filepath.Join(dir, "service.log"))
-	if err != nil {
-		return nil, fmt.Errorf("create the service log: %w", err)
-	}
 	cfg := sc.cfg
-	in := &instance{name: "service", api: api, ops: ops, exe: exe, logFile: lf,
-		env: append(os.Environ(),
-			"SECKILL_PG_DSN="+sc.dsn, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
-			"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace,
-			"SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops, "SECKILL_INSTANCE_ID=sale-"+sc.env.Prefix(),
-			"SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")}
+	in, err := newInstance("service", exe, dir,
+		"SECKILL_PG_DSN="+sc.dsn, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
+		"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace, "SECKILL_INSTANCE_ID=sale-"+sc.env.Prefix(),
+		"SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")
+	if err != nil {
+		return nil, err
+	}
 	in.env = append(in.env, sc.env.ServiceEnv()...)
 	in.cleanEnv = in.env
 	if err := in.start(); err != nil {
-		_ = lf.Close()
+		_ = in.logFile.Close()
 		return nil, err
 	}
 	if err := in.waitLive(ctx); err != nil {
 		in.stop()
 		return nil, err
 	}
-	if err := waitReady(ctx, "http://"+ops+"/readyz", 60*time.Second); err != nil {
+	if err := waitReady(ctx, "http://"+in.ops+"/readyz", 60*time.Second); err != nil {
 		in.stop()
-		return nil, fmt.Errorf("service: %w (log: %s)", err, lf.Name())
+		return nil, fmt.Errorf("service: %w (log: %s)", err, in.logFile.Name())
 	}
 	return in, nil
 }
@@ -571,7 +560,7 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 		var pid int
 		var err error
 		if filepath.IsAbs(file) { // a pid file outside $SECKILL_STACK_DIR/run (the RocketMQ cluster mode)
-			pid, err = pidFileAt(file)
+			pid, err = pidFromFile(file)
 		} else {
 			pid, err = stackPID(file)
 		}

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,20 +157,6 @@ func (e *rocketMQNamespace) StackProcesses() [][2]string {
 			{"broker-b", filepath.Join(run, "broker-b.pid")}, {"namesrv", filepath.Join(run, "namesrv.pid")}}
 	}
 	return [][2]string{{"broker proxy", "proxy"}, {"broker", "broker"}, {"namesrv", "namesrv"}}
-}
-
-// pidFileAt reads the pid a pid file at an absolute path holds (a
-// StackProcesses entry of the cluster mode).
-func pidFileAt(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
-	}
-	return pid, nil
 }
 
 // Close deletes the namespace's groups and topics on every master;

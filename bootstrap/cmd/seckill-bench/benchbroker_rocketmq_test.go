@@ -62,7 +62,7 @@ func TestRocketMQStackProcesses(t *testing.T) {
 func TestRocketMQNamespaceOnEveryMaster(t *testing.T) {
 	namesrv := os.Getenv("SECKILL_ROCKETMQ_NAMESRV")
 	if namesrv == "" {
-		t.Skip("SECKILL_ROCKETMQ_NAMESRV is not set: eval \"$(deploy/local/stack.sh env)\"")
+		t.Fatal("SECKILL_ROCKETMQ_NAMESRV is not set: run make test, or eval \"$(deploy/local/stack.sh env)\"")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

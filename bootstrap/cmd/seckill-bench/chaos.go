@@ -299,6 +299,29 @@ func (in *instance) waitLive(ctx context.Context) error {
 	return fmt.Errorf("%s did not come up within 60 s (log: %s)", in.name, in.logFile.Name())
 }
 
+// newInstance prepares (does not start) the `seckill serve` named name:
+// exe with the environment of this process, listeners on free loopback
+// ports (SECKILL_HTTP_ADDR, SECKILL_OPS_ADDR) and env after them, its
+// output in logDir/<name>.log (the caller closes it).
+func newInstance(name, exe, logDir string, env ...string) (*instance, error) {
+	api, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	ops, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	lf, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("create the log of %s: %w", name, err)
+	}
+	in := &instance{name: name, api: api, ops: ops, exe: exe, logFile: lf,
+		env: append(append(os.Environ(), "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops), env...)}
+	in.cleanEnv = in.env
+	return in, nil
+}
+
 // freeAddr returns a loopback address with a free port.
 func freeAddr() (string, error) {
 	var lc net.ListenConfig
@@ -364,25 +387,14 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 
 	var instances []*instance
 	for i := range 2 {
-		api, err := freeAddr()
+		in, err := newInstance(fmt.Sprintf("service-%d", i), r.exe, logDir,
+			"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
+			"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
+			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")
 		if err != nil {
 			return res, err
 		}
-		ops, err := freeAddr()
-		if err != nil {
-			return res, err
-		}
-		lf, err := os.Create(filepath.Join(logDir, fmt.Sprintf("service-%d.log", i)))
-		if err != nil {
-			return res, err
-		}
-		defer func() { _ = lf.Close() }()
-		in := &instance{name: fmt.Sprintf("service-%d", i), api: api, ops: ops, exe: r.exe, logFile: lf,
-			env: append(os.Environ(),
-				"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
-				"SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops,
-				"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
-				"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")}
+		defer func() { _ = in.logFile.Close() }()
 		in.env = append(in.env, env.ServiceEnv()...)
 		in.cleanEnv = in.env
 		if action == "crash" {
@@ -889,13 +901,22 @@ func stackPID(component string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "run", component+".pid"))
+	pid, err := pidFromFile(filepath.Join(dir, "run", component+".pid"))
 	if err != nil {
 		return 0, fmt.Errorf("pid of %s: %w", component, err)
 	}
+	return pid, nil
+}
+
+// pidFromFile reads the pid a pid file holds.
+func pidFromFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
-		return 0, fmt.Errorf("pid of %s: %q is not a pid", component, b)
+		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
 	}
 	return pid, nil
 }

@@ -313,31 +313,20 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	fmt.Fprintf(r.progress, "cluster-sale: service logs in %s\n", logDir)
 
 	start := func(role string, i int) (*clusterInstance, error) {
-		apiAddr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		ops, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
 		name := fmt.Sprintf("%s-%d", role, i)
-		lf, err := os.Create(filepath.Join(logDir, name+".log"))
+		in, err := newInstance(name, r.exe, logDir,
+			"SECKILL_ROLE="+role, "SECKILL_PG_DSN="+dsn,
+			"SECKILL_REDIS_ADDR="+strings.Join(r.redisAddrs, ","), "SECKILL_REDIS_DB=0", "SECKILL_REDIS_NAMESPACE="+ns,
+			"SECKILL_ROCKETMQ_ENDPOINT="+r.cfg.RocketMQ.Endpoint,
+			"SECKILL_INSTANCE_ID="+name+"-"+env.Prefix(),
+			"SECKILL_RATE_BURST=1000000", "SECKILL_RATE_PER_SECOND=1000000", "SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")
 		if err != nil {
 			return nil, err
 		}
-		in := &instance{name: name, api: apiAddr, ops: ops, exe: r.exe, logFile: lf,
-			env: append(os.Environ(),
-				"SECKILL_ROLE="+role, "SECKILL_PG_DSN="+dsn,
-				"SECKILL_REDIS_ADDR="+strings.Join(r.redisAddrs, ","), "SECKILL_REDIS_DB=0", "SECKILL_REDIS_NAMESPACE="+ns,
-				"SECKILL_ROCKETMQ_ENDPOINT="+r.cfg.RocketMQ.Endpoint,
-				"SECKILL_HTTP_ADDR="+apiAddr, "SECKILL_OPS_ADDR="+ops,
-				"SECKILL_INSTANCE_ID="+name+"-"+env.Prefix(),
-				"SECKILL_RATE_BURST=1000000", "SECKILL_RATE_PER_SECOND=1000000", "SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")}
 		in.env = append(in.env, env.ServiceEnv()...)
 		in.cleanEnv = in.env
 		if err := in.start(); err != nil {
-			_ = lf.Close()
+			_ = in.logFile.Close()
 			return nil, err
 		}
 		ci := &clusterInstance{instance: in, role: role}
@@ -1008,19 +997,6 @@ func purgeClusterNamespace(ctx context.Context, rc goredis.UniversalClient, ns s
 		}
 		return it.Err()
 	})
-}
-
-// pidFromFile reads a pid file.
-func pidFromFile(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
-	}
-	return pid, nil
 }
 
 // forEachMaster calls fn for every master of a cluster client, or once for
