@@ -80,13 +80,9 @@ func parseClusterSelf(nodes string) (clusterSelf, bool) {
 // slot (a replica, a master without slots) is not checked. As OnConnect,
 // it fails the connection only when the check itself fails.
 func (g *Guard) OnClusterConnect(ctx context.Context, cn *goredis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
+	run, err := processRunID(ctx, cn)
 	if err != nil {
-		return fmt.Errorf("redis guard: info server: %w", err)
-	}
-	run := runID(info)
-	if run == "" {
-		return errors.New("redis guard: INFO server has no run_id")
+		return err
 	}
 	nodes, err := cn.ClusterNodes(ctx).Result()
 	if err != nil {

@@ -63,18 +63,28 @@ func NewGuard(namespace string, logger *slog.Logger) (*Guard, error) {
 		logger: logger.With("component", "redis-guard"), wake: make(chan struct{}, 1)}, nil
 }
 
+// processRunID reads the run_id of the Redis process behind cn (INFO
+// server): the process's generation.
+func processRunID(ctx context.Context, cn *goredis.Conn) (string, error) {
+	info, err := cn.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("redis guard: info server: %w", err)
+	}
+	run := runID(info)
+	if run == "" {
+		return "", errors.New("redis guard: INFO server has no run_id")
+	}
+	return run, nil
+}
+
 // OnConnect checks the process behind a new connection. It fails the
 // connection only when the check itself fails (the command then fails as
 // for any connection error); a new generation freezes the stock books and
 // succeeds.
 func (g *Guard) OnConnect(ctx context.Context, cn *goredis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
+	run, err := processRunID(ctx, cn)
 	if err != nil {
-		return fmt.Errorf("redis guard: info server: %w", err)
-	}
-	run := runID(info)
-	if run == "" {
-		return errors.New("redis guard: INFO server has no run_id")
+		return err
 	}
 	res, err := g.script.Run(ctx, cn, []string{g.keys.generation(), g.keys.slots()},
 		run, itoa(time.Now().UnixMilli()), g.keys.ns+":").Text()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/deploy/devstack"
 )
 
@@ -55,7 +56,7 @@ func TestClusterSale(t *testing.T) {
 			faults: []string{faultAPI, faultWorkers, faultBroker}, down: 3 * time.Second, settle: 120 * time.Second,
 			paymentTimeout: 8 * time.Second, payShare: 0.5},
 		cfg: cfg, log: log, exe: filepath.Join(filepath.Dir(bin), serviceName),
-		redisAddrs: splitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")),
+		redisAddrs: redisadapter.SplitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")),
 		broker: &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
 			// Brought back as a supervisor would: up to three starts, the
 			// logs of a failed one kept in the test's output.
