@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
@@ -72,6 +75,10 @@ type RunnerConfig struct {
 	// "settings not ready" receive errors are expected (and not logged as
 	// failures). Zero means DefaultStartTimeout.
 	StartTimeout time.Duration
+	// RouteRefresh is how often the runner reads its topics' routes from the
+	// proxy to learn which brokers to receive from (one receive loop per
+	// broker, see Runner). Zero means DefaultRouteRefresh.
+	RouteRefresh time.Duration
 }
 
 func (rc RunnerConfig) withDefaults() RunnerConfig {
@@ -92,6 +99,9 @@ func (rc RunnerConfig) withDefaults() RunnerConfig {
 	}
 	if rc.StartTimeout <= 0 {
 		rc.StartTimeout = DefaultStartTimeout
+	}
+	if rc.RouteRefresh <= 0 {
+		rc.RouteRefresh = DefaultRouteRefresh
 	}
 	return rc
 }
@@ -117,7 +127,15 @@ func (rc RunnerConfig) validate() error {
 // It long-polls Receive for up to BatchSize messages, but only when one of
 // its Concurrency handler slots is free, so at most Concurrency handler
 // calls run at once and no message waits unprocessed while its invisible
-// duration runs. While a handler runs, the invisible duration of its
+// duration runs. It receives from every broker that serves its topics at
+// once: one receive loop per broker named by the proxy's route of the
+// topics (read every RouteRefresh), each asking the proxy for its broker's
+// messages, so a broker with nothing ready (a receive then long-polls it)
+// never holds up the receives from another, and a broker that comes back
+// is received from within RouteRefresh of the proxy routing it again
+// (brokers.go says why the client library alone takes up to a minute).
+// When the route cannot be read, one loop receives from the queues the
+// client library picks. While a handler runs, the invisible duration of its
 // messages is renewed every InvisibleDuration/2. Then each decision is
 // applied: Ack acknowledges (with its own AckTimeout); RetryAfter > 0
 // changes the invisible duration to RetryAfter; anything else leaves the
@@ -144,6 +162,9 @@ type Runner struct {
 	// acker carries the batch acknowledgements (nil: one call per message
 	// through the library). Set by Run before its workers start.
 	acker *protoConn
+	// routes reads the topics' routes (nil: the client library picks the
+	// queue of every receive). Set by Run.
+	routes *protoConn
 	// tracer records a span per processed batch (nil: tracing off).
 	tracer trace.Tracer
 }
@@ -196,11 +217,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !r.cfg.AckOneByOne {
-		if r.acker, err = dialProto(r.cfg, "ack"); err != nil {
-			r.log.Warn("batch acknowledgement unavailable; acknowledging one message per call", slog.String("error", err.Error()))
-		} else {
-			defer r.acker.Close() // after every batch is settled (deferred first, runs last)
+	if conn, err := dialProto(r.cfg, "consumer"); err != nil {
+		r.log.Warn("proxy connection unavailable; acknowledging one message per call and receiving from the queues the client library picks",
+			slog.String("error", err.Error()))
+	} else {
+		defer conn.Close() // after every batch is settled (deferred first, runs last)
+		r.routes = conn
+		if !r.cfg.AckOneByOne {
+			r.acker = conn
 		}
 	}
 	// Consumers replaced after a proxy restart stop once their in-flight
@@ -295,24 +319,133 @@ func (r *Runner) start(ctx context.Context) (rmq.SimpleConsumer, error) {
 	}
 }
 
-// receiveLoop receives batches while ctx is alive and a slot is free, and
-// hands each batch to a worker goroutine that holds the slot.
+// receiveLoop receives batches while ctx is alive, with one receive loop
+// (receiveFrom) per broker that serves the subscribed topics; the brokers
+// are read from the proxy's routes every RouteRefresh, a loop starts for a
+// broker that appears and a loop whose broker left the route ends after its
+// current receive. Until a route was read (or without a proxy connection)
+// one loop receives from the queues the client library picks.
 //
 // It returns true when the proxy no longer knows the consumer's settings
 // past the start grace (a restarted proxy): the caller replaces the
 // consumer; false when ctx ended.
 func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.SimpleConsumer, slots chan struct{}, workers, own *sync.WaitGroup) bool {
 	settingsGrace := time.Now().Add(r.rc.StartTimeout)
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	topics := slices.Sorted(maps.Keys(r.rc.Subscriptions))
+
+	var (
+		mu      sync.Mutex
+		wanted  = map[string]bool{} // the loops that should run: broker names, "" for the library's choice
+		running = map[string]bool{}
+		loops   sync.WaitGroup
+		restart atomic.Bool
+	)
+	stillWanted := func(key string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if wanted[key] {
+			return true
+		}
+		delete(running, key)
+		return false
+	}
+	apply := func(keys []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		next := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			next[k] = true
+		}
+		if !maps.Equal(next, wanted) && !(len(keys) == 1 && keys[0] == "") {
+			r.log.Info("receiving from brokers", slog.Any("brokers", keys))
+		}
+		wanted = next
+		for _, k := range keys {
+			if running[k] {
+				continue
+			}
+			running[k] = true
+			loops.Add(1)
+			go func() {
+				defer loops.Done()
+				if r.receiveFrom(loopCtx, handlerCtx, consumer, k, stillWanted, settingsGrace, slots, workers, own) {
+					restart.Store(true)
+					stopLoops()
+				}
+			}()
+		}
+	}
+	routeFailed := false
+	brokers := func() []string {
+		if r.routes == nil {
+			return nil
+		}
+		rctx, cancel := context.WithTimeout(loopCtx, r.cfg.RequestTimeout)
+		defer cancel()
+		bs, err := r.routes.readableBrokers(rctx, topics)
+		switch {
+		case err != nil && loopCtx.Err() == nil:
+			if !routeFailed {
+				r.log.Warn("read the topics' routes; receiving from the brokers known so far", slog.String("error", err.Error()))
+			}
+			routeFailed = true
+			return nil
+		case err != nil:
+			return nil
+		}
+		routeFailed = false
+		return bs
+	}
+	if bs := brokers(); len(bs) > 0 {
+		apply(bs)
+	} else {
+		apply([]string{""})
+	}
+	tick := time.NewTicker(r.rc.RouteRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-loopCtx.Done():
+			loops.Wait()
+			return restart.Load() && ctx.Err() == nil
+		case <-tick.C:
+			if bs := brokers(); len(bs) > 0 {
+				apply(bs)
+			}
+		}
+	}
+}
+
+// receiveFrom is one receive loop: it receives batches from broker (the
+// client library's choice when broker is "") while ctx is alive, a slot is
+// free and wanted(broker) holds, and hands each batch to a worker goroutine
+// that holds the slot. It returns true when the proxy no longer knows the
+// consumer's settings past settingsGrace.
+func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.SimpleConsumer, broker string, wanted func(string) bool,
+	settingsGrace time.Time, slots chan struct{}, workers, own *sync.WaitGroup) bool {
+	rctx, log := ctx, r.log
+	if broker != "" {
+		rctx, log = withBrokerTarget(ctx, broker), r.log.With(slog.String("broker", broker))
+	}
 	// Receive failures back off to at most 1 s: after a proxy restart the
 	// consumers are back within a second of it.
 	backoff := newBackoff(100*time.Millisecond, time.Second)
 	for {
+		if !wanted(broker) {
+			return false
+		}
 		select {
 		case <-ctx.Done():
 			return false
 		case slots <- struct{}{}:
 		}
-		views, err := consumer.Receive(ctx, int32(r.rc.BatchSize), r.rc.InvisibleDuration)
+		if !wanted(broker) {
+			<-slots
+			return false
+		}
+		views, err := consumer.Receive(rctx, int32(r.rc.BatchSize), r.rc.InvisibleDuration)
 		if err != nil {
 			<-slots
 			if ctx.Err() != nil {
@@ -321,7 +454,7 @@ func (r *Runner) receiveLoop(ctx, handlerCtx context.Context, consumer rmq.Simpl
 			if settingsLost(err) && !time.Now().Before(settingsGrace) {
 				return true
 			}
-			wait := r.receiveError(err, settingsGrace, backoff)
+			wait := r.receiveError(log, err, settingsGrace, backoff)
 			if wait > 0 && !sleepCtx(ctx, wait) {
 				return false
 			}
@@ -354,7 +487,7 @@ func settingsLost(err error) bool {
 
 // receiveError logs a receive error and returns how long to wait before the
 // next receive.
-func (r *Runner) receiveError(err error, settingsGrace time.Time, b *backoff) time.Duration {
+func (r *Runner) receiveError(log *slog.Logger, err error, settingsGrace time.Time, b *backoff) time.Duration {
 	var rs *rmq.ErrRpcStatus
 	if errors.As(err, &rs) {
 		switch {
@@ -367,12 +500,12 @@ func (r *Runner) receiveError(err error, settingsGrace time.Time, b *backoff) ti
 			// The proxy has not processed the client's settings yet
 			// (telemetry is asynchronous); a missing group gives the same
 			// error forever, so it is quiet only during the grace period.
-			r.log.Debug("consumer settings not ready; retrying receive", slog.String("error", rs.Message))
+			log.Debug("consumer settings not ready; retrying receive", slog.String("error", rs.Message))
 			return 200 * time.Millisecond
 		}
 	}
 	wait := b.next()
-	r.log.Warn("receive failed", slog.String("error", err.Error()), slog.String("error_class", receiveErrorClass(err)),
+	log.Warn("receive failed", slog.String("error", err.Error()), slog.String("error_class", receiveErrorClass(err)),
 		slog.Duration("retry_in", wait))
 	return wait
 }

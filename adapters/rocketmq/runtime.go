@@ -92,7 +92,8 @@ func installRuntime(cfg Config, log *slog.Logger) error {
 }
 
 // newRPCClient replaces golang.NewRpcClient: it adds the interceptor's
-// logger and, when a dial redirect for target is active at creation time, a
+// logger, the settings filter (stripSettings), the broker target of receives
+// (targetBroker) and, when a dial redirect for target is active at creation time, a
 // dialer that connects to the redirect's address for the whole life of the
 // connection (gRPC reconnects included).
 func newRPCClient(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
@@ -101,7 +102,7 @@ func newRPCClient(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, er
 	clientRT.mu.Unlock()
 	conn := []rmq.ConnOption{
 		rmq.WithZapLogger(logger),
-		rmq.WithDialOptions(grpc.WithChainStreamInterceptor(stripSettings)),
+		rmq.WithDialOptions(grpc.WithChainStreamInterceptor(stripSettings, targetBroker)),
 	}
 	if to != "" {
 		conn = append(conn, rmq.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
