@@ -70,7 +70,8 @@ func (h *CompensateReservations) HandleBatch(ctx context.Context, ds []ports.Del
 	reqs := make([]ports.ReleaseRequest, len(items))
 	for i, it := range items {
 		reqs[i] = ports.ReleaseRequest{Reason: reservation.ReleaseReason(it.msg.Reason),
-			Ref: ports.ReservationRef{ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID, ReservationID: it.msg.ReservationID}}
+			Ref: ports.ReservationRef{ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID, ReservationID: it.msg.ReservationID,
+				UserID: it.msg.UserID}}
 	}
 	results := h.reservations.ReleaseMany(ctx, reqs)
 	for i, it := range items {

@@ -280,7 +280,8 @@ func (dl *DeadLetters) precheck(ctx context.Context, tx ports.Tx, d ports.Stored
 		}
 	case dl.cfg.CompensateGroup:
 		m, _ := message.DecodeReleaseReservation(rec.Body)
-		r, err := dl.reservations.Get(ctx, ports.ReservationRef{ActivityID: m.ActivityID, SKUID: m.SKUID, ReservationID: m.ReservationID})
+		r, err := dl.reservations.Get(ctx, ports.ReservationRef{ActivityID: m.ActivityID, SKUID: m.SKUID,
+			ReservationID: m.ReservationID, UserID: m.UserID})
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			return ReplayRefused, "reservation unknown in Redis", nil

@@ -171,7 +171,7 @@ func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, c
 // then left to the scanner and the client is answered QUEUING: until the
 // message is confirmed, Redis is its only record.
 func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
-	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID}
+	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID, UserID: r.UserID}
 	msg, err := orderCreateMessage(r, 0, p.clock.Now(), ports.TraceFrom(ctx))
 	if err != nil {
 		p.logSend(ctx, slog.LevelError, "build order-create message; the scanner retries", r, "", err, 0)

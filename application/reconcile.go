@@ -207,7 +207,7 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 		byID[s.ReservationID] = s
 	}
 	for _, s := range list {
-		ref := ports.ReservationRef{ActivityID: s.ActivityID, SKUID: s.SKUID, ReservationID: s.ReservationID}
+		ref := ports.ReservationRef{ActivityID: s.ActivityID, SKUID: s.SKUID, ReservationID: s.ReservationID, UserID: s.UserID}
 		st := byID[s.ReservationID]
 		switch {
 		case st.Outcome == ports.OutcomeOrdered && st.OrderStatus == order.StatusCanceled:

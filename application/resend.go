@@ -109,7 +109,7 @@ func (s *ResendPending) ScanOnce(ctx context.Context) (int, error) {
 }
 
 func (s *ResendPending) resend(ctx context.Context, r reservation.Snapshot) {
-	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID}
+	ref := ports.ReservationRef{ActivityID: r.ActivityID, SKUID: r.SKUID, ReservationID: r.ReservationID, UserID: r.UserID}
 	log := s.log.With("reservation_id", r.ReservationID, "order_id", r.OrderID, "message_id", r.MessageID,
 		"request_id", r.RequestID, "activity_id", r.ActivityID, "sku_id", r.SKUID, "user_id", r.UserID,
 		"send_attempt", r.SendAttempt)

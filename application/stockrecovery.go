@@ -134,7 +134,7 @@ func (r *StockRecovery) Recover(ctx context.Context) (StockRecoveryReport, error
 // reservation decided between the two reads reads as decided, and one
 // decided after both is handled by rebuild.lua's re-check.
 func (r *StockRecovery) rebuild(ctx context.Context, gen string, a ports.Activity) (ports.RebuildResult, error) {
-	inflight, err := r.books.InFlight(ctx, a.ActivityID, a.SKUID)
+	inflight, err := r.books.InFlight(ctx, gen, a)
 	if err != nil {
 		return ports.RebuildResult{}, fmt.Errorf("in flight: %w", err)
 	}

@@ -16,6 +16,23 @@ type Activity struct {
 	EndsAt         time.Time
 	PaymentTimeout time.Duration
 	ReservationTTL time.Duration
+	// StockLanes is the number of Redis slots the entry's stock is split
+	// over, 1..MaxStockLanes (0 reads as 1). One slot serves every
+	// reservation of a SKU on one Redis core; lanes spread a hot SKU over
+	// several slots (each buyer reserves in the lane his user id maps to,
+	// and stock moves between lanes when one runs dry). Fixed at creation.
+	StockLanes int
+}
+
+// MaxStockLanes bounds Activity.StockLanes.
+const MaxStockLanes = 16
+
+// Lanes returns StockLanes with 0 read as 1.
+func (a Activity) Lanes() int {
+	if a.StockLanes <= 0 {
+		return 1
+	}
+	return a.StockLanes
 }
 
 // ValidateSlot checks what a stock slot needs: positive ids, stock >= 0 and
@@ -31,6 +48,8 @@ func (a Activity) ValidateSlot() error {
 		return InvalidField("stock", "must be >= 0")
 	case !a.EndsAt.After(a.StartsAt):
 		return InvalidField("ends_at", "must be after starts_at")
+	case a.StockLanes < 0 || a.StockLanes > MaxStockLanes:
+		return InvalidField("stock_lanes", "must be between 1 and %d (0 means 1)", MaxStockLanes)
 	}
 	return nil
 }
@@ -56,8 +75,10 @@ type ReservationRef struct {
 	ActivityID    int64
 	SKUID         int64
 	ReservationID string
-	// UserID is optional; MarkOrdered uses it to adopt an order whose
-	// reservation Redis lost (StockBooks).
+	// UserID is optional. It finds the stock lane of the reservation
+	// directly (Activity.StockLanes; without it the lanes are probed), and
+	// MarkOrdered uses it to adopt an order whose reservation Redis lost
+	// (StockBooks).
 	UserID int64
 }
 
@@ -115,7 +136,8 @@ type Admission interface {
 	// user holds a unit of the activity SKU.
 	BuyerState(ctx context.Context, userID int64, requestID string, activityID, skuID int64) (BuyerState, error)
 	// LookupOrder returns the reservation behind one of userID's order ids,
-	// as bound by ClaimRequest. ErrNotFound when there is none.
+	// as bound by ClaimRequest (the ref carries userID). ErrNotFound when
+	// there is none.
 	LookupOrder(ctx context.Context, userID int64, orderID string) (ReservationRef, error)
 }
 

@@ -23,12 +23,15 @@ import (
 //     books are verified.
 //   - InFlight returns the activity SKU's reservations that are neither
 //     ORDERED nor RELEASED in Redis (the ones only Redis and the broker
-//     know about).
+//     know about). For an activity SKU whose stock is split over several
+//     lanes (Activity.StockLanes) of which one is frozen by generation or
+//     lost, it first freezes every lane by generation, so that no lane
+//     sells between this read and Rebuild.
 //   - Rebuild writes the activity SKU's books from rebuild facts read from
 //     PostgreSQL after InFlight, then unfreezes it, in one atomic step;
 //     see StockRebuild for how each term is used. It refuses (ErrStockPaused)
 //     an activity SKU that exists and is not frozen by the facts'
-//     generation; a never-seeded one is seeded.
+//     generation (with lanes: any lane); a never-seeded one is seeded.
 //   - FinishRecovery marks generation verified when it is still the pending
 //     one and reports whether it did; a newer pending generation (Redis
 //     changed again during recovery) stays pending.
@@ -38,7 +41,7 @@ import (
 //     overdraft when none is left) and its user becomes the holder.
 type StockBooks interface {
 	RecoveryPending(ctx context.Context) (generation string, err error)
-	InFlight(ctx context.Context, activityID, skuID int64) ([]reservation.Snapshot, error)
+	InFlight(ctx context.Context, generation string, a Activity) ([]reservation.Snapshot, error)
 	Rebuild(ctx context.Context, r StockRebuild) (RebuildResult, error)
 	FinishRecovery(ctx context.Context, generation string) (bool, error)
 }

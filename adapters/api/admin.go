@@ -51,6 +51,8 @@ func (h *AdminHandler) CreateActivity(ctx context.Context, req *connect.Request[
 		EndsAt:         timestamppb.New(stored.EndsAt),
 		PaymentTimeout: durationpb.New(stored.PaymentTimeout),
 		ReservationTtl: durationpb.New(stored.ReservationTTL),
+		StockLanes:     int32(stored.Lanes()), //nolint:gosec // at most ports.MaxStockLanes
+
 	}}), nil
 }
 
@@ -80,9 +82,14 @@ func activityFromRequest(m *seckillv1.CreateActivityRequest) (ports.Activity, er
 	if err != nil {
 		return ports.Activity{}, err
 	}
+	lanes := m.GetStockLanes()
+	if lanes < 0 || lanes > ports.MaxStockLanes {
+		return ports.Activity{}, ports.InvalidField("stock_lanes", "must be between 1 and %d (0 means 1)", ports.MaxStockLanes)
+	}
 	return ports.Activity{
 		ActivityID: m.GetActivityId(), SKUID: m.GetSkuId(), Stock: m.GetStock(),
 		StartsAt: starts, EndsAt: ends, PaymentTimeout: pay, ReservationTTL: ttl,
+		StockLanes: int(lanes),
 	}, nil
 }
 

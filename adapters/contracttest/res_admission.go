@@ -49,7 +49,7 @@ func testClaimRequest(t *testing.T, adm ports.Admission) {
 
 	ref, err := adm.LookupOrder(ctx, 1, c.OrderID)
 	noErr(t, "LookupOrder", err)
-	if want := (ports.ReservationRef{ActivityID: a, SKUID: s, ReservationID: c.ReservationID}); ref != want {
+	if want := (ports.ReservationRef{ActivityID: a, SKUID: s, ReservationID: c.ReservationID, UserID: 1}); ref != want {
 		t.Fatalf("LookupOrder = %+v, want %+v", ref, want)
 	}
 	_, err = adm.LookupOrder(ctx, 2, c.OrderID)

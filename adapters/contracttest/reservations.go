@@ -1,6 +1,7 @@
 package contracttest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ type ReservationsSetup struct {
 	Reservations ports.Reservations
 	Admission    ports.Admission
 	Backlog      ports.Backlog
+	// StockLanes, when > 1, is the number of stock lanes of every activity
+	// the suite seeds (ports.Activity.StockLanes): the whole suite then
+	// runs on activity SKUs whose stock is split.
+	StockLanes int
 }
 
 // ReservationsFactory builds a fresh, empty, isolated adapter (for Redis: a
@@ -71,6 +76,9 @@ func Reservations(t *testing.T, factory ReservationsFactory) {
 		s := factory(t, ReservationsConfig{
 			RateCapacity: suiteRateCapacity, RefillPerSecond: suiteRefillPerSecond, Now: clock.Now,
 		})
+		if s.StockLanes > 1 {
+			s.Reservations = lanedReservations{Reservations: s.Reservations, lanes: s.StockLanes}
+		}
 		return s, clock
 	}
 	t.Run("ClaimRequest", func(t *testing.T) { s, _ := setup(t); testClaimRequest(t, s.Admission) })
@@ -91,6 +99,19 @@ func Reservations(t *testing.T, factory ReservationsFactory) {
 	t.Run("MarkSentBatch", func(t *testing.T) { s, _ := setup(t); testMarkSentBatch(t, s.Reservations) })
 	t.Run("ReleaseMany", func(t *testing.T) { s, _ := setup(t); testReleaseMany(t, s.Reservations) })
 	t.Run("ReleaseManyConcurrent", func(t *testing.T) { s, _ := setup(t); testReleaseManyConcurrent(t, s.Reservations) })
+}
+
+// lanedReservations seeds every activity with its number of stock lanes.
+type lanedReservations struct {
+	ports.Reservations
+	lanes int
+}
+
+func (l lanedReservations) SeedActivity(ctx context.Context, a ports.Activity) error {
+	if a.StockLanes == 0 {
+		a.StockLanes = l.lanes
+	}
+	return l.Reservations.SeedActivity(ctx, a)
 }
 
 // seeded seeds an activity SKU with random ids open from baseTime for two

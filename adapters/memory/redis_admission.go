@@ -50,7 +50,8 @@ func (r *Redis) ClaimRequest(ctx context.Context, claim ports.RequestClaim, ttl 
 	exp := now.Add(ttl)
 	r.claims[key] = claimEntry{claim: claim, expiresAt: exp}
 	r.lookups[lookupKey{claim.UserID, claim.OrderID}] = lookupEntry{
-		ref:       ports.ReservationRef{ActivityID: claim.ActivityID, SKUID: claim.SKUID, ReservationID: claim.ReservationID},
+		ref: ports.ReservationRef{ActivityID: claim.ActivityID, SKUID: claim.SKUID, ReservationID: claim.ReservationID,
+			UserID: claim.UserID},
 		expiresAt: exp,
 	}
 	if after != nil {

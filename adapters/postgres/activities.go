@@ -28,8 +28,8 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		WITH created AS (
 		    INSERT INTO activities
 		        (activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_buckets,
-		         created_at)
-		    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()))
+		         stock_lanes, created_at)
+		    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
 		    ON CONFLICT (activity_id, sku_id) DO NOTHING
 		    RETURNING activity_id, sku_id, stock, stock_buckets
 		)
@@ -38,7 +38,7 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		       c.stock / c.stock_buckets + CASE WHEN b.bucket < c.stock % c.stock_buckets THEN 1 ELSE 0 END
 		FROM created c, generate_series(0, c.stock_buckets - 1) AS b(bucket)`,
 		a.ActivityID, a.SKUID, a.Stock, a.StartsAt, a.EndsAt,
-		interval(a.PaymentTimeout), interval(a.ReservationTTL), buckets, t.nowArg())
+		interval(a.PaymentTimeout), interval(a.ReservationTTL), buckets, a.Lanes(), t.nowArg())
 	if err != nil {
 		return ports.Activity{}, false, err
 	}
@@ -52,7 +52,7 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 // GetActivity implements ports.ActivityStore.
 func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Activity, error) {
 	a, err := scanActivity(t.queryRow(ctx, "get activity", `
-		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl
+		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes
 		FROM activities WHERE activity_id = $1 AND sku_id = $2`,
 		activityID, skuID))
 	if errors.Is(err, pgx.ErrNoRows) {

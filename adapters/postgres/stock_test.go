@@ -56,7 +56,7 @@ func TestCreateAndGetActivity(t *testing.T) {
 	e := newEnv(t, postgres.Config{StockBuckets: 4})
 	starts := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
 	a := ports.Activity{ActivityID: 42, SKUID: 7, Stock: 10, StartsAt: starts, EndsAt: starts.Add(time.Hour),
-		PaymentTimeout: 15 * time.Minute, ReservationTTL: 1500 * time.Millisecond}
+		PaymentTimeout: 15 * time.Minute, ReservationTTL: 1500 * time.Millisecond, StockLanes: 3}
 	want := a
 	want.StartsAt, want.EndsAt = starts.UTC().Truncate(time.Microsecond), starts.Add(time.Hour).UTC().Truncate(time.Microsecond)
 	e.inTx(t, func(ctx context.Context, tx ports.Tx) error {

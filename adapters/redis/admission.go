@@ -88,14 +88,19 @@ func (s *Store) ForgetRequest(ctx context.Context, userID int64, requestID strin
 }
 
 // BuyerState implements ports.Admission with one pipelined round trip: an
-// EXISTS of the claim key and an HEXISTS in the SKU's holders (two hash
-// slots, so no script).
+// EXISTS of the claim key and an HEXISTS in the holders of the user's lane
+// of the SKU (two hash slots, so no script).
 func (s *Store) BuyerState(ctx context.Context, userID int64, requestID string, activityID, skuID int64) (ports.BuyerState, error) {
+	n, err := s.laneCount(ctx, activityID, skuID)
+	if err != nil {
+		return ports.BuyerState{}, err
+	}
+	holders := s.lane(activityID, skuID, laneOf(userID, n)).holders
 	var bound *goredis.IntCmd
 	var holds *goredis.BoolCmd
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		bound = p.Exists(ctx, s.keys.request(userID, requestID))
-		holds = p.HExists(ctx, s.keys.slot(activityID, skuID).holders, itoa(userID))
+		holds = p.HExists(ctx, holders, itoa(userID))
 		return nil
 	})
 	if err != nil {
@@ -125,5 +130,5 @@ func (s *Store) LookupOrder(ctx context.Context, userID int64, orderID string) (
 	if err := errors.Join(errA, errK); err != nil {
 		return ports.ReservationRef{}, fmt.Errorf("redis lookup order %s: malformed value %q: %w", orderID, v, err)
 	}
-	return ports.ReservationRef{ActivityID: a, SKUID: k, ReservationID: parts[2]}, nil
+	return ports.ReservationRef{ActivityID: a, SKUID: k, ReservationID: parts[2], UserID: userID}, nil
 }

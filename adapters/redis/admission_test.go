@@ -40,7 +40,7 @@ func TestClaimRequestBindsOnceAndLooksUpOrder(t *testing.T) {
 	}
 
 	r, err := f.s.LookupOrder(ctx, 7, first.OrderID)
-	want := ports.ReservationRef{ActivityID: 1, SKUID: 2, ReservationID: first.ReservationID}
+	want := ports.ReservationRef{ActivityID: 1, SKUID: 2, ReservationID: first.ReservationID, UserID: 7}
 	if err != nil || r != want {
 		t.Fatalf("LookupOrder = %+v, %v; want %+v", r, err, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -147,9 +148,60 @@ func (s *Store) RecoveryPending(ctx context.Context) (string, error) {
 
 // InFlight implements ports.StockBooks: the reservations of the pending,
 // unresolved and pending_created indexes that are neither ORDERED nor
-// RELEASED.
-func (s *Store) InFlight(ctx context.Context, activityID, skuID int64) ([]reservation.Snapshot, error) {
-	sk := s.keys.slot(activityID, skuID)
+// RELEASED, over every lane of the activity SKU. When the activity SKU has
+// several lanes and one of them is frozen by generation or lost, it first
+// freezes every lane by generation (freeze_lane.lua), so that no lane sells
+// between this read and the rebuild.
+func (s *Store) InFlight(ctx context.Context, generation string, a ports.Activity) ([]reservation.Snapshot, error) {
+	n := a.Lanes()
+	s.rememberLanes(a)
+	if n > 1 {
+		affected, err := s.lanesAffected(ctx, generation, a, n)
+		if err != nil {
+			return nil, err
+		}
+		if affected {
+			for k := range n {
+				if err := s.run(ctx, scriptFreezeLane, []string{s.lane(a.ActivityID, a.SKUID, k).rules}, generation).Err(); err != nil {
+					return nil, wrapErr("freeze lane", err)
+				}
+			}
+		}
+	}
+	var out []reservation.Snapshot
+	for k := range n {
+		got, err := s.laneInFlight(ctx, a.ActivityID, a.SKUID, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// lanesAffected reports whether a lane of the activity SKU is frozen by
+// generation or not seeded (lost).
+func (s *Store) lanesAffected(ctx context.Context, generation string, a ports.Activity, n int) (bool, error) {
+	pipe := s.client.Pipeline()
+	cmds := make([]*goredis.SliceCmd, n)
+	for k := range n {
+		cmds[k] = pipe.HMGet(ctx, s.lane(a.ActivityID, a.SKUID, k).rules, "starts_ms", "frozen")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, wrapErr("lanes affected", err)
+	}
+	for _, c := range cmds {
+		v := c.Val()
+		if len(v) != 2 || v[0] == nil || v[1] == generation {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// laneInFlight is InFlight for one lane.
+func (s *Store) laneInFlight(ctx context.Context, activityID, skuID int64, lane int) ([]reservation.Snapshot, error) {
+	sk := s.lane(activityID, skuID, lane)
 	seen := map[string]bool{}
 	var ids []string
 	for _, idx := range []string{sk.unresolved, sk.pending, sk.pendingCreated} {
@@ -166,12 +218,16 @@ func (s *Store) InFlight(ctx context.Context, activityID, skuID int64) ([]reserv
 	}
 	var out []reservation.Snapshot
 	for _, id := range ids {
-		st, err := s.get(ctx, ports.ReservationRef{ActivityID: activityID, SKUID: skuID, ReservationID: id})
-		if errors.Is(err, ports.ErrNotFound) {
+		m, err := s.client.HGetAll(ctx, sk.rsv(id)).Result()
+		if err != nil {
+			return nil, wrapErr("in flight", err)
+		}
+		if len(m) == 0 {
 			continue
 		}
+		st, err := decodeReservation(m)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("redis in flight %s: %w", id, err)
 		}
 		if st.Status == reservation.StatusPending || st.Status == reservation.StatusSent {
 			out = append(out, st.Snapshot)
@@ -180,49 +236,179 @@ func (s *Store) InFlight(ctx context.Context, activityID, skuID int64) ([]reserv
 	return out, nil
 }
 
-// Rebuild implements ports.StockBooks with rebuild.lua.
+// Rebuild implements ports.StockBooks with rebuild.lua. An activity SKU
+// with several lanes is rebuilt in two steps (rebuildLanes): every lane
+// written and left frozen, then every lane opened.
 func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.RebuildResult, error) {
 	a := r.Activity
-	sk := s.keys.slot(a.ActivityID, a.SKUID)
-	ids := make([]string, 0, len(r.InFlight)+len(r.Ordered)+len(r.Released))
-	ids = append(append(append(ids, r.InFlight...), r.Ordered...), r.Released...)
-	keys := make([]string, 0, 6+len(ids))
-	keys = append(keys, sk.rules, sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated)
-	args := make([]any, 0, 12+len(ids)+2*len(r.Holders))
-	args = append(args, r.Generation, itoa(s.now().UnixMilli()), itoa(r.Base),
-		itoa(int64(len(r.InFlight))), itoa(int64(len(r.Ordered))), itoa(int64(len(r.Released))),
-		itoa(a.Stock), itoa(ms(a.StartsAt)), itoa(ms(a.EndsAt)), itoa(a.ReservationTTL.Milliseconds()),
-		itoa(a.PaymentTimeout.Milliseconds()), s.callToken())
-	for _, id := range ids {
-		keys = append(keys, sk.rsv(id))
-		args = append(args, id)
+	s.rememberLanes(a)
+	if n := a.Lanes(); n > 1 {
+		return s.rebuildLanes(ctx, r, n)
 	}
-	for _, h := range r.Holders {
-		args = append(args, itoa(h.UserID), h.ReservationID)
-	}
-	reply, err := s.run(ctx, scriptRebuild, keys, args...).Slice()
+	res, stale, err := s.rebuildLane(ctx, r, 0, 1, r.Base, r.Holders, "open")
 	if err != nil {
-		return ports.RebuildResult{}, wrapErr("rebuild", err)
+		return ports.RebuildResult{}, err
 	}
-	if len(reply) == 1 {
+	if stale {
 		return ports.RebuildResult{}, fmt.Errorf("redis rebuild activity %d sku %d: not frozen by generation %q: %w",
 			a.ActivityID, a.SKUID, r.Generation, ports.ErrStockPaused)
-	}
-	if len(reply) != 3 {
-		return ports.RebuildResult{}, unexpected("rebuild", reply)
-	}
-	n := make([]int64, 3)
-	for i, v := range reply {
-		x, ok := v.(int64)
-		if !ok {
-			return ports.RebuildResult{}, unexpected("rebuild", reply)
-		}
-		n[i] = x
 	}
 	if _, err := s.client.SAdd(ctx, s.keys.slots(), s.keys.slotID(a.ActivityID, a.SKUID)).Result(); err != nil {
 		return ports.RebuildResult{}, wrapErr("rebuild: register slot", err)
 	}
-	return ports.RebuildResult{Available: n[0], InFlight: n[1], Overdraft: n[2]}, nil
+	return res, nil
+}
+
+// rebuildLane runs rebuild.lua on one lane with the lane's base and
+// holders; stale reports a STALE answer (nothing written).
+func (s *Store) rebuildLane(ctx context.Context, r ports.StockRebuild, lane, n int, base int64, holders []ports.Holder, mode string) (ports.RebuildResult, bool, error) {
+	a := r.Activity
+	sk := s.lane(a.ActivityID, a.SKUID, lane)
+	ids := make([]string, 0, len(r.InFlight)+len(r.Ordered)+len(r.Released))
+	ids = append(append(append(ids, r.InFlight...), r.Ordered...), r.Released...)
+	keys := make([]string, 0, 6+len(ids))
+	keys = append(keys, sk.rules, sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated)
+	share := a.Stock / int64(n)
+	if int64(lane) < a.Stock%int64(n) {
+		share++
+	}
+	args := make([]any, 0, 15+len(ids)+2*len(holders))
+	args = append(args, r.Generation, itoa(s.now().UnixMilli()), itoa(base),
+		itoa(int64(len(r.InFlight))), itoa(int64(len(r.Ordered))), itoa(int64(len(r.Released))),
+		itoa(share), itoa(ms(a.StartsAt)), itoa(ms(a.EndsAt)), itoa(a.ReservationTTL.Milliseconds()),
+		itoa(a.PaymentTimeout.Milliseconds()), s.callToken(), mode, strconv.Itoa(n), strconv.Itoa(lane))
+	for _, id := range ids {
+		keys = append(keys, sk.rsv(id))
+		args = append(args, id)
+	}
+	for _, h := range holders {
+		args = append(args, itoa(h.UserID), h.ReservationID)
+	}
+	reply, err := s.run(ctx, scriptRebuild, keys, args...).Slice()
+	if err != nil {
+		return ports.RebuildResult{}, false, wrapErr("rebuild", err)
+	}
+	if len(reply) == 1 {
+		return ports.RebuildResult{}, true, nil
+	}
+	if len(reply) != 3 {
+		return ports.RebuildResult{}, false, unexpected("rebuild", reply)
+	}
+	var v [3]int64
+	for i, x := range reply {
+		n, ok := x.(int64)
+		if !ok {
+			return ports.RebuildResult{}, false, unexpected("rebuild", reply)
+		}
+		v[i] = n
+	}
+	return ports.RebuildResult{Available: v[0], InFlight: v[1], Overdraft: v[2]}, false, nil
+}
+
+// rebuildLanes rebuilds an activity SKU with n lanes, which InFlight froze
+// by the generation. Each lane keeps the units its in-flight reservations
+// hold and an equal share of the rest (Base minus every in-flight unit);
+// PostgreSQL's holders go to their users' lanes. First every lane is
+// written and stays frozen (a STALE lane stops the rebuild: the SKU stays
+// frozen and a later recovery reads the facts again), then the transfer
+// logs are dropped (the rebuild counted their units), then every lane is
+// opened (open_lane.lua).
+func (s *Store) rebuildLanes(ctx context.Context, r ports.StockRebuild, n int) (ports.RebuildResult, error) {
+	a := r.Activity
+	held, err := s.heldByLane(ctx, a, n, r.InFlight)
+	if err != nil {
+		return ports.RebuildResult{}, err
+	}
+	rest := r.Base
+	for _, h := range held {
+		rest -= h
+	}
+	holders := make([][]ports.Holder, n)
+	for _, h := range r.Holders {
+		k := laneOf(h.UserID, n)
+		holders[k] = append(holders[k], h)
+	}
+	stale := func() error {
+		return fmt.Errorf("redis rebuild activity %d sku %d: a lane is not frozen by generation %q: %w",
+			a.ActivityID, a.SKUID, r.Generation, ports.ErrStockPaused)
+	}
+	var total ports.RebuildResult
+	for k := range n {
+		base := held[k]
+		switch {
+		case rest < 0 && k == 0:
+			base += rest
+		case rest > 0:
+			base += rest / int64(n)
+			if int64(k) < rest%int64(n) {
+				base++
+			}
+		}
+		res, isStale, err := s.rebuildLane(ctx, r, k, n, base, holders[k], "keep")
+		if err != nil {
+			return ports.RebuildResult{}, err
+		}
+		if isStale {
+			return ports.RebuildResult{}, stale()
+		}
+		total.Available += res.Available
+		total.InFlight += res.InFlight
+		total.Overdraft += res.Overdraft
+	}
+	pipe := s.client.Pipeline()
+	for k := range n {
+		sk := s.lane(a.ActivityID, a.SKUID, k)
+		pipe.Del(ctx, sk.transfers, sk.received)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return ports.RebuildResult{}, wrapErr("rebuild: drop transfer logs", err)
+	}
+	for k := range n {
+		opened, err := s.run(ctx, scriptOpenLane, []string{s.lane(a.ActivityID, a.SKUID, k).rules}, r.Generation).Int64()
+		if err != nil {
+			return ports.RebuildResult{}, wrapErr("rebuild: open lane", err)
+		}
+		if opened != 1 {
+			return ports.RebuildResult{}, stale()
+		}
+	}
+	members := make([]any, n)
+	for k, id := range s.laneIDs(a.ActivityID, a.SKUID, n) {
+		members[k] = id
+	}
+	if err := s.client.SAdd(ctx, s.keys.slots(), members...).Err(); err != nil {
+		return ports.RebuildResult{}, wrapErr("rebuild: register slots", err)
+	}
+	return total, nil
+}
+
+// heldByLane counts, per lane, the ids of inFlight the lane stores and has
+// not RELEASED (each holds one unit of that lane).
+func (s *Store) heldByLane(ctx context.Context, a ports.Activity, n int, inFlight []string) ([]int64, error) {
+	held := make([]int64, n)
+	if len(inFlight) == 0 {
+		return held, nil
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([][]*goredis.StringCmd, n)
+	for k := range n {
+		sk := s.lane(a.ActivityID, a.SKUID, k)
+		cmds[k] = make([]*goredis.StringCmd, len(inFlight))
+		for i, id := range inFlight {
+			cmds[k][i] = pipe.HGet(ctx, sk.rsv(id), "status")
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, wrapErr("rebuild: count held", err)
+	}
+	for k := range n {
+		for _, c := range cmds[k] {
+			if v, err := c.Result(); err == nil && v != string(reservation.StatusReleased) {
+				held[k]++
+			}
+		}
+	}
+	return held, nil
 }
 
 // FinishRecovery implements ports.StockBooks. On a cluster generation is
@@ -241,16 +427,17 @@ func (s *Store) FinishRecovery(ctx context.Context, generation string) (bool, er
 	return n == 1, nil
 }
 
-// paused reports whether reservations of the activity SKU wait for a
+// paused reports whether reservations of the slot whose rules key is rules
+// (an activity SKU's, or one lane's) wait for a
 // recovery this process knows about (an unseeded activity SKU then answers
 // ErrStockPaused, not ErrActivityClosed: a Redis that lost everything has
 // no rules yet). On a cluster only the SKUs of a pending master wait.
-func (s *Store) paused(ctx context.Context, activityID, skuID int64) bool {
+func (s *Store) paused(ctx context.Context, rules string) bool {
 	if s.cfg.Guard == nil || !s.cfg.Guard.pending.Load() {
 		return false
 	}
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
-		return s.clusterPaused(ctx, cc, s.keys.slot(activityID, skuID).rules)
+		return s.clusterPaused(ctx, cc, rules)
 	}
 	return true
 }

@@ -101,7 +101,7 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 
 	// PostgreSQL: r3 became an order (its message was in the broker), r2
 	// was rejected, r1 is undecided.
-	inflight, err := s.InFlight(ctx, 1, 1)
+	inflight, err := s.InFlight(ctx, gen, act)
 	if err != nil || len(inflight) != 2 {
 		t.Fatalf("InFlight = %d reservations, %v; want r1 and r2", len(inflight), err)
 	}

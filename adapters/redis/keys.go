@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"math"
 	"strconv"
 )
 
@@ -13,7 +14,11 @@ type keys struct {
 // {a<activity>:s<sku>}.
 type slotKeys struct {
 	stock, rules, holders, pending, unresolved, pendingCreated string
-	rsvPrefix                                                  string
+	// transfers logs the stock this lane gave to another lane and that
+	// may not have arrived yet; received lists the transfers this lane
+	// took in (docs/capacity.md "Stock lanes").
+	transfers, received string
+	rsvPrefix           string
 }
 
 func (k keys) slotID(activityID, skuID int64) string {
@@ -22,6 +27,52 @@ func (k keys) slotID(activityID, skuID int64) string {
 
 func (k keys) slot(activityID, skuID int64) slotKeys {
 	return k.slotByID(k.slotID(activityID, skuID))
+}
+
+// laneID is the slot id of one lane of an activity SKU's stock: lane 0 is
+// the SKU's own slot ("a1:s2"), lane k > 0 a hash tag of its own
+// ("a1:s2:l3", with a ".<salt>" suffix when needed) whose Redis Cluster
+// hash slot lies near slot0 + frac(k x golden ratio) x 16384, where slot0
+// is lane 0's: any number of lanes is then spread evenly over the slot
+// space, so over masters that own equal slot ranges (the usual layout),
+// and every process derives the same ids.
+func (k keys) laneID(activityID, skuID int64, lane int) string {
+	id := k.slotID(activityID, skuID)
+	if lane == 0 {
+		return id
+	}
+	const phi = 0.6180339887498949
+	_, frac := math.Modf(float64(lane) * phi)
+	target := (keySlot(id) + int(frac*clusterSlots)) % clusterSlots
+	base := id + ":l" + strconv.Itoa(lane)
+	for salt := 0; ; salt++ {
+		tag := base
+		if salt > 0 {
+			tag += "." + strconv.Itoa(salt)
+		}
+		d := (keySlot(tag) - target + clusterSlots) % clusterSlots
+		if min(d, clusterSlots-d) < laneSlotSpread/2 || salt == maxLaneSalt {
+			return tag
+		}
+	}
+}
+
+// Placement of lane tags (laneID): the width of the hash slot range a
+// lane's tag is searched in, and the bound of that search (about
+// clusterSlots / laneSlotSpread tries are needed).
+const (
+	laneSlotSpread = 512
+	maxLaneSalt    = 4096
+)
+
+// laneOf is the lane a user reserves in among n lanes: every reservation
+// of one user for one activity SKU lives in one lane, so the lane's
+// holders hash keeps the one-unit-per-buyer rule in one script.
+func laneOf(userID int64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(uint64(userID) % uint64(n)) //nolint:gosec // a remainder below n
 }
 
 // slotByID returns the keys of a slot as stored in the slots set ("a1:s2").
@@ -34,6 +85,8 @@ func (k keys) slotByID(id string) slotKeys {
 		pending:        p + "pending",
 		unresolved:     p + "unresolved",
 		pendingCreated: p + "pending_created",
+		transfers:      p + "transfers",
+		received:       p + "received",
 		rsvPrefix:      p + "rsv:",
 	}
 }

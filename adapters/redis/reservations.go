@@ -4,40 +4,54 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// SeedActivity creates the activity SKU's stock counter and rules hash if
-// absent (one script; an existing counter is never reset and existing rules
-// are kept even when a differs) and then adds the slot to <ns>:slots. It
-// fails with a *ports.FieldError for invalid settings.
+// SeedActivity creates the stock counter and rules hash of each of the
+// activity SKU's lanes if absent (one script per lane, each with its share
+// of the stock; an existing counter is never reset and existing rules are
+// kept even when a differs) and then adds the lanes' slots to <ns>:slots.
+// It fails with a *ports.FieldError for invalid settings.
 func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 	if err := a.ValidateSlot(); err != nil {
 		return err
 	}
-	sk := s.keys.slot(a.ActivityID, a.SKUID)
-	created, err := s.run(ctx, scriptSeed, []string{sk.rules, sk.stock},
-		a.Stock, ms(a.StartsAt), ms(a.EndsAt), a.ReservationTTL.Milliseconds(), a.PaymentTimeout.Milliseconds(),
-	).Int64()
-	if err != nil {
-		return wrapErr("seed activity", err)
+	n := a.Lanes()
+	ids := s.laneIDs(a.ActivityID, a.SKUID, n)
+	created := int64(0)
+	for k, id := range ids {
+		share := a.Stock / int64(n)
+		if int64(k) < a.Stock%int64(n) {
+			share++
+		}
+		sk := s.keys.slotByID(id)
+		c, err := s.run(ctx, scriptSeed, []string{sk.rules, sk.stock},
+			share, ms(a.StartsAt), ms(a.EndsAt), a.ReservationTTL.Milliseconds(), a.PaymentTimeout.Milliseconds(), n, k,
+		).Int64()
+		if err != nil {
+			return wrapErr("seed activity", err)
+		}
+		created += c
 	}
 	// The slots set lives in another hash slot, so it is written by a
 	// separate command after the seed; a failure here is repaired by
 	// seeding again.
-	slotID := s.keys.slotID(a.ActivityID, a.SKUID)
-	if err := s.client.SAdd(ctx, s.keys.slots(), slotID).Err(); err != nil {
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	if err := s.client.SAdd(ctx, s.keys.slots(), members...).Err(); err != nil {
 		return wrapErr("register slot", err)
 	}
-	s.addCachedSlot(slotID)
+	for _, id := range ids {
+		s.addCachedSlot(id)
+	}
+	s.rememberLanes(a)
 	s.logger.InfoContext(ctx, "activity seeded", "activity_id", a.ActivityID, "sku_id", a.SKUID,
-		"created", created == 1, "stock", a.Stock)
+		"created", created > 0, "stock", a.Stock, "lanes", n)
 	return nil
 }
 
@@ -50,7 +64,12 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 // lease) and adds it to the pending (score firstAttemptAt), unresolved and
 // pending_created (score CreatedAt) indexes. r must be a new PENDING
 // reservation (reservation.New(...).Snapshot()); otherwise the error wraps
-// reservation.ErrInvalid.
+// reservation.ErrInvalid. With several stock lanes it reserves in the
+// user's lane and, when that lane is empty, moves stock over from the
+// fullest other lane first (lanes.go); ports.ErrSoldOut then means a
+// consistent read found every lane empty. When other buyers of the lane
+// keep taking the stock moved in (maxLaneAttempts times) it answers
+// ports.ErrStockPaused: retry.
 func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error) {
 	if err := r.ValidateNew(); err != nil {
 		return reservation.Snapshot{}, fmt.Errorf("redis reserve: %w", err)
@@ -58,19 +77,53 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 	if r.Version == 0 {
 		r.Version = 1
 	}
-	sk := s.keys.slot(r.ActivityID, r.SKUID)
+	n, err := s.laneCount(ctx, r.ActivityID, r.SKUID)
+	if err != nil {
+		return reservation.Snapshot{}, err
+	}
+	sk := s.lane(r.ActivityID, r.SKUID, laneOf(r.UserID, n))
 	keys := []string{sk.rsv(r.ReservationID), sk.rules, sk.holders, sk.stock, sk.pending, sk.unresolved, sk.pendingCreated}
 	args := make([]any, 0, 4+32)
 	args = append(args, itoa(r.UserID), itoa(ms(r.CreatedAt)), itoa(ms(firstAttemptAt)), r.ReservationID)
 	args = append(args, reservationFields(r, firstAttemptAt)...)
-	reply, err := s.run(ctx, scriptReserve, keys, args...).Slice()
-	if err != nil {
-		return reservation.Snapshot{}, wrapErr("reserve", err)
+	lane := laneOf(r.UserID, n)
+	for attempt := 1; ; attempt++ {
+		reply, err := s.run(ctx, scriptReserve, keys, args...).Slice()
+		if err != nil {
+			return reservation.Snapshot{}, wrapErr("reserve", err)
+		}
+		if len(reply) == 0 {
+			return reservation.Snapshot{}, unexpected("reserve", reply)
+		}
+		code, _ := reply[0].(string)
+		if code != "SOLD_OUT" || n == 1 {
+			return s.reserveAnswer(ctx, r, sk, code, reply)
+		}
+		// The user's lane is empty: move stock over from another lane,
+		// and answer sold out only when a consistent read of every lane
+		// finds nothing left (not even in transit).
+		moved, err := s.refill(ctx, r.ActivityID, r.SKUID, n, lane)
+		if err != nil {
+			return reservation.Snapshot{}, err
+		}
+		if moved == 0 {
+			inv, err := s.laneInventory(ctx, r.ActivityID, r.SKUID, n)
+			if err != nil {
+				return reservation.Snapshot{}, err
+			}
+			if inv.Available == 0 {
+				return s.reserveAnswer(ctx, r, sk, code, reply)
+			}
+		}
+		if attempt == maxLaneAttempts {
+			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: other buyers took the stock moved into lane %d %d times: %w",
+				r.ActivityID, r.SKUID, lane, attempt, ports.ErrStockPaused)
+		}
 	}
-	if len(reply) == 0 {
-		return reservation.Snapshot{}, unexpected("reserve", reply)
-	}
-	code, _ := reply[0].(string)
+}
+
+// reserveAnswer maps the reserve script's reply for r in the lane sk.
+func (s *Store) reserveAnswer(ctx context.Context, r reservation.Snapshot, sk slotKeys, code string, reply []any) (reservation.Snapshot, error) {
 	switch code {
 	case "CREATED":
 		r.CreatedAt = fromMS(ms(r.CreatedAt))
@@ -86,7 +139,7 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 		}
 		return stored.Snapshot, nil
 	case "CLOSED":
-		if s.paused(ctx, r.ActivityID, r.SKUID) {
+		if s.paused(ctx, sk.rules) {
 			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrStockPaused)
 		}
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityClosed)
@@ -110,7 +163,11 @@ func (s *Store) Get(ctx context.Context, ref ports.ReservationRef) (reservation.
 }
 
 func (s *Store) get(ctx context.Context, ref ports.ReservationRef) (storedReservation, error) {
-	m, err := s.client.HGetAll(ctx, s.keys.slot(ref.ActivityID, ref.SKUID).rsv(ref.ReservationID)).Result()
+	sk, err := s.refKeys(ctx, ref)
+	if err != nil {
+		return storedReservation{}, err
+	}
+	m, err := s.client.HGetAll(ctx, sk.rsv(ref.ReservationID)).Result()
 	if err != nil {
 		return storedReservation{}, wrapErr("get reservation", err)
 	}
@@ -127,7 +184,10 @@ func (s *Store) get(ctx context.Context, ref ports.ReservationRef) (storedReserv
 // MarkSent moves a PENDING reservation to SENT and out of the pending
 // indexes; a no-op in any later status; ports.ErrNotFound when unknown.
 func (s *Store) MarkSent(ctx context.Context, ref ports.ReservationRef) error {
-	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
+	sk, err := s.refKeys(ctx, ref)
+	if err != nil {
+		return err
+	}
 	n, err := s.run(ctx, scriptMarkSent, []string{sk.rsv(ref.ReservationID), sk.pending, sk.pendingCreated},
 		ref.ReservationID).Int64()
 	if err != nil {
@@ -144,7 +204,10 @@ func (s *Store) MarkSent(ctx context.Context, ref ports.ReservationRef) error {
 // owner's lease ends, whichever is later). A no-op when not PENDING;
 // ports.ErrNotFound when unknown.
 func (s *Store) ScheduleRetry(ctx context.Context, ref ports.ReservationRef, owner string, next time.Time) error {
-	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
+	sk, err := s.refKeys(ctx, ref)
+	if err != nil {
+		return err
+	}
 	n, err := s.run(ctx, scriptScheduleRetry, []string{sk.rsv(ref.ReservationID), sk.pending},
 		ref.ReservationID, owner, itoa(ms(next))).Int64()
 	if err != nil {
@@ -165,7 +228,10 @@ func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	if !reservation.ValidReleaseReason(reason) {
 		return false, fmt.Errorf("redis release: %w: unknown release reason %q", reservation.ErrInvalid, reason)
 	}
-	sk := s.keys.slot(ref.ActivityID, ref.SKUID)
+	sk, err := s.refKeys(ctx, ref)
+	if err != nil {
+		return false, err
+	}
 	n, err := s.run(ctx, scriptRelease,
 		[]string{sk.rsv(ref.ReservationID), sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated},
 		ref.ReservationID, string(reason), s.callToken()).Int64()
@@ -204,7 +270,12 @@ func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []
 			out[i].Err = fmt.Errorf("redis release %s: %w: unknown release reason %q", r.Ref.ReservationID, reservation.ErrInvalid, r.Reason)
 			continue
 		}
-		id := s.keys.slotID(r.Ref.ActivityID, r.Ref.SKUID)
+		lane, _, err := s.refLane(ctx, r.Ref)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		id := s.laneID(r.Ref.ActivityID, r.Ref.SKUID, lane)
 		g, ok := index[id]
 		if !ok {
 			g = &slotReqs{id: id}
@@ -255,8 +326,8 @@ func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []
 // the pending indexes, with one script call per activity SKU; unknown
 // reservations and those past PENDING are skipped.
 func (s *Store) MarkSentBatch(ctx context.Context, refs []ports.ReservationRef) error {
-	var errs []error
-	for _, g := range s.bySlot(refs) {
+	batches, errs := s.byLane(ctx, refs)
+	for _, g := range batches {
 		keys := make([]string, 0, 2+len(g.ids))
 		keys = append(keys, g.sk.pending, g.sk.pendingCreated)
 		args := make([]any, 0, len(g.ids))
@@ -279,12 +350,22 @@ type slotBatch struct {
 	ids               []string
 }
 
-// bySlot groups refs by activity SKU, in first-seen order.
-func (s *Store) bySlot(refs []ports.ReservationRef) []*slotBatch {
-	var out []*slotBatch
+// byLane groups refs by the lane that holds them (the activity SKU's only
+// one unless it has lanes), in first-seen order. A ref whose lane could
+// not be determined is left out with its error.
+func (s *Store) byLane(ctx context.Context, refs []ports.ReservationRef) ([]*slotBatch, []error) {
+	var (
+		out  []*slotBatch
+		errs []error
+	)
 	index := map[string]*slotBatch{}
 	for _, ref := range refs {
-		id := s.keys.slotID(ref.ActivityID, ref.SKUID)
+		lane, _, err := s.refLane(ctx, ref)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		id := s.laneID(ref.ActivityID, ref.SKUID, lane)
 		g, ok := index[id]
 		if !ok {
 			g = &slotBatch{id: id, activityID: ref.ActivityID, skuID: ref.SKUID, sk: s.keys.slotByID(id)}
@@ -293,7 +374,7 @@ func (s *Store) bySlot(refs []ports.ReservationRef) []*slotBatch {
 		}
 		g.ids = append(g.ids, ref.ReservationID)
 	}
-	return out
+	return out, errs
 }
 
 // MarkOrdered moves each PENDING or SENT reservation of refs to ORDERED and
@@ -308,8 +389,8 @@ func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) er
 			users[r.ReservationID] = r.UserID
 		}
 	}
-	var errs []error
-	for _, g := range s.bySlot(refs) {
+	batches, errs := s.byLane(ctx, refs)
+	for _, g := range batches {
 		keys := make([]string, 0, 6+len(g.ids))
 		keys = append(keys, g.sk.pending, g.sk.unresolved, g.sk.pendingCreated, g.sk.rules, g.sk.stock, g.sk.holders)
 		args := make([]any, 0, 2+2*len(g.ids))
@@ -327,29 +408,26 @@ func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) er
 
 // Inventory returns the stock counter and the held reservations of one
 // activity SKU, read atomically; ports.ErrNotFound when it is not seeded.
+// With several lanes it sums the lanes' counters and the units in transit
+// between them and joins their holders (laneInventory).
 func (s *Store) Inventory(ctx context.Context, activityID, skuID int64) (ports.RedisInventory, error) {
-	sk := s.keys.slot(activityID, skuID)
-	reply, err := s.run(ctx, scriptInventory, []string{sk.rules, sk.stock, sk.holders}).Slice()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return ports.RedisInventory{}, wrapErr("inventory", err)
+	n, err := s.laneCount(ctx, activityID, skuID)
+	if err != nil {
+		return ports.RedisInventory{}, err
 	}
-	if len(reply) == 0 {
+	if n > 1 {
+		return s.laneInventory(ctx, activityID, skuID, n)
+	}
+	r, ok, err := s.readLane(ctx, activityID, skuID, 0)
+	if err != nil {
+		return ports.RedisInventory{}, err
+	}
+	if !ok {
 		return ports.RedisInventory{}, fmt.Errorf("inventory activity %d sku %d: %w", activityID, skuID, ports.ErrNotFound)
 	}
-	if len(reply) != 2 {
-		return ports.RedisInventory{}, unexpected("inventory", reply)
+	held := r.held
+	if held == nil {
+		held = []string{}
 	}
-	stockStr, _ := reply[0].(string)
-	stock, err := strconv.ParseInt(stockStr, 10, 64)
-	if err != nil {
-		return ports.RedisInventory{}, fmt.Errorf("redis inventory: stock %q: %w", stockStr, err)
-	}
-	held, _ := reply[1].([]any)
-	inv := ports.RedisInventory{Available: stock, Held: make([]string, 0, len(held))}
-	for _, h := range held {
-		if id, ok := h.(string); ok {
-			inv.Held = append(inv.Held, id)
-		}
-	}
-	return inv, nil
+	return ports.RedisInventory{Available: r.stock, Held: held}, nil
 }

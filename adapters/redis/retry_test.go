@@ -218,3 +218,65 @@ func TestEveryScriptToleratesARetriedCall(t *testing.T) {
 		t.Fatalf("a second FinishRecovery call = %v, %v; want false", ok, err)
 	}
 }
+
+// TestLaneScriptsTolerateARetriedCall runs the stock lane scripts twice per
+// call (twiceHook):
+//
+//	transfer_out   logged already: the stored units, counter taken once
+//	transfer_in    received already: 0, units added once
+//	transfer_done  gone already: 0
+//	freeze_lane    frozen by this generation again
+//	rebuild (keep) frozen by this generation: rewritten from the same facts
+//	open_lane      open for this generation: 1 again
+//
+// and requires a sale that moves stock between lanes and a rebuild of
+// every lane to leave the counters as one run would.
+func TestLaneScriptsTolerateARetriedCall(t *testing.T) {
+	f := newFixture(t, withClock)
+	var runs atomic.Int64
+	f.c.AddHook(twiceHook{runs: &runs})
+	ctx := ctxT(t)
+	s := f.s
+	a := f.seedLanes(1, 1, 6, 3)
+	var sold []reservation.Snapshot
+	for _, user := range []int64{3, 6, 9, 12} { // lane 0: two of them through transfers
+		sold = append(sold, f.reserve(1, 1, user, testBase, testBase))
+	}
+	if got := f.laneStocks(a); got[0]+got[1]+got[2] != 2 {
+		t.Fatalf("lanes after 4 of 6 units sold = %v, want 2 left in all", got)
+	}
+	if inv := f.inventory(1, 1); inv.Available != 2 || len(inv.Held) != 4 {
+		t.Fatalf("Inventory = %d available, %d held; want 2 and 4", inv.Available, len(inv.Held))
+	}
+	if runs.Load() == 0 {
+		t.Fatal("no script ran twice")
+	}
+
+	const gen = "gen-lanes-retry"
+	if err := f.c.HSet(ctx, s.lane(1, 1, 1).rules, "frozen", gen).Err(); err != nil {
+		t.Fatal(err)
+	}
+	inflight, err := s.InFlight(ctx, gen, a)
+	if err != nil || len(inflight) != 4 {
+		t.Fatalf("InFlight = %d, %v; want 4", len(inflight), err)
+	}
+	ids := make([]string, 0, len(inflight))
+	for _, r := range inflight {
+		ids = append(ids, r.ReservationID)
+	}
+	res, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: a, Base: 6, InFlight: ids})
+	if err != nil || res != (ports.RebuildResult{Available: 2, InFlight: 4}) {
+		t.Fatalf("Rebuild = %+v, %v; want 2 available, 4 in flight", res, err)
+	}
+	if got := f.laneStocks(a); got[0]+got[1]+got[2] != 2 {
+		t.Fatalf("lanes after the rebuild = %v, want 2 in all", got)
+	}
+	for _, user := range []int64{15, 18} {
+		f.reserve(1, 1, user, testBase, testBase)
+	}
+	_, err = s.Reserve(ctx, f.newRsv(1, 1, 21, testBase), testBase)
+	wantErr(t, err, ports.ErrSoldOut)
+	if _, err := s.Reserve(ctx, f.newRsv(1, 1, sold[0].UserID, testBase), testBase); !errors.Is(err, ports.ErrAlreadyPurchased) {
+		t.Fatalf("user %d again: %v, want ErrAlreadyPurchased", sold[0].UserID, err)
+	}
+}

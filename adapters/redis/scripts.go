@@ -32,6 +32,11 @@ const (
 	scriptInventory      = "inventory"
 	scriptRebuild        = "rebuild"
 	scriptFinishRecovery = "finish_recovery"
+	scriptTransferOut    = "transfer_out"
+	scriptTransferIn     = "transfer_in"
+	scriptTransferDone   = "transfer_done"
+	scriptFreezeLane     = "freeze_lane"
+	scriptOpenLane       = "open_lane"
 )
 
 // scriptNames lists every script; each is lua/<name>.lua.
@@ -39,7 +44,8 @@ func scriptNames() []string {
 	return []string{
 		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
 		scriptReleaseMany, scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
-		scriptRebuild, scriptFinishRecovery,
+		scriptRebuild, scriptFinishRecovery, scriptTransferOut, scriptTransferIn, scriptTransferDone,
+		scriptFreezeLane, scriptOpenLane,
 	}
 }
 

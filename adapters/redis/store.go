@@ -133,6 +133,12 @@ type Store struct {
 	slotsCache []string
 	slotsAt    time.Time
 	rotation   atomic.Uint64
+
+	// laneCounts caches each activity SKU's number of stock lanes (fixed
+	// at creation), keyed by {activity, sku}.
+	laneCounts sync.Map
+	// laneIDCache caches laneID by {activity, sku, lane}.
+	laneIDCache sync.Map
 }
 
 // Interface checks.

@@ -65,7 +65,7 @@ func TestCreateActivitySubMicrosecondIsSellableAndIdempotent(t *testing.T) {
 	}
 	want := ports.Activity{ActivityID: 4, SKUID: 1, Stock: 3,
 		StartsAt: start.Add(-time.Minute), EndsAt: start.Add(time.Hour + time.Microsecond),
-		PaymentTimeout: time.Microsecond, ReservationTTL: time.Minute}
+		PaymentTimeout: time.Microsecond, ReservationTTL: time.Minute, StockLanes: 1}
 	if got != want {
 		t.Fatalf("stored %+v, want %+v", got, want)
 	}

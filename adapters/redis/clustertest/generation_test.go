@@ -191,7 +191,7 @@ func restartedMaster(t *testing.T, older bool) {
 	// was in the broker), user 4's never reached the broker (lost with
 	// Redis), the reservations B still has are undecided; lostB's only
 	// reservation became an order.
-	inflight, err := s.InFlight(ctx, 1, kB)
+	inflight, err := s.InFlight(ctx, gen, acts[kB])
 	if err != nil {
 		t.Fatal(err)
 	}

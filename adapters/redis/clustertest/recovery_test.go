@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/ports"
@@ -82,6 +85,11 @@ func TestStockRecoveryRebuildsOnlyTheRestartedMaster(t *testing.T) {
 	for _, k := range []int64{kB, kA, kC} {
 		pg.acts = append(pg.acts, open(1, k, 10))
 	}
+	// A hot SKU of activity 2 whose stock is split over three lanes, lane 0
+	// on B and lane 1 on another master.
+	laned := open(2, lanedOnB(t, cc, ns, b), 12)
+	laned.StockLanes = 3
+	pg.acts = append(pg.acts, laned)
 	const settle = 3 * time.Second
 	rec := application.NewStockRecovery(s, pg, slog.New(slog.DiscardHandler),
 		application.StockRecoveryConfig{Settle: settle, Interval: 100 * time.Millisecond})
@@ -119,11 +127,19 @@ func TestStockRecoveryRebuildsOnlyTheRestartedMaster(t *testing.T) {
 	reserve := func(k, user int64) error {
 		return reserveSettled(t, s, newRsv(t, 1, k, user, fmt.Sprintf("r%d", k)))
 	}
+	reserveLaned := func(user int64) error {
+		return reserveSettled(t, s, newRsv(t, 2, laned.SKUID, user, "laned"))
+	}
 	for _, k := range []int64{kB, kA, kC} {
 		for _, u := range []int64{1, 2} {
 			if err := reserve(k, u); err != nil {
 				t.Fatalf("reserve sku %d user %d: %v", k, u, err)
 			}
+		}
+	}
+	for u := int64(1); u <= 3; u++ {
+		if err := reserveLaned(u); err != nil {
+			t.Fatalf("reserve laned user %d: %v", u, err)
 		}
 	}
 	backup := pc.copyAOF(b)
@@ -132,6 +148,11 @@ func TestStockRecoveryRebuildsOnlyTheRestartedMaster(t *testing.T) {
 			if err := reserve(k, u); err != nil {
 				t.Fatalf("reserve sku %d user %d: %v", k, u, err)
 			}
+		}
+	}
+	for u := int64(4); u <= 6; u++ { // user 6's reservation is in lane 0, on B: lost
+		if err := reserveLaned(u); err != nil {
+			t.Fatalf("reserve laned user %d: %v", u, err)
 		}
 	}
 	// User 3's reservation of kB became an order before B was restored;
@@ -181,4 +202,35 @@ func TestStockRecoveryRebuildsOnlyTheRestartedMaster(t *testing.T) {
 	if inv, err := s.Inventory(ctx, 1, kB); err != nil || inv.Available != 6 {
 		t.Fatalf("kB after the recovery: %+v, %v; want 6 available", inv, err)
 	}
+	// The laned SKU was rebuilt as a whole: no drift, user 6's lost unit is
+	// back (12 - 5 held), and every lane sells again.
+	if d := drift(t, s, laned, nil); d != 0 {
+		t.Errorf("laned SKU: I6 drift %d after the recovery, want 0", d)
+	}
+	if inv, err := s.Inventory(ctx, 2, laned.SKUID); err != nil || inv.Available != 7 || len(inv.Held) != 5 {
+		t.Fatalf("laned SKU after the recovery: %+v, %v; want 7 available, 5 held", inv, err)
+	}
+	for u := int64(7); u <= 9; u++ {
+		if err := reserveLaned(u); err != nil {
+			t.Fatalf("reserve laned user %d after the recovery: %v", u, err)
+		}
+	}
+}
+
+// lanedOnB returns a SKU of activity 2 whose lane 0 is served by master b
+// and whose lane 1 by another master.
+func lanedOnB(t *testing.T, cc *goredis.ClusterClient, ns string, b *privateNode) int64 {
+	t.Helper()
+	ms := masters(t, cc)
+	on := func(key string) bool {
+		m := ms[owner(t, cc, keySlot(t, cc, key))]
+		return m != nil && net.JoinHostPort(m.host, m.port) == b.addr()
+	}
+	for k := int64(100); k < 400; k++ {
+		if on(skuKey(ns, 2, k)) && !on(fmt.Sprintf("%s:{a2:s%d:l1}:stock", ns, k)) {
+			return k
+		}
+	}
+	t.Fatal("no SKU of activity 2 with lane 0 on B and lane 1 elsewhere among 300")
+	return 0
 }

@@ -7,9 +7,14 @@
 -- PostgreSQL's non-canceled orders), ARGV[4] in-flight count, ARGV[5]
 -- ordered count, ARGV[6] released count, ARGV[7..11] initial, starts_ms,
 -- ends_ms, reservation_ttl_ms, payment_timeout_ms (seed the rules when
--- lost), ARGV[12] call token (new per call), ARGV[13..] the ids of
+-- lost), ARGV[12] call token (new per call), ARGV[13] mode: 'open'
+-- unfreezes the slot, 'keep' leaves it frozen by ARGV[1] (one lane of
+-- several: open_lane.lua opens them once every lane is rebuilt),
+-- ARGV[14] the number of lanes, ARGV[15] this lane, ARGV[16..] the ids of
 -- KEYS[7..] in the same order, then user_id/reservation_id pairs of
--- PostgreSQL's holders
+-- PostgreSQL's holders of this lane
+-- The rules' epoch becomes ARGV[1]: stock transfers between lanes logged
+-- before the rebuild are dropped (transfer_in.lua).
 -- Returns {available, in flight, overdraft}, or {'STALE'} (nothing written)
 -- when the rules exist and are not frozen by ARGV[1]: another recovery
 -- rebuilt the slot already (it may be selling again), or a newer generation
@@ -27,7 +32,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
 else
   redis.call('HSET', KEYS[1], 'initial', ARGV[7], 'starts_ms', ARGV[8], 'ends_ms', ARGV[9],
-    'reservation_ttl_ms', ARGV[10], 'payment_timeout_ms', ARGV[11])
+    'reservation_ttl_ms', ARGV[10], 'payment_timeout_ms', ARGV[11], 'lanes', ARGV[14], 'lane', ARGV[15])
 end
 local nIn, nOrd, nRel = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function drop(id)
@@ -38,7 +43,7 @@ end
 redis.call('DEL', KEYS[3])
 local held = 0
 for i = 1, nIn do
-  local key, id = KEYS[6 + i], ARGV[12 + i]
+  local key, id = KEYS[6 + i], ARGV[15 + i]
   local v = redis.call('HMGET', key, 'status', 'user_id')
   if v[1] and v[1] ~= 'RELEASED' then
     held = held + 1
@@ -46,7 +51,7 @@ for i = 1, nIn do
   end
 end
 for i = nIn + 1, nIn + nOrd do
-  local key, id = KEYS[6 + i], ARGV[12 + i]
+  local key, id = KEYS[6 + i], ARGV[15 + i]
   local status = redis.call('HGET', key, 'status')
   if status == 'PENDING' or status == 'SENT' then
     redis.call('HSET', key, 'status', 'ORDERED', 'lease_owner', '', 'lease_until', '0')
@@ -55,7 +60,7 @@ for i = nIn + 1, nIn + nOrd do
   end
 end
 for i = nIn + nOrd + 1, nIn + nOrd + nRel do
-  local key, id = KEYS[6 + i], ARGV[12 + i]
+  local key, id = KEYS[6 + i], ARGV[15 + i]
   local status = redis.call('HGET', key, 'status')
   if status and status ~= 'RELEASED' then
     redis.call('HSET', key, 'status', 'RELEASED', 'release_reason', 'BOOKS_REBUILT',
@@ -64,7 +69,7 @@ for i = nIn + nOrd + 1, nIn + nOrd + nRel do
     drop(id)
   end
 end
-local first = 13 + nIn + nOrd + nRel
+local first = 16 + nIn + nOrd + nRel
 for i = first, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
@@ -74,7 +79,9 @@ if available < 0 then
   overdraft, available = -available, 0
 end
 redis.call('SET', KEYS[2], available)
-redis.call('HDEL', KEYS[1], 'frozen')
+if ARGV[13] == 'open' then
+  redis.call('HDEL', KEYS[1], 'frozen')
+end
 redis.call('HSET', KEYS[1], 'rebuilt_generation', ARGV[1], 'rebuilt_ms', ARGV[2], 'rebuilt_call', ARGV[12],
-  'rebuilt_result', available .. ':' .. held .. ':' .. overdraft)
+  'rebuilt_result', available .. ':' .. held .. ':' .. overdraft, 'epoch', ARGV[1])
 return {available, held, overdraft}

@@ -1,7 +1,9 @@
 -- seed: create an activity SKU's rules and stock counter if absent.
 -- KEYS[1] rules hash, KEYS[2] stock counter
 -- ARGV[1] initial stock, ARGV[2] starts_ms, ARGV[3] ends_ms,
--- ARGV[4] reservation_ttl_ms, ARGV[5] payment_timeout_ms
+-- ARGV[4] reservation_ttl_ms, ARGV[5] payment_timeout_ms, ARGV[6] the
+-- number of lanes of the activity SKU, ARGV[7] this lane (ARGV[1] is this
+-- lane's share of the stock)
 -- Returns 1 when this call created the activity, 0 when it existed.
 -- Never resets an existing stock counter.
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -9,6 +11,6 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('HSET', KEYS[1],
   'initial', ARGV[1], 'starts_ms', ARGV[2], 'ends_ms', ARGV[3],
-  'reservation_ttl_ms', ARGV[4], 'payment_timeout_ms', ARGV[5])
+  'reservation_ttl_ms', ARGV[4], 'payment_timeout_ms', ARGV[5], 'lanes', ARGV[6], 'lane', ARGV[7])
 redis.call('SET', KEYS[2], ARGV[1], 'NX')
 return 1

@@ -110,7 +110,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	base := "http://" + svc.api
 	activityID := benchActivityID()
 	adminHTTP := &http.Client{Timeout: 10 * time.Second}
-	if err := createSaleActivity(ctx, adminHTTP, base, secret, activityID, int64(o.Stock), time.Hour); err != nil {
+	if err := createSaleActivity(ctx, adminHTTP, base, secret, activityID, int64(o.Stock), time.Hour, 1); err != nil {
 		return fmt.Errorf("create the sale's activity: %w", err)
 	}
 	pool, err := pgxpool.New(ctx, sc.dsn)

@@ -419,7 +419,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	secret := []byte(r.cfg.AuthSecret)
 	httpc := &http.Client{Timeout: 10 * time.Second}
 	activityID := benchActivityID()
-	if err := createSaleActivity(ctx, httpc, "http://"+instances[1].api, secret, activityID, int64(r.stock), time.Hour); err != nil {
+	if err := createSaleActivity(ctx, httpc, "http://"+instances[1].api, secret, activityID, int64(r.stock), time.Hour, 1); err != nil {
 		return res, err
 	}
 
@@ -654,7 +654,7 @@ func buyUntilDefinite(ctx context.Context, httpc *http.Client, bases []string, s
 // createSaleActivity creates activity id (SKU 1, stock units, selling from
 // a minute ago for an hour, reservations kept 10 minutes) through the
 // admin API at base.
-func createSaleActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration) error {
+func createSaleActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration, lanes int) error {
 	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
 	if err != nil {
 		return err
@@ -663,7 +663,8 @@ func createSaleActivity(ctx context.Context, httpc *http.Client, base string, se
 	now := time.Now()
 	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
 		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(time.Hour)),
-		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute)})
+		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute),
+		StockLanes: int32(lanes)}) //nolint:gosec // a flag bounded by the API (1..16)
 	req.Header().Set("Authorization", "Bearer "+tok)
 	_, err = admin.CreateActivity(ctx, req)
 	return err

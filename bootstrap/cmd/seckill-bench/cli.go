@@ -75,6 +75,11 @@ PostgreSQL ceiling of the cancel transactions.`, benchTimeouts),
 and place orders through the public API while a sampler records rates, orders, backlog,
 latency and CPU; then check the invariants, measure the ceilings and write result.json and
 report.html.`, benchSale),
+		c.flagSetCmd("hot-sku", "Measure how stock lanes spread one SKU's reservations over the Redis Cluster's masters",
+			`Run the reserve ceiling (every call a new buyer of one SKU) on the local stack's Redis
+Cluster for each stock lane count, in interleaved rounds, and print the calls per second and
+the CPU per call of the busiest master and of all masters (INFO cpu): one SKU's entry rate is
+bounded by one core of its busiest master.`, hotSKU),
 	)
 	clikit.AddGroup(root, groupChaos,
 		c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",

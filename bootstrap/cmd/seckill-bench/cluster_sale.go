@@ -48,6 +48,7 @@ const (
 // clusterSaleOptions are the flags of `seckill-bench cluster-sale`.
 type clusterSaleOptions struct {
 	stock, buyers, clients int
+	lanes                  int
 	apis, workers          int
 	faults                 []string
 	down, settle           time.Duration
@@ -100,6 +101,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("cluster-sale", flag.ContinueOnError)
 	o := clusterSaleOptions{}
 	fs.IntVar(&o.stock, "stock", 3000, "units of the hot SKU")
+	fs.IntVar(&o.lanes, "lanes", 3, "Redis slots the hot SKU's stock is split over (stock_lanes; 1: one slot)")
 	fs.IntVar(&o.buyers, "buyers", 9000, "buyers (each retries its one request_id until a definite answer)")
 	fs.IntVar(&o.clients, "clients", 48, "concurrent buyers")
 	fs.IntVar(&o.apis, "api", 3, "API instances (seckill serve --role api)")
@@ -358,7 +360,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	httpc := &http.Client{Timeout: 10 * time.Second}
 	secret := []byte(r.cfg.AuthSecret)
 	activityID := benchActivityID()
-	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].api, secret, activityID, int64(o.stock), o.paymentTimeout); err != nil {
+	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].api, secret, activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
 		return res, err
 	}
 	redisBefore, err := redisScriptCalls(ctx, rc)
@@ -856,8 +858,8 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 	if len(run.redisAddrs) > 1 {
 		redisText = "Redis Cluster " + strings.Join(run.redisAddrs, ",")
 	}
-	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units, %d buyers, %d clients; %d API + %d worker instances; %s; %s\n",
-		o.stock, o.buyers, o.clients, o.apis, o.workers, redisText, brokerText(run.cfg))
+	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units in %d stock lanes, %d buyers, %d clients; %d API + %d worker instances; %s; %s\n",
+		o.stock, o.lanes, o.buyers, o.clients, o.apis, o.workers, redisText, brokerText(run.cfg))
 	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s killed, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
 	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
 	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",

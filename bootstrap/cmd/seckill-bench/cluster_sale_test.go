@@ -22,7 +22,8 @@ import (
 // instances on the stack's Redis Cluster and a two-broker RocketMQ
 // cluster, with one API instance, one worker instance and one broker
 // killed mid-sale and brought back, half the orders paid and the rest
-// timed out. The RocketMQ cluster is the test's own (started on free
+// timed out; the hot SKU's stock is split over three Redis slots (stock
+// lanes). The RocketMQ cluster is the test's own (started on free
 // ports in a temporary directory, stopped by PID when the test ends), so
 // the broker it kills is nobody else's. Every invariant must hold and
 // every instance must have done a share of the work.
@@ -52,7 +53,7 @@ func TestClusterSale(t *testing.T) {
 	clusterDir := ccfg.RocketMQClusterDir()
 	var progress bytes.Buffer
 	run := clusterSaleRun{
-		opts: clusterSaleOptions{stock: 600, buyers: 1800, clients: 16, apis: 3, workers: 2,
+		opts: clusterSaleOptions{stock: 600, lanes: 3, buyers: 1800, clients: 16, apis: 3, workers: 2,
 			faults: []string{faultAPI, faultWorkers, faultBroker}, down: 3 * time.Second, settle: 120 * time.Second,
 			paymentTimeout: 8 * time.Second, payShare: 0.5},
 		cfg: cfg, log: log, exe: filepath.Join(filepath.Dir(bin), serviceName),

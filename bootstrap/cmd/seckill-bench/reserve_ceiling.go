@@ -24,6 +24,9 @@ type reserveOptions struct {
 	Reservations int
 	// Clients is the number of concurrent callers (>= 1).
 	Clients int
+	// Lanes is the number of stock lanes of the seeded activity SKU
+	// (ports.Activity.StockLanes; 0 or 1: one slot).
+	Lanes int
 }
 
 // reserveResult is the outcome of reserveCeiling.
@@ -67,7 +70,7 @@ func reserveCeiling(ctx context.Context, store *redis.Store, opts reserveOptions
 	err := store.SeedActivity(ctx, ports.Activity{
 		ActivityID: opts.ActivityID, SKUID: opts.SKUID, Stock: int64(opts.Reservations),
 		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
-		ReservationTTL: time.Minute, PaymentTimeout: 15 * time.Minute,
+		ReservationTTL: time.Minute, PaymentTimeout: 15 * time.Minute, StockLanes: opts.Lanes,
 	})
 	if err != nil {
 		return reserveResult{}, err

@@ -41,8 +41,13 @@ type CreateActivityRequest struct {
 	// reservation_ttl is how long a reservation may wait in the queue before
 	// it can no longer become an order (reservation_valid_until); > 0.
 	ReservationTtl *durationpb.Duration `protobuf:"bytes,7,opt,name=reservation_ttl,json=reservationTtl,proto3" json:"reservation_ttl,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// stock_lanes splits the entry's stock over this many Redis slots, for a
+	// SKU hotter than one Redis core serves; 1..16, 0 (unset) means 1. A
+	// buyer reserves in the lane his user id maps to; stock moves between
+	// lanes when one runs dry.
+	StockLanes    int32 `protobuf:"varint,8,opt,name=stock_lanes,json=stockLanes,proto3" json:"stock_lanes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateActivityRequest) Reset() {
@@ -124,6 +129,13 @@ func (x *CreateActivityRequest) GetReservationTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *CreateActivityRequest) GetStockLanes() int32 {
+	if x != nil {
+		return x.StockLanes
+	}
+	return 0
+}
+
 // CreateActivityResponse echoes the stored activity.
 type CreateActivityResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -187,8 +199,10 @@ type Activity struct {
 	PaymentTimeout *durationpb.Duration `protobuf:"bytes,6,opt,name=payment_timeout,json=paymentTimeout,proto3" json:"payment_timeout,omitempty"`
 	// reservation_ttl bounds the queued life of a reservation.
 	ReservationTtl *durationpb.Duration `protobuf:"bytes,7,opt,name=reservation_ttl,json=reservationTtl,proto3" json:"reservation_ttl,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// stock_lanes is the number of Redis slots the entry's stock is split over.
+	StockLanes    int32 `protobuf:"varint,8,opt,name=stock_lanes,json=stockLanes,proto3" json:"stock_lanes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Activity) Reset() {
@@ -268,6 +282,13 @@ func (x *Activity) GetReservationTtl() *durationpb.Duration {
 		return x.ReservationTtl
 	}
 	return nil
+}
+
+func (x *Activity) GetStockLanes() int32 {
+	if x != nil {
+		return x.StockLanes
+	}
+	return 0
 }
 
 // GetStockReportRequest names an activity SKU.
@@ -880,7 +901,7 @@ var File_seckill_v1_admin_proto protoreflect.FileDescriptor
 const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16seckill/v1/admin.proto\x12\n" +
-	"seckill.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdb\x02\n" +
+	"seckill.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x02\n" +
 	"\x15CreateActivityRequest\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +
@@ -889,9 +910,11 @@ const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\tstarts_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bstartsAt\x123\n" +
 	"\aends_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06endsAt\x12B\n" +
 	"\x0fpayment_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0epaymentTimeout\x12B\n" +
-	"\x0freservation_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0ereservationTtl\"J\n" +
+	"\x0freservation_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0ereservationTtl\x12\x1f\n" +
+	"\vstock_lanes\x18\b \x01(\x05R\n" +
+	"stockLanes\"J\n" +
 	"\x16CreateActivityResponse\x120\n" +
-	"\bactivity\x18\x01 \x01(\v2\x14.seckill.v1.ActivityR\bactivity\"\xce\x02\n" +
+	"\bactivity\x18\x01 \x01(\v2\x14.seckill.v1.ActivityR\bactivity\"\xef\x02\n" +
 	"\bActivity\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +
@@ -900,7 +923,9 @@ const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\tstarts_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bstartsAt\x123\n" +
 	"\aends_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06endsAt\x12B\n" +
 	"\x0fpayment_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0epaymentTimeout\x12B\n" +
-	"\x0freservation_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0ereservationTtl\"O\n" +
+	"\x0freservation_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0ereservationTtl\x12\x1f\n" +
+	"\vstock_lanes\x18\b \x01(\x05R\n" +
+	"stockLanes\"O\n" +
 	"\x15GetStockReportRequest\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +

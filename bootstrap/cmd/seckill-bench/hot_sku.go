@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
+)
+
+// hotSKU measures how stock lanes spread one SKU's reservations over the
+// masters of a Redis Cluster: for each lane count it runs the reserve
+// ceiling (reserveCeiling, every call a new buyer of one SKU) and reads
+// each master's CPU (INFO cpu) before and after, in interleaved rounds.
+// The figure that bounds one SKU's entry rate is the CPU of the busiest
+// master per reservation: with one lane one master serves every call.
+func hotSKU(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("hot-sku", flag.ContinueOnError)
+	lanesFlag := fs.String("lanes", "1,3", "stock lane counts to compare")
+	calls := fs.Int("calls", 20000, "reserve calls (new buyers) per run")
+	clients := fs.Int("clients", 64, "concurrent callers")
+	rounds := fs.Int("rounds", 3, "interleaved rounds (medians are printed)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lanes []int
+	for f := range strings.SplitSeq(*lanesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--lanes: %q is not a lane count", f)
+		}
+		lanes = append(lanes, n)
+	}
+	addrs := redisadapter.SplitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS"))
+	if len(addrs) == 0 {
+		return errors.New("hot-sku: SECKILL_REDIS_CLUSTER_ADDRS is not set: eval \"$(deploy/local/stack.sh up)\"")
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	rc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: string(cfg.Redis.Password)})
+	defer func() { _ = rc.Close() }()
+	ns := fmt.Sprintf("hotsku%d", time.Now().UnixNano())
+	defer purgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
+	store, err := redisadapter.New(rc, redisadapter.Config{Namespace: ns}, nil, log)
+	if err != nil {
+		return err
+	}
+
+	type row struct {
+		rate, hottest, all []float64
+	}
+	rows := make([]row, len(lanes))
+	fmt.Fprintf(stdout, "seckill-bench hot-sku: %d reserve calls of one SKU per run, %d clients, Redis Cluster %s\n",
+		*calls, *clients, strings.Join(addrs, ","))
+	fmt.Fprintf(stdout, "%-6s %-6s %10s %10s %10s %14s %14s\n", "round", "lanes", "calls/s", "p50", "p99", "hottest us/call", "masters us/call")
+	for round := 1; round <= *rounds; round++ {
+		for i, n := range lanes {
+			before, err := mastersCPU(ctx, rc)
+			if err != nil {
+				return err
+			}
+			res, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: int64(round*100 + i + 1), SKUID: 1,
+				Reservations: *calls, Clients: *clients, Lanes: n})
+			if err != nil {
+				return err
+			}
+			after, err := mastersCPU(ctx, rc)
+			if err != nil {
+				return err
+			}
+			var hottest, all float64
+			for addr, v := range after {
+				d := v - before[addr]
+				all += d
+				hottest = max(hottest, d)
+			}
+			if round == 1 {
+				placement, err := lanePlacement(ctx, rc, ns, int64(round*100+i+1))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "       %d lanes per master (port:lanes) %s\n", n, placement)
+			}
+			perCall := func(s float64) float64 { return s * 1e6 / float64(res.Calls) }
+			rows[i].rate = append(rows[i].rate, res.PerSecond)
+			rows[i].hottest = append(rows[i].hottest, perCall(hottest))
+			rows[i].all = append(rows[i].all, perCall(all))
+			fmt.Fprintf(stdout, "%-6d %-6d %10.0f %10s %10s %14.1f %14.1f\n", round, n, res.PerSecond,
+				res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), perCall(hottest), perCall(all))
+		}
+	}
+	fmt.Fprintf(stdout, "\nmedians of %d rounds:\n", *rounds)
+	base := median(rows[0].hottest)
+	for i, n := range lanes {
+		h := median(rows[i].hottest)
+		fmt.Fprintf(stdout, "  lanes %-3d %8.0f calls/s; busiest master %6.1f us CPU per call (%.2fx lanes %d); all masters %6.1f us\n",
+			n, median(rows[i].rate), h, base/max(h, 0.001), lanes[0], median(rows[i].all))
+	}
+	fmt.Fprintln(stdout, "One SKU's entry rate is bounded by one core of its busiest master: about 1e6 / (busiest us per call) calls a second.")
+	return nil
+}
+
+// lanePlacement counts the lanes of SKU 1 of the activity on each master
+// (their stock counters, found with SCAN), as "port:count" pairs.
+func lanePlacement(ctx context.Context, rc *goredis.ClusterClient, ns string, activityID int64) (string, error) {
+	var mu sync.Mutex
+	var out []string
+	err := rc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		n := 0
+		it := m.Scan(ctx, 0, fmt.Sprintf("%s:{a%d:s1*}:stock", ns, activityID), 1000).Iterator()
+		for it.Next(ctx) {
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+		addr := m.Options().Addr
+		mu.Lock()
+		out = append(out, fmt.Sprintf("%s:%d", addr[strings.LastIndexByte(addr, ':')+1:], n))
+		mu.Unlock()
+		return nil
+	})
+	slices.Sort(out)
+	return strings.Join(out, " "), err
+}
+
+// mastersCPU reads each master's CPU seconds (used_cpu_sys + used_cpu_user
+// of INFO cpu), by address.
+func mastersCPU(ctx context.Context, rc goredis.UniversalClient) (map[string]float64, error) {
+	var mu sync.Mutex
+	out := map[string]float64{}
+	err := forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
+		info, err := m.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		var s float64
+		for line := range strings.SplitSeq(info, "\n") {
+			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
+					x, _ := strconv.ParseFloat(v, 64)
+					s += x
+				}
+			}
+		}
+		mu.Lock()
+		out[m.Options().Addr] = s
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// median returns the median of v (0 for none).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
