@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: help run test unit up down status build generate check-generated lint bench-place bench-consume chaos cluster-sale bench-timeouts bench-sale observe observe-down
+.PHONY: help run test unit up down status build generate check-generated lint bench-place bench-consume chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
 
 ## help: list the targets with their one-line description.
 help:
@@ -82,6 +82,10 @@ bench-timeouts: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) timeouts
 bench-sale: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) sale
+
+## hot-sku: one SKU's reservations with 1 and 3 stock lanes on the Redis Cluster, CPU per call of the busiest master (docs/capacity.md).
+hot-sku: build-bench
+	@$(WITH_STACK) ./$(BENCH_BIN) hot-sku $(HOT_SKU_FLAGS)
 
 ## cluster-sale: a hot-SKU sale on 3 API + 2 worker instances, the Redis Cluster and the two-broker RocketMQ cluster;
 ## kills one instance of each role and a broker mid-sale, prints the invariants and each instance's share (docs/capacity.md).

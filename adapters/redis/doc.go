@@ -15,7 +15,11 @@
 //     reservation hashes and the pending / unresolved / pending_created
 //     indexes (seed, reserve, claim_due, mark_sent, mark_sent_many,
 //     schedule_retry, mark_ordered, release, release_many, inventory,
-//     rebuild); a hot SKU therefore lives on one master;
+//     rebuild); a hot SKU therefore lives on one master, unless its
+//     activity splits the stock over lanes: lane k > 0 is a slot of its
+//     own, {a<activity>:s<sku>:l<k>[.<salt>]}, with the same keys plus
+//     a transfer log and a set of received transfers (transfer_out,
+//     transfer_in, transfer_done, freeze_lane, open_lane; lanes.go);
 //   - order view slot {<order_id>}: the query view of one order
 //     (view_apply);
 //   - <ns>:slots (the set of seeded activity SKUs) and <ns>:generation have
@@ -76,7 +80,12 @@
 //     same arguments still answers "already done";
 //   - forget_request: PEXPIRE ... LT only shortens;
 //   - guard, guard_node: a second run answers PENDING, handled as FROZEN;
-//   - guard_sku: a second run sets the same frozen value again;
+//   - guard_sku, freeze_lane: a second run sets the same frozen value
+//     again;
+//   - transfer_out: the transfer is logged already, its stored units are
+//     returned; transfer_in: received already, 0 (the units were added
+//     once); transfer_done: gone already, 0; open_lane: open for the
+//     generation already, 1 (TestLaneScriptsTolerateARetriedCall);
 //   - inventory: read-only.
 //
 // The key layout is the one of docs/architecture.md, plus one index per
