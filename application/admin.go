@@ -119,7 +119,7 @@ func atStorePrecision(a ports.Activity) ports.Activity {
 func sameActivity(a, b ports.Activity) bool {
 	return a.ActivityID == b.ActivityID && a.SKUID == b.SKUID && a.Stock == b.Stock &&
 		a.StartsAt.Equal(b.StartsAt) && a.EndsAt.Equal(b.EndsAt) &&
-		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL
+		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL && a.Lanes() == b.Lanes()
 }
 
 // activityParams are the audited settings of a requested activity.
@@ -130,6 +130,7 @@ func activityParams(a ports.Activity) map[string]any {
 		"ends_at":         a.EndsAt.Format(time.RFC3339Nano),
 		"payment_timeout": a.PaymentTimeout.String(),
 		"reservation_ttl": a.ReservationTTL.String(),
+		"stock_lanes":     a.Lanes(),
 	}
 }
 

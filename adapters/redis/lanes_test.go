@@ -53,6 +53,15 @@ func TestLanesSellEveryUnitToTheBuyersOfOneLane(t *testing.T) {
 	if got := f.laneStocks(a); !slices.Equal(got, []int64{3, 3, 2, 2}) {
 		t.Fatalf("seeded lanes = %v, want [3 3 2 2]", got)
 	}
+	other := a
+	other.StockLanes = 2
+	wantErr(t, f.s.SeedActivity(ctx, other), ports.ErrAlreadyExists)
+	if err := f.s.SeedActivity(ctx, a); err != nil {
+		t.Fatalf("seeding again: %v", err)
+	}
+	if got := f.laneStocks(a); !slices.Equal(got, []int64{3, 3, 2, 2}) {
+		t.Fatalf("lanes after seeding again = %v, want [3 3 2 2]", got)
+	}
 	var sold []string
 	for i := int64(1); i <= 10; i++ {
 		r := f.reserve(1, 1, 4*i, testBase, testBase) // users 4, 8, ...: lane 0

@@ -34,6 +34,10 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 		if err != nil {
 			return wrapErr("seed activity", err)
 		}
+		if c < 0 {
+			return fmt.Errorf("seed activity %d sku %d lane %d: seeded before with another number of lanes than %d: %w",
+				a.ActivityID, a.SKUID, k, n, ports.ErrAlreadyExists)
+		}
 		created += c
 	}
 	// The slots set lives in another hash slot, so it is written by a

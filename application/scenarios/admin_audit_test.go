@@ -93,6 +93,12 @@ func TestCreateActivitySubMicrosecondIsSellableAndIdempotent(t *testing.T) {
 		t.Fatalf("create with other settings: %v, want ErrAlreadyExists", err)
 	}
 	h.wantAudit(3, ports.UserActor(10), ports.AuditCreateActivity, target, ports.AuditAlreadyExists)
+	split := req
+	split.StockLanes = 3
+	if _, err := h.admin.CreateActivity(ctx, ports.UserActor(10), split); !errors.Is(err, ports.ErrAlreadyExists) {
+		t.Fatalf("create with other stock lanes: %v, want ErrAlreadyExists", err)
+	}
+	h.wantAudit(4, ports.UserActor(10), ports.AuditCreateActivity, target, ports.AuditAlreadyExists)
 	if acts := h.activityRows(); len(acts) != 1 || acts[0] != want {
 		t.Fatalf("activities %+v, want only %+v", acts, want)
 	}

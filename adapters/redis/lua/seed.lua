@@ -4,9 +4,13 @@
 -- ARGV[4] reservation_ttl_ms, ARGV[5] payment_timeout_ms, ARGV[6] the
 -- number of lanes of the activity SKU, ARGV[7] this lane (ARGV[1] is this
 -- lane's share of the stock)
--- Returns 1 when this call created the activity, 0 when it existed.
--- Never resets an existing stock counter.
+-- Returns 1 when this call created the activity, 0 when it existed with
+-- the same number of lanes, -1 when it existed with another (nothing
+-- changes). Never resets an existing stock counter.
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  if (redis.call('HGET', KEYS[1], 'lanes') or '1') ~= ARGV[6] then
+    return -1
+  end
   return 0
 end
 redis.call('HSET', KEYS[1],
