@@ -95,7 +95,7 @@ func (s *Store) BuyerState(ctx context.Context, userID int64, requestID string, 
 	if err != nil {
 		return ports.BuyerState{}, err
 	}
-	holders := s.lane(activityID, skuID, laneOf(userID, n)).holders
+	holders := s.lane(activityID, skuID, laneOf(userID, n), n).holders
 	var bound *goredis.IntCmd
 	var holds *goredis.BoolCmd
 	_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {

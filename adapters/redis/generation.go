@@ -162,7 +162,7 @@ func (s *Store) InFlight(ctx context.Context, generation string, a ports.Activit
 		}
 		if affected {
 			for k := range n {
-				if err := s.run(ctx, scriptFreezeLane, []string{s.lane(a.ActivityID, a.SKUID, k).rules}, generation).Err(); err != nil {
+				if err := s.run(ctx, scriptFreezeLane, []string{s.lane(a.ActivityID, a.SKUID, k, n).rules}, generation).Err(); err != nil {
 					return nil, wrapErr("freeze lane", err)
 				}
 			}
@@ -170,7 +170,7 @@ func (s *Store) InFlight(ctx context.Context, generation string, a ports.Activit
 	}
 	var out []reservation.Snapshot
 	for k := range n {
-		got, err := s.laneInFlight(ctx, a.ActivityID, a.SKUID, k)
+		got, err := s.laneInFlight(ctx, a.ActivityID, a.SKUID, k, n)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func (s *Store) lanesAffected(ctx context.Context, generation string, a ports.Ac
 	pipe := s.client.Pipeline()
 	cmds := make([]*goredis.SliceCmd, n)
 	for k := range n {
-		cmds[k] = pipe.HMGet(ctx, s.lane(a.ActivityID, a.SKUID, k).rules, "starts_ms", "frozen")
+		cmds[k] = pipe.HMGet(ctx, s.lane(a.ActivityID, a.SKUID, k, n).rules, "starts_ms", "frozen")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, wrapErr("lanes affected", err)
@@ -199,9 +199,9 @@ func (s *Store) lanesAffected(ctx context.Context, generation string, a ports.Ac
 	return false, nil
 }
 
-// laneInFlight is InFlight for one lane.
-func (s *Store) laneInFlight(ctx context.Context, activityID, skuID int64, lane int) ([]reservation.Snapshot, error) {
-	sk := s.lane(activityID, skuID, lane)
+// laneInFlight is InFlight for lane lane of n.
+func (s *Store) laneInFlight(ctx context.Context, activityID, skuID int64, lane, n int) ([]reservation.Snapshot, error) {
+	sk := s.lane(activityID, skuID, lane, n)
 	seen := map[string]bool{}
 	var ids []string
 	for _, idx := range []string{sk.unresolved, sk.pending, sk.pendingCreated} {
@@ -263,7 +263,7 @@ func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.Rebuil
 // holders; stale reports a STALE answer (nothing written).
 func (s *Store) rebuildLane(ctx context.Context, r ports.StockRebuild, lane, n int, base int64, holders []ports.Holder, mode string) (ports.RebuildResult, bool, error) {
 	a := r.Activity
-	sk := s.lane(a.ActivityID, a.SKUID, lane)
+	sk := s.lane(a.ActivityID, a.SKUID, lane, n)
 	ids := make([]string, 0, len(r.InFlight)+len(r.Ordered)+len(r.Released))
 	ids = append(append(append(ids, r.InFlight...), r.Ordered...), r.Released...)
 	keys := make([]string, 0, 6+len(ids))
@@ -357,14 +357,14 @@ func (s *Store) rebuildLanes(ctx context.Context, r ports.StockRebuild, n int) (
 	}
 	pipe := s.client.Pipeline()
 	for k := range n {
-		sk := s.lane(a.ActivityID, a.SKUID, k)
+		sk := s.lane(a.ActivityID, a.SKUID, k, n)
 		pipe.Del(ctx, sk.transfers, sk.received)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return ports.RebuildResult{}, wrapErr("rebuild: drop transfer logs", err)
 	}
 	for k := range n {
-		opened, err := s.run(ctx, scriptOpenLane, []string{s.lane(a.ActivityID, a.SKUID, k).rules}, r.Generation).Int64()
+		opened, err := s.run(ctx, scriptOpenLane, []string{s.lane(a.ActivityID, a.SKUID, k, n).rules}, r.Generation).Int64()
 		if err != nil {
 			return ports.RebuildResult{}, wrapErr("rebuild: open lane", err)
 		}
@@ -392,7 +392,7 @@ func (s *Store) heldByLane(ctx context.Context, a ports.Activity, n int, inFligh
 	pipe := s.client.Pipeline()
 	cmds := make([][]*goredis.StringCmd, n)
 	for k := range n {
-		sk := s.lane(a.ActivityID, a.SKUID, k)
+		sk := s.lane(a.ActivityID, a.SKUID, k, n)
 		cmds[k] = make([]*goredis.StringCmd, len(inFlight))
 		for i, id := range inFlight {
 			cmds[k][i] = pipe.HGet(ctx, sk.rsv(id), "status")

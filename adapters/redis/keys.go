@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"math"
 	"strconv"
 )
 
@@ -29,29 +28,27 @@ func (k keys) slot(activityID, skuID int64) slotKeys {
 	return k.slotByID(k.slotID(activityID, skuID))
 }
 
-// laneID is the slot id of one lane of an activity SKU's stock: lane 0 is
-// the SKU's own slot ("a1:s2"), lane k > 0 a hash tag of its own
-// ("a1:s2:l3", with a ".<salt>" suffix when needed) whose Redis Cluster
-// hash slot lies near slot0 + frac(k x golden ratio) x 16384, where slot0
-// is lane 0's: any number of lanes is then spread evenly over the slot
-// space, so over masters that own equal slot ranges (the usual layout),
-// and every process derives the same ids.
-func (k keys) laneID(activityID, skuID int64, lane int) string {
+// laneID is the slot id of lane lane of an activity SKU whose stock is
+// split over n lanes: lane 0 is the SKU's own slot ("a1:s2"), lane k > 0
+// a hash tag of its own ("a1:s2:l3", with a ".<salt>" suffix when needed)
+// whose Redis Cluster hash slot lies within laneSlotSpread after
+// slot0 + k x 16384 / n, where slot0 is lane 0's: the lanes are spaced
+// evenly over the slot space, so n lanes on n masters that own equal slot
+// ranges (the usual layout) land one per master, and every process derives
+// the same ids.
+func (k keys) laneID(activityID, skuID int64, lane, n int) string {
 	id := k.slotID(activityID, skuID)
-	if lane == 0 {
+	if lane == 0 || n <= 1 {
 		return id
 	}
-	const phi = 0.6180339887498949
-	_, frac := math.Modf(float64(lane) * phi)
-	target := (keySlot(id) + int(frac*clusterSlots)) % clusterSlots
+	target := (keySlot(id) + lane*clusterSlots/n) % clusterSlots
 	base := id + ":l" + strconv.Itoa(lane)
 	for salt := 0; ; salt++ {
 		tag := base
 		if salt > 0 {
 			tag += "." + strconv.Itoa(salt)
 		}
-		d := (keySlot(tag) - target + clusterSlots) % clusterSlots
-		if min(d, clusterSlots-d) < laneSlotSpread/2 || salt == maxLaneSalt {
+		if (keySlot(tag)-target+clusterSlots)%clusterSlots < laneSlotSpread || salt == maxLaneSalt {
 			return tag
 		}
 	}
@@ -61,8 +58,8 @@ func (k keys) laneID(activityID, skuID int64, lane int) string {
 // lane's tag is searched in, and the bound of that search (about
 // clusterSlots / laneSlotSpread tries are needed).
 const (
-	laneSlotSpread = 512
-	maxLaneSalt    = 4096
+	laneSlotSpread = 32
+	maxLaneSalt    = 16384
 )
 
 // laneOf is the lane a user reserves in among n lanes: every reservation

@@ -26,8 +26,8 @@ import (
 // of the fullest lane's stock over (a transfer: transfer_out.lua takes the
 // units and logs them on the giving lane, transfer_in.lua adds them to the
 // receiving lane exactly once, transfer_done.lua removes the log entry);
-// SOLD_OUT means a consistent read (laneInventory) found every lane empty
-// and nothing in transit. A transfer interrupted between its
+// SOLD_OUT means a read of every lane found them all empty and nothing in
+// transit, with no transfer step in between (refill). A transfer interrupted between its
 // steps is finished by the next refill that finds no stock (or dropped by
 // a rebuild, which counts its units from PostgreSQL's facts). Units in
 // transit count as available (Inventory), so the stock conservation
@@ -35,9 +35,9 @@ import (
 
 // maxLaneAttempts bounds the reserve attempts of one Reserve in a lane
 // that runs dry: each attempt after the first follows a refill, and other
-// buyers of the lane may take what it moved in before the reserve runs
-// again (every such loss is a unit sold, so the loop ends when the stock
-// does).
+// buyers may take what it moved in (or move it on to their own empty lane)
+// before the reserve runs again; past the bound Reserve answers
+// ports.ErrStockPaused (retry) instead of looping.
 const maxLaneAttempts = 64
 
 // laneCount returns the number of lanes of an activity SKU: the "lanes"
@@ -77,108 +77,133 @@ func (s *Store) rememberLanes(a ports.Activity) {
 
 // laneID is keys.laneID, cached for the life of the Store (a lane's tag
 // may take a few dozen checksums to find).
-func (s *Store) laneID(activityID, skuID int64, lane int) string {
-	if lane == 0 {
+func (s *Store) laneID(activityID, skuID int64, lane, n int) string {
+	if lane == 0 || n <= 1 {
 		return s.keys.slotID(activityID, skuID)
 	}
-	key := [3]int64{activityID, skuID, int64(lane)}
+	key := [4]int64{activityID, skuID, int64(lane), int64(n)}
 	if v, ok := s.laneIDCache.Load(key); ok {
 		id, _ := v.(string)
 		return id
 	}
-	id := s.keys.laneID(activityID, skuID, lane)
+	id := s.keys.laneID(activityID, skuID, lane, n)
 	s.laneIDCache.Store(key, id)
 	return id
 }
 
-// lane returns the keys of one lane of an activity SKU.
-func (s *Store) lane(activityID, skuID int64, lane int) slotKeys {
-	return s.keys.slotByID(s.laneID(activityID, skuID, lane))
+// lane returns the keys of lane lane of an activity SKU with n lanes.
+func (s *Store) lane(activityID, skuID int64, lane, n int) slotKeys {
+	return s.keys.slotByID(s.laneID(activityID, skuID, lane, n))
 }
 
 // laneIDs returns the slot ids of every lane of an activity SKU.
 func (s *Store) laneIDs(activityID, skuID int64, n int) []string {
 	ids := make([]string, n)
 	for k := range n {
-		ids[k] = s.laneID(activityID, skuID, k)
+		ids[k] = s.laneID(activityID, skuID, k, n)
 	}
 	return ids
 }
 
-// refLane returns the lane that holds ref's reservation: the user's lane
-// when ref carries the user, else the first lane that has it (probed with
-// one pipelined EXISTS per lane), and false when no lane has it.
-func (s *Store) refLane(ctx context.Context, ref ports.ReservationRef) (int, bool, error) {
-	n, err := s.laneCount(ctx, ref.ActivityID, ref.SKUID)
+// refLane returns the lane that holds ref's reservation and the activity
+// SKU's lane count: the user's lane when ref carries the user, else the
+// first lane that has it (probed with one pipelined EXISTS per lane), and
+// false when no lane has it.
+func (s *Store) refLane(ctx context.Context, ref ports.ReservationRef) (lane, n int, found bool, err error) {
+	n, err = s.laneCount(ctx, ref.ActivityID, ref.SKUID)
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	if n == 1 {
-		return 0, true, nil
+		return 0, 1, true, nil
 	}
 	if ref.UserID > 0 {
-		return laneOf(ref.UserID, n), true, nil
+		return laneOf(ref.UserID, n), n, true, nil
 	}
 	pipe := s.client.Pipeline()
 	cmds := make([]*goredis.IntCmd, n)
 	for k := range n {
-		cmds[k] = pipe.Exists(ctx, s.lane(ref.ActivityID, ref.SKUID, k).rsv(ref.ReservationID))
+		cmds[k] = pipe.Exists(ctx, s.lane(ref.ActivityID, ref.SKUID, k, n).rsv(ref.ReservationID))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, false, wrapErr("find lane", err)
+		return 0, 0, false, wrapErr("find lane", err)
 	}
 	for k, c := range cmds {
 		if c.Val() == 1 {
-			return k, true, nil
+			return k, n, true, nil
 		}
 	}
-	return 0, false, nil
+	return 0, n, false, nil
 }
 
 // refKeys returns the keys of the lane holding ref's reservation; when no
 // lane has it, those of lane 0 (whose scripts then answer "unknown").
 func (s *Store) refKeys(ctx context.Context, ref ports.ReservationRef) (slotKeys, error) {
-	lane, _, err := s.refLane(ctx, ref)
+	lane, n, _, err := s.refLane(ctx, ref)
 	if err != nil {
 		return slotKeys{}, err
 	}
-	return s.lane(ref.ActivityID, ref.SKUID, lane), nil
+	return s.lane(ref.ActivityID, ref.SKUID, lane, n), nil
 }
 
 // refill moves stock into lane to from the fullest other lane of an
-// activity SKU with n lanes and returns the units that arrived (0: every
-// other lane is empty and nothing was in transit).
-func (s *Store) refill(ctx context.Context, activityID, skuID int64, n, to int) (int64, error) {
+// activity SKU with n lanes and returns the units that arrived. It reads
+// every lane's counter, transfer counter and transfer log size in one
+// pipeline; when no other lane has stock and no transfer is logged it reads
+// the transfer counters again, and soldOut reports that none moved in
+// between: the lanes were empty at one moment (a unit given back since is
+// the same race as a release right after a sold-out answer on one slot).
+// When transfers are logged it finishes them (settleTransfers).
+func (s *Store) refill(ctx context.Context, activityID, skuID int64, n, to int) (arrived int64, soldOut bool, err error) {
 	pipe := s.client.Pipeline()
-	cmds := make([]*goredis.StringCmd, n)
+	stocks := make([]*goredis.StringCmd, n)
+	moves := make([]*goredis.StringCmd, n)
+	logs := make([]*goredis.IntCmd, n)
 	for k := range n {
-		if k != to {
-			cmds[k] = pipe.Get(ctx, s.lane(activityID, skuID, k).stock)
-		}
+		sk := s.lane(activityID, skuID, k, n)
+		stocks[k] = pipe.Get(ctx, sk.stock)
+		moves[k] = pipe.HGet(ctx, sk.rules, "moves")
+		logs[k] = pipe.HLen(ctx, sk.transfers)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return 0, wrapErr("refill: read lanes", err)
+		return 0, false, wrapErr("refill: read lanes", err)
 	}
-	donor, most := -1, int64(0)
-	for k, c := range cmds {
-		if c == nil {
-			continue
-		}
-		if v, err := c.Int64(); err == nil && v > most {
+	donor, most, logged := -1, int64(0), false
+	for k := range n {
+		if v, err := stocks[k].Int64(); err == nil && k != to && v > most {
 			donor, most = k, v
 		}
+		logged = logged || logs[k].Val() > 0
 	}
-	if donor < 0 {
-		return s.settleTransfers(ctx, activityID, skuID, n)
+	switch {
+	case donor >= 0:
+		arrived, err = s.transfer(ctx, activityID, skuID, n, donor, to, (most+1)/2)
+		return arrived, false, err
+	case logged:
+		arrived, err = s.settleTransfers(ctx, activityID, skuID, n)
+		return arrived, false, err
 	}
-	return s.transfer(ctx, activityID, skuID, donor, to, (most+1)/2)
+	pipe = s.client.Pipeline()
+	again := make([]*goredis.StringCmd, n)
+	for k := range n {
+		again[k] = pipe.HGet(ctx, s.lane(activityID, skuID, k, n).rules, "moves")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return 0, false, wrapErr("refill: read transfer counters", err)
+	}
+	for k := range n {
+		if again[k].Val() != moves[k].Val() {
+			return 0, false, nil
+		}
+	}
+	return 0, true, nil
 }
 
 // transfer moves up to want units from lane from to lane to and returns
 // the units that arrived. A step that fails leaves the units logged in
 // transit on lane from (settleTransfers finishes it).
-func (s *Store) transfer(ctx context.Context, activityID, skuID int64, from, to int, want int64) (int64, error) {
-	src := s.lane(activityID, skuID, from)
+func (s *Store) transfer(ctx context.Context, activityID, skuID int64, n, from, to int, want int64) (int64, error) {
+	src := s.lane(activityID, skuID, from, n)
 	id := s.callToken()
 	reply, err := s.run(ctx, scriptTransferOut, []string{src.rules, src.stock, src.transfers},
 		id, strconv.Itoa(to), itoa(want), itoa(s.now().UnixMilli())).Slice()
@@ -193,7 +218,7 @@ func (s *Store) transfer(ctx context.Context, activityID, skuID int64, from, to 
 	if units <= 0 {
 		return 0, nil
 	}
-	arrived, err := s.deliver(ctx, activityID, skuID, from, to, id, units, epoch)
+	arrived, err := s.deliver(ctx, activityID, skuID, n, from, to, id, units, epoch)
 	if err != nil {
 		return 0, err
 	}
@@ -205,8 +230,8 @@ func (s *Store) transfer(ctx context.Context, activityID, skuID int64, from, to 
 // deliver runs the receiving and closing steps of a logged transfer and
 // returns the units this call added to lane to (0 when they had arrived
 // before, were dropped by a rebuild, or the receiving lane is frozen).
-func (s *Store) deliver(ctx context.Context, activityID, skuID int64, from, to int, id string, units int64, epoch string) (int64, error) {
-	src, dst := s.lane(activityID, skuID, from), s.lane(activityID, skuID, to)
+func (s *Store) deliver(ctx context.Context, activityID, skuID int64, n, from, to int, id string, units int64, epoch string) (int64, error) {
+	src, dst := s.lane(activityID, skuID, from, n), s.lane(activityID, skuID, to, n)
 	code, err := s.run(ctx, scriptTransferIn, []string{dst.rules, dst.stock, dst.received}, id, itoa(units), epoch).Int64()
 	if err != nil {
 		return 0, wrapErr("transfer in", err)
@@ -253,7 +278,7 @@ func (s *Store) settleTransfers(ctx context.Context, activityID, skuID int64, n 
 	pipe := s.client.Pipeline()
 	logs := make([]*goredis.MapStringStringCmd, n)
 	for k := range n {
-		logs[k] = pipe.HGetAll(ctx, s.lane(activityID, skuID, k).transfers)
+		logs[k] = pipe.HGetAll(ctx, s.lane(activityID, skuID, k, n).transfers)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, wrapErr("settle transfers: read logs", err)
@@ -265,7 +290,7 @@ func (s *Store) settleTransfers(ctx context.Context, activityID, skuID int64, n 
 			if err != nil {
 				return arrived, err
 			}
-			got, err := s.deliver(ctx, activityID, skuID, t.from, t.to, t.id, t.units, t.epoch)
+			got, err := s.deliver(ctx, activityID, skuID, n, t.from, t.to, t.id, t.units, t.epoch)
 			if err != nil {
 				return arrived, err
 			}
@@ -287,10 +312,10 @@ type laneRead struct {
 	transits []transit
 }
 
-// readLane runs inventory.lua on one lane; ok is false when the lane is
-// not seeded.
-func (s *Store) readLane(ctx context.Context, activityID, skuID int64, lane int) (laneRead, bool, error) {
-	sk := s.lane(activityID, skuID, lane)
+// readLane runs inventory.lua on lane lane of n; ok is false when the
+// lane is not seeded.
+func (s *Store) readLane(ctx context.Context, activityID, skuID int64, lane, n int) (laneRead, bool, error) {
+	sk := s.lane(activityID, skuID, lane, n)
 	reply, err := s.run(ctx, scriptInventory, []string{sk.rules, sk.stock, sk.holders, sk.transfers}).Slice()
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return laneRead{}, false, wrapErr("inventory", err)
@@ -346,7 +371,7 @@ func (s *Store) laneInventory(ctx context.Context, activityID, skuID int64, n in
 		var transits []transit
 		seeded := false
 		for k := range n {
-			r, ok, err := s.readLane(ctx, activityID, skuID, k)
+			r, ok, err := s.readLane(ctx, activityID, skuID, k, n)
 			if err != nil {
 				return ports.RedisInventory{}, err
 			}
@@ -365,11 +390,11 @@ func (s *Store) laneInventory(ctx context.Context, activityID, skuID int64, n in
 		pipe := s.client.Pipeline()
 		arrived := make([]*goredis.BoolCmd, len(transits))
 		for i, t := range transits {
-			arrived[i] = pipe.SIsMember(ctx, s.lane(activityID, skuID, t.to).received, t.id)
+			arrived[i] = pipe.SIsMember(ctx, s.lane(activityID, skuID, t.to, n).received, t.id)
 		}
 		again := make([]*goredis.StringCmd, n)
 		for k := range n {
-			again[k] = pipe.HGet(ctx, s.lane(activityID, skuID, k).rules, "moves")
+			again[k] = pipe.HGet(ctx, s.lane(activityID, skuID, k, n).rules, "moves")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 			return ports.RedisInventory{}, wrapErr("inventory: read transfers", err)

@@ -31,7 +31,7 @@ func (f *fixture) laneStocks(a ports.Activity) []int64 {
 	f.t.Helper()
 	out := make([]int64, a.Lanes())
 	for k := range out {
-		v, err := f.c.Get(ctxT(f.t), f.s.lane(a.ActivityID, a.SKUID, k).stock).Int64()
+		v, err := f.c.Get(ctxT(f.t), f.s.lane(a.ActivityID, a.SKUID, k, a.Lanes()).stock).Int64()
 		if err != nil {
 			f.t.Fatalf("lane %d stock: %v", k, err)
 		}
@@ -81,7 +81,7 @@ func TestLanesSellEveryUnitToTheBuyersOfOneLane(t *testing.T) {
 		t.Fatalf("Inventory = %+v, want 0 available and the 10 sold held", inv)
 	}
 	for k := range 4 {
-		if n := f.c.HLen(ctx, f.s.lane(1, 1, k).transfers).Val(); n != 0 {
+		if n := f.c.HLen(ctx, f.s.lane(1, 1, k, 4).transfers).Val(); n != 0 {
 			t.Fatalf("lane %d transfer log holds %d entries after the sale", k, n)
 		}
 	}
@@ -173,7 +173,7 @@ func TestLaneTransferInterruptedIsCountedAndFinished(t *testing.T) {
 	f := newFixture(t)
 	ctx := ctxT(t)
 	a := f.seedLanes(1, 1, 4, 2)
-	src := f.s.lane(1, 1, 1)
+	src := f.s.lane(1, 1, 1, 2)
 	// Lane 1 gives its 2 units to lane 0 and the process stops there.
 	got, err := f.s.run(ctx, scriptTransferOut, []string{src.rules, src.stock, src.transfers},
 		"t-crashed", "0", "2", strconv.FormatInt(testBase.UnixMilli(), 10)).Slice()
@@ -198,7 +198,7 @@ func TestLaneTransferInterruptedIsCountedAndFinished(t *testing.T) {
 		t.Fatalf("transfer log holds %d entries, want the interrupted one finished", n)
 	}
 	// Finishing it again adds nothing.
-	dst := f.s.lane(1, 1, 0)
+	dst := f.s.lane(1, 1, 0, 2)
 	if code, err := f.s.run(ctx, scriptTransferIn, []string{dst.rules, dst.stock, dst.received}, "t-crashed", "2", "").Int64(); err != nil || code != 0 {
 		t.Fatalf("transfer_in again = %d, %v; want 0 (received already)", code, err)
 	}
@@ -219,7 +219,7 @@ func TestLanesRebuiltTogether(t *testing.T) {
 	r1 := f.reserve(1, 1, 1, testBase, testBase) // lane 1
 	r2 := f.reserve(1, 1, 2, testBase, testBase) // lane 2
 	r3 := f.reserve(1, 1, 3, testBase, testBase) // lane 0: becomes an order
-	src := s.lane(1, 1, 2)
+	src := s.lane(1, 1, 2, 3)
 	if _, err := s.run(ctx, scriptTransferOut, []string{src.rules, src.stock, src.transfers},
 		"t-old", "0", "1", strconv.FormatInt(testBase.UnixMilli(), 10)).Slice(); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestLanesRebuiltTogether(t *testing.T) {
 	// Redis comes back as another process: only lane 0's master would
 	// freeze on a cluster; here the guard freezes the lanes it finds.
 	f.c.HSet(ctx, s.keys.generation(), "run_id", "the-process-that-acknowledged")
-	f.c.HDel(ctx, s.lane(1, 1, 1).rules, "frozen")
+	f.c.HDel(ctx, s.lane(1, 1, 1, 3).rules, "frozen")
 	s = reconnect(t, s)
 	f.s = s
 	gen, err := s.RecoveryPending(ctx)
@@ -240,7 +240,7 @@ func TestLanesRebuiltTogether(t *testing.T) {
 		t.Fatalf("InFlight = %d, %v; want 3", len(inflight), err)
 	}
 	for k := range 3 {
-		if v := f.c.HGet(ctx, s.lane(1, 1, k).rules, "frozen").Val(); v != gen {
+		if v := f.c.HGet(ctx, s.lane(1, 1, k, 3).rules, "frozen").Val(); v != gen {
 			t.Fatalf("lane %d frozen = %q, want %q", k, v, gen)
 		}
 	}
@@ -258,11 +258,11 @@ func TestLanesRebuiltTogether(t *testing.T) {
 		t.Fatalf("lanes after rebuild = %v, want [3 3 3]", got)
 	}
 	for k := range 3 {
-		if v := f.c.HGet(ctx, s.lane(1, 1, k).rules, "frozen").Val(); v != "" {
+		if v := f.c.HGet(ctx, s.lane(1, 1, k, 3).rules, "frozen").Val(); v != "" {
 			t.Fatalf("lane %d still frozen by %q", k, v)
 		}
 	}
-	dst := s.lane(1, 1, 0)
+	dst := s.lane(1, 1, 0, 3)
 	if code, err := s.run(ctx, scriptTransferIn, []string{dst.rules, dst.stock, dst.received}, "t-old", "1", "").Int64(); err != nil || code != -2 {
 		t.Fatalf("transfer_in of a transfer logged before the rebuild = %d, %v; want -2 (dropped)", code, err)
 	}

@@ -70,8 +70,8 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 // reservation (reservation.New(...).Snapshot()); otherwise the error wraps
 // reservation.ErrInvalid. With several stock lanes it reserves in the
 // user's lane and, when that lane is empty, moves stock over from the
-// fullest other lane first (lanes.go); ports.ErrSoldOut then means a
-// consistent read found every lane empty. When other buyers of the lane
+// fullest other lane first (lanes.go); ports.ErrSoldOut then means every
+// lane was empty at one moment, nothing in transit. When other buyers of the lane
 // keep taking the stock moved in (maxLaneAttempts times) it answers
 // ports.ErrStockPaused: retry.
 func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error) {
@@ -85,7 +85,7 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 	if err != nil {
 		return reservation.Snapshot{}, err
 	}
-	sk := s.lane(r.ActivityID, r.SKUID, laneOf(r.UserID, n))
+	sk := s.lane(r.ActivityID, r.SKUID, laneOf(r.UserID, n), n)
 	keys := []string{sk.rsv(r.ReservationID), sk.rules, sk.holders, sk.stock, sk.pending, sk.unresolved, sk.pendingCreated}
 	args := make([]any, 0, 4+32)
 	args = append(args, itoa(r.UserID), itoa(ms(r.CreatedAt)), itoa(ms(firstAttemptAt)), r.ReservationID)
@@ -104,24 +104,17 @@ func (s *Store) Reserve(ctx context.Context, r reservation.Snapshot, firstAttemp
 			return s.reserveAnswer(ctx, r, sk, code, reply)
 		}
 		// The user's lane is empty: move stock over from another lane,
-		// and answer sold out only when a consistent read of every lane
-		// finds nothing left (not even in transit).
-		moved, err := s.refill(ctx, r.ActivityID, r.SKUID, n, lane)
+		// and answer sold out only when every lane was empty at once.
+		moved, soldOut, err := s.refill(ctx, r.ActivityID, r.SKUID, n, lane)
 		if err != nil {
 			return reservation.Snapshot{}, err
 		}
-		if moved == 0 {
-			inv, err := s.laneInventory(ctx, r.ActivityID, r.SKUID, n)
-			if err != nil {
-				return reservation.Snapshot{}, err
-			}
-			if inv.Available == 0 {
-				return s.reserveAnswer(ctx, r, sk, code, reply)
-			}
+		if soldOut {
+			return s.reserveAnswer(ctx, r, sk, code, reply)
 		}
 		if attempt == maxLaneAttempts {
-			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: other buyers took the stock moved into lane %d %d times: %w",
-				r.ActivityID, r.SKUID, lane, attempt, ports.ErrStockPaused)
+			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: lane %d still empty after %d refills (moved %d last): %w",
+				r.ActivityID, r.SKUID, lane, attempt, moved, ports.ErrStockPaused)
 		}
 	}
 }
@@ -274,12 +267,12 @@ func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []
 			out[i].Err = fmt.Errorf("redis release %s: %w: unknown release reason %q", r.Ref.ReservationID, reservation.ErrInvalid, r.Reason)
 			continue
 		}
-		lane, _, err := s.refLane(ctx, r.Ref)
+		lane, n, _, err := s.refLane(ctx, r.Ref)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		id := s.laneID(r.Ref.ActivityID, r.Ref.SKUID, lane)
+		id := s.laneID(r.Ref.ActivityID, r.Ref.SKUID, lane, n)
 		g, ok := index[id]
 		if !ok {
 			g = &slotReqs{id: id}
@@ -364,12 +357,12 @@ func (s *Store) byLane(ctx context.Context, refs []ports.ReservationRef) ([]*slo
 	)
 	index := map[string]*slotBatch{}
 	for _, ref := range refs {
-		lane, _, err := s.refLane(ctx, ref)
+		lane, n, _, err := s.refLane(ctx, ref)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		id := s.laneID(ref.ActivityID, ref.SKUID, lane)
+		id := s.laneID(ref.ActivityID, ref.SKUID, lane, n)
 		g, ok := index[id]
 		if !ok {
 			g = &slotBatch{id: id, activityID: ref.ActivityID, skuID: ref.SKUID, sk: s.keys.slotByID(id)}
@@ -422,7 +415,7 @@ func (s *Store) Inventory(ctx context.Context, activityID, skuID int64) (ports.R
 	if n > 1 {
 		return s.laneInventory(ctx, activityID, skuID, n)
 	}
-	r, ok, err := s.readLane(ctx, activityID, skuID, 0)
+	r, ok, err := s.readLane(ctx, activityID, skuID, 0, 1)
 	if err != nil {
 		return ports.RedisInventory{}, err
 	}

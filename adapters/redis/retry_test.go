@@ -253,7 +253,7 @@ func TestLaneScriptsTolerateARetriedCall(t *testing.T) {
 	}
 
 	const gen = "gen-lanes-retry"
-	if err := f.c.HSet(ctx, s.lane(1, 1, 1).rules, "frozen", gen).Err(); err != nil {
+	if err := f.c.HSet(ctx, s.lane(1, 1, 1, 3).rules, "frozen", gen).Err(); err != nil {
 		t.Fatal(err)
 	}
 	inflight, err := s.InFlight(ctx, gen, a)
