@@ -12,7 +12,18 @@ import (
 // ReceiveForTest receives n messages of topic for group through the client
 // library with the given invisible duration, or fails after within.
 func ReceiveForTest(cfg Config, group, topic string, n int, invisible, within time.Duration) ([]*rmq.MessageView, error) {
+	return receiveForTest(cfg, group, topic, "", n, invisible, within)
+}
+
+// receiveForTest is ReceiveForTest; a broker other than "" is named in
+// every receive (the runner's per-broker receive loops).
+func receiveForTest(cfg Config, group, topic, broker string, n int, invisible, within time.Duration) ([]*rmq.MessageView, error) {
 	cfg = cfg.withDefaults()
+	if broker != "" {
+		if err := InstallRuntime(cfg, nil); err != nil {
+			return nil, err
+		}
+	}
 	c, err := rmq.NewSimpleConsumer(clientConfig(cfg, group), rmq.WithAwaitDuration(time.Second),
 		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
 		rmq.WithClientFuncForSimpleConsumer(clientFunc(cfg)))
@@ -25,7 +36,11 @@ func ReceiveForTest(cfg Config, group, topic string, n int, invisible, within ti
 	defer func() { _ = c.GracefulStop() }()
 	var got []*rmq.MessageView
 	for end := time.Now().Add(within); len(got) < n && time.Now().Before(end); {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		rctx := context.Background()
+		if broker != "" {
+			rctx = withBrokerTarget(rctx, broker)
+		}
+		ctx, cancel := context.WithTimeout(rctx, 3*time.Second)
 		mvs, _ := c.Receive(ctx, int32(n-len(got)), invisible)
 		cancel()
 		got = append(got, mvs...)
@@ -64,31 +79,7 @@ func ReadableBrokersForTest(cfg Config, topics ...string) ([]string, error) {
 // ReceiveFromBrokerForTest is ReceiveForTest with every receive asking the
 // proxy for broker's messages (the runner's per-broker receive loops).
 func ReceiveFromBrokerForTest(cfg Config, group, topic, broker string, n int, invisible, within time.Duration) ([]*rmq.MessageView, error) {
-	cfg = cfg.withDefaults()
-	if err := InstallRuntime(cfg, nil); err != nil {
-		return nil, err
-	}
-	c, err := rmq.NewSimpleConsumer(clientConfig(cfg, group), rmq.WithAwaitDuration(time.Second),
-		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
-		rmq.WithClientFuncForSimpleConsumer(clientFunc(cfg)))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	defer func() { _ = c.GracefulStop() }()
-	var got []*rmq.MessageView
-	for end := time.Now().Add(within); len(got) < n && time.Now().Before(end); {
-		ctx, cancel := context.WithTimeout(withBrokerTarget(context.Background(), broker), 3*time.Second)
-		mvs, _ := c.Receive(ctx, int32(n-len(got)), invisible)
-		cancel()
-		got = append(got, mvs...)
-	}
-	if len(got) < n {
-		return got, fmt.Errorf("received %d of %d messages", len(got), n)
-	}
-	return got, nil
+	return receiveForTest(cfg, group, topic, broker, n, invisible, within)
 }
 
 // BrokerOfForTest reads the broker name from a receipt handle ("" when it

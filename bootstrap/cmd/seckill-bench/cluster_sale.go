@@ -950,24 +950,38 @@ func killedText(in *clusterInstance) string {
 // redisScriptCalls reads, per master, how many scripts it ran
 // (INFO commandstats: evalsha and eval calls).
 func redisScriptCalls(ctx context.Context, rc goredis.UniversalClient) (map[string]int64, error) {
+	sums, err := sumMasterInfo(ctx, rc, "commandstats", func(line string) float64 {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(line, cmd); ok {
+				v, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+				return float64(v)
+			}
+		}
+		return 0
+	})
+	out := make(map[string]int64, len(sums))
+	for addr, v := range sums {
+		out[addr] = int64(v)
+	}
+	return out, err
+}
+
+// sumMasterInfo reads one INFO section of every master (of a cluster
+// client, or the one node) and sums value over its lines, by address.
+func sumMasterInfo(ctx context.Context, rc goredis.UniversalClient, section string, value func(line string) float64) (map[string]float64, error) {
 	var mu sync.Mutex
-	out := map[string]int64{}
+	out := map[string]float64{}
 	err := forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
-		info, err := m.Info(ctx, "commandstats").Result()
+		info, err := m.Info(ctx, section).Result()
 		if err != nil {
 			return err
 		}
-		var n int64
+		var sum float64
 		for line := range strings.SplitSeq(info, "\n") {
-			for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-					v, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
-					n += v
-				}
-			}
+			sum += value(strings.TrimSpace(line))
 		}
 		mu.Lock()
-		out[m.Options().Addr] = n
+		out[m.Options().Addr] = sum
 		mu.Unlock()
 		return nil
 	})

@@ -139,28 +139,15 @@ func lanePlacement(ctx context.Context, rc *goredis.ClusterClient, ns string, ac
 // mastersCPU reads each master's CPU seconds (used_cpu_sys + used_cpu_user
 // of INFO cpu), by address.
 func mastersCPU(ctx context.Context, rc goredis.UniversalClient) (map[string]float64, error) {
-	var mu sync.Mutex
-	out := map[string]float64{}
-	err := forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
-		info, err := m.Info(ctx, "cpu").Result()
-		if err != nil {
-			return err
-		}
-		var s float64
-		for line := range strings.SplitSeq(info, "\n") {
-			for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					s += x
-				}
+	return sumMasterInfo(ctx, rc, "cpu", func(line string) float64 {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				return x
 			}
 		}
-		mu.Lock()
-		out[m.Options().Addr] = s
-		mu.Unlock()
-		return nil
+		return 0
 	})
-	return out, err
 }
 
 // median returns the median of v (0 for none).
