@@ -273,3 +273,57 @@ func TestLanesRebuiltTogether(t *testing.T) {
 	wantErr(t, err, ports.ErrAlreadyPurchased)
 	f.reserve(1, 1, 4, testBase, testBase)
 }
+
+// TestLanesRebuildSeedsALostLane: a lane whose keys are all gone (its
+// master came back empty) makes the SKU's recovery freeze the other lanes,
+// and the rebuild seeds the lost lane again with its share; the unit of a
+// reservation only the lost lane knew comes back.
+func TestLanesRebuildSeedsALostLane(t *testing.T) {
+	t.Parallel()
+	f, gen := guardedFixture(t)
+	s, ctx := f.s, ctxT(t)
+	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
+		t.Fatalf("FinishRecovery = %v, %v", ok, err)
+	}
+	a := f.seedLanes(1, 1, 12, 3)
+	r1 := f.reserve(1, 1, 1, testBase, testBase) // lane 1: in flight
+	f.reserve(1, 1, 2, testBase, testBase)       // lane 2: lost with its lane, never sent
+	r3 := f.reserve(1, 1, 3, testBase, testBase) // lane 0: became an order
+	lost := s.lane(1, 1, 2, 3)
+	keys, err := f.c.Keys(ctx, s.keys.ns+":{"+s.laneID(1, 1, 2, 3)+"}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("lane 2 keys: %v, %v", keys, err)
+	}
+	f.c.Del(ctx, keys...)
+	if n := f.c.Exists(ctx, lost.rules, lost.stock).Val(); n != 0 {
+		t.Fatalf("lane 2 still has %d keys", n)
+	}
+	f.c.HSet(ctx, s.keys.generation(), "run_id", "the-process-that-acknowledged")
+	s = reconnect(t, s)
+	f.s = s
+	gen, err = s.RecoveryPending(ctx)
+	if err != nil || gen == "" {
+		t.Fatalf("RecoveryPending = %q, %v", gen, err)
+	}
+	inflight, err := s.InFlight(ctx, gen, a)
+	if err != nil || len(inflight) != 2 {
+		t.Fatalf("InFlight = %d, %v; want r1 and r3", len(inflight), err)
+	}
+	res, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: a, Base: 11,
+		InFlight: []string{r1.ReservationID}, Ordered: []string{r3.ReservationID},
+		Holders: []ports.Holder{{UserID: 3, ReservationID: r3.ReservationID}}})
+	if err != nil || res != (ports.RebuildResult{Available: 10, InFlight: 1}) {
+		t.Fatalf("Rebuild = %+v, %v; want 10 available, 1 in flight", res, err)
+	}
+	if got := f.laneStocks(a); got[0]+got[1]+got[2] != 10 || got[2] == 0 {
+		t.Fatalf("lanes after rebuild = %v, want 10 in all and lane 2 seeded again", got)
+	}
+	if v := f.c.HGet(ctx, lost.rules, "lanes").Val(); v != "3" {
+		t.Fatalf("lane 2 rules lanes = %q, want 3", v)
+	}
+	if inv := f.inventory(1, 1); inv.Available != 10 || len(inv.Held) != 2 {
+		t.Fatalf("Inventory = %d available, %d held; want 10 and 2", inv.Available, len(inv.Held))
+	}
+	f.reserve(1, 1, 2, testBase, testBase) // user 2's lost reservation holds nothing now
+	f.reserve(1, 1, 5, testBase, testBase)
+}
