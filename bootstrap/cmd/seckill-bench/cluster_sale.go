@@ -40,9 +40,10 @@ import (
 // cluster. Each comes back after --down (the instances restarted as a
 // supervisor would, the broker by the stack).
 const (
-	faultAPI     = "api"
-	faultWorkers = "workers"
-	faultBroker  = "broker"
+	faultAPI        = "api"
+	faultWorkers    = "workers"
+	faultBroker     = "broker"
+	faultBrokerHang = "broker-hang"
 )
 
 // clusterSaleOptions are the flags of `seckill-bench cluster-sale`.
@@ -58,11 +59,14 @@ type clusterSaleOptions struct {
 }
 
 // brokerFault kills one broker of the RocketMQ cluster by the pid its
-// stack recorded and brings it back with restart.
+// stack recorded and brings it back with restart, or, when hang is set,
+// stops it (SIGSTOP: its connections stay open, the name server keeps
+// routing to it) and lets it go on (SIGCONT).
 type brokerFault struct {
 	name    string
 	pidFile string
 	restart func(ctx context.Context) error
+	hang    bool
 }
 
 // clusterSaleRun is one run's setting: the options, the configuration the
@@ -106,7 +110,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.clients, "clients", 48, "concurrent buyers")
 	fs.IntVar(&o.apis, "api", 3, "API instances (seckill serve --role api)")
 	fs.IntVar(&o.workers, "workers", 2, "worker instances (seckill serve --role workers)")
-	faults := fs.String("faults", "api,workers,broker", "faults injected mid-sale, comma-separated: api, workers, broker; empty for none")
+	faults := fs.String("faults", "api,workers,broker", "faults injected mid-sale, comma-separated: api, workers, broker (SIGKILL, restarted), broker-hang (SIGSTOP, then SIGCONT); empty for none")
 	fs.DurationVar(&o.down, "down", 5*time.Second, "how long a killed instance or broker stays down")
 	fs.DurationVar(&o.settle, "settle", 150*time.Second, "how long to wait for every acknowledged reservation and every timeout to resolve")
 	fs.DurationVar(&o.paymentTimeout, "payment-timeout", 20*time.Second, "the activity's payment timeout (unpaid orders are canceled after it)")
@@ -141,9 +145,12 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("cluster-sale runs on RocketMQ (SECKILL_BROKER is %s): %w", cfg.Broker, flag.ErrHelp)
 	}
 	clusterDir := os.Getenv("SECKILL_ROCKETMQ_CLUSTER_DIR")
-	if slices.Contains(o.faults, faultBroker) {
+	if slices.Contains(o.faults, faultBroker) && slices.Contains(o.faults, faultBrokerHang) {
+		return fmt.Errorf("--faults: %s and %s exclude each other: %w", faultBroker, faultBrokerHang, flag.ErrHelp)
+	}
+	if slices.Contains(o.faults, faultBroker) || slices.Contains(o.faults, faultBrokerHang) {
 		if clusterDir == "" {
-			return errors.New("the broker fault needs the RocketMQ cluster mode of the local stack (SECKILL_ROCKETMQ_CLUSTER_DIR is not set): run `make cluster-sale`, or --faults api,workers")
+			return errors.New("the broker faults need the RocketMQ cluster mode of the local stack (SECKILL_ROCKETMQ_CLUSTER_DIR is not set): run `make cluster-sale`, or --faults api,workers")
 		}
 		script := *stackScript
 		run.broker = &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
@@ -154,7 +161,8 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 					return fmt.Errorf("%s up: %w\n%s", script, err, out)
 				}
 				return nil
-			}}
+			},
+			hang: slices.Contains(o.faults, faultBrokerHang)}
 	}
 	run.stackProcs = clusterStackProcs(os.Getenv("SECKILL_STACK_DIR"), clusterDir, len(run.redisAddrs) > 1)
 	res, err := runClusterSale(ctx, run)
@@ -174,10 +182,10 @@ func parseFaults(s string) ([]string, error) {
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
 		case "":
-		case faultAPI, faultWorkers, faultBroker:
+		case faultAPI, faultWorkers, faultBroker, faultBrokerHang:
 			out = append(out, f)
 		default:
-			return nil, fmt.Errorf("--faults: unknown fault %q (api, workers, broker): %w", f, flag.ErrHelp)
+			return nil, fmt.Errorf("--faults: unknown fault %q (api, workers, broker, broker-hang): %w", f, flag.ErrHelp)
 		}
 	}
 	return out, nil
@@ -615,11 +623,17 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 		if err != nil {
 			return time.Time{}, fmt.Errorf("pid of %s: %w", r.broker.name, err)
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return time.Time{}, fmt.Errorf("SIGKILL %s (pid %d): %w", r.broker.name, pid, err)
+		sig, what := syscall.SIGKILL, "killed"
+		if r.broker.hang {
+			sig, what = syscall.SIGSTOP, "hung"
+			// Never leave the stack's broker stopped, whatever happens next.
+			defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			return time.Time{}, fmt.Errorf("%s %s (pid %d): %w", sig, r.broker.name, pid, err)
 		}
 		brokerPID = pid
-		fmt.Fprintf(r.progress, "cluster-sale: killed %s (SIGKILL, pid %d)\n", r.broker.name, pid)
+		fmt.Fprintf(r.progress, "cluster-sale: %s %s (%s, pid %d)\n", what, r.broker.name, sig, pid)
 	}
 	if len(victims) == 0 && r.broker == nil {
 		return time.Now(), nil
@@ -634,7 +648,13 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 		v.cpu.restartAs(v.cmd.Process.Pid)
 		v.cmu.Unlock()
 	}
-	if r.broker != nil {
+	switch {
+	case r.broker != nil && r.broker.hang:
+		if err := syscall.Kill(brokerPID, syscall.SIGCONT); err != nil {
+			return time.Time{}, fmt.Errorf("SIGCONT %s (pid %d): %w", r.broker.name, brokerPID, err)
+		}
+		fmt.Fprintf(r.progress, "cluster-sale: %s goes on (SIGCONT)\n", r.broker.name)
+	case r.broker != nil:
 		if err := waitGone(ctx, brokerPID); err != nil {
 			return time.Time{}, err
 		}
@@ -860,7 +880,7 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 	}
 	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units in %d stock lanes, %d buyers, %d clients; %d API + %d worker instances; %s; %s\n",
 		o.stock, o.lanes, o.buyers, o.clients, o.apis, o.workers, redisText, brokerText(run.cfg))
-	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s killed, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
+	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
 	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
 	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",
 		r.saleSeconds, float64(r.acknowledged)/max(r.saleSeconds, 0.001), r.answeredSeconds, r.lastOrderAfterLastAck.Seconds(), r.recovery.Seconds())
