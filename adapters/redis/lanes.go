@@ -18,7 +18,8 @@ import (
 // every reservation of it. An activity created with n > 1 lanes splits
 // its entry stock over n slots, each a complete slot of its own (rules,
 // counter, holders, indexes, reservations): lane 0 is the SKU's slot
-// ("a1:s2"), lane k the slot "a1:s2:lk". A user reserves in lane
+// ("a1:s2"), lane k the slot keys.laneID names ("a1:s2:l<k>[.<salt>]",
+// spaced evenly over the hash slots). A user reserves in lane
 // laneOf(user, n) only, so the lane's holders hash keeps the one unit per
 // buyer rule in one script, and every later step of a reservation finds
 // its lane from the user id (ports.ReservationRef.UserID; without it the
@@ -27,8 +28,9 @@ import (
 // units and logs them on the giving lane, transfer_in.lua adds them to the
 // receiving lane exactly once, transfer_done.lua removes the log entry);
 // SOLD_OUT means a read of every lane found them all empty and nothing in
-// transit, with no transfer step in between (refill). A transfer interrupted between its
-// steps is finished by the next refill that finds no stock (or dropped by
+// transit, with no transfer step in between (refill). A transfer
+// interrupted between its steps is finished by the next refill that finds
+// no stock elsewhere (or dropped by
 // a rebuild, which counts its units from PostgreSQL's facts). Units in
 // transit count as available (Inventory), so the stock conservation
 // invariant holds at every step.
@@ -76,7 +78,7 @@ func (s *Store) rememberLanes(a ports.Activity) {
 }
 
 // laneID is keys.laneID, cached for the life of the Store (a lane's tag
-// may take a few dozen checksums to find).
+// takes about clusterSlots / laneSlotSpread checksums to find).
 func (s *Store) laneID(activityID, skuID int64, lane, n int) string {
 	if lane == 0 || n <= 1 {
 		return s.keys.slotID(activityID, skuID)

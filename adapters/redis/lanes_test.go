@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -204,21 +205,30 @@ func TestLaneTransferInterruptedIsCountedAndFinished(t *testing.T) {
 	}
 }
 
+// threeLanesSold is a guarded fixture with a verified generation and an
+// activity SKU of 12 units in 3 lanes, where users 1, 2 and 3 reserved one
+// unit each (lanes 1, 2 and 0).
+func threeLanesSold(t *testing.T) (f *fixture, a ports.Activity, r1, r2, r3 reservation.Snapshot) {
+	t.Helper()
+	f, gen := guardedFixture(t)
+	if ok, err := f.s.FinishRecovery(ctxT(t), gen); !ok || err != nil {
+		t.Fatalf("FinishRecovery = %v, %v", ok, err)
+	}
+	a = f.seedLanes(1, 1, 12, 3)
+	r1 = f.reserve(1, 1, 1, testBase, testBase)
+	r2 = f.reserve(1, 1, 2, testBase, testBase)
+	r3 = f.reserve(1, 1, 3, testBase, testBase)
+	return f, a, r1, r2, r3
+}
+
 // TestLanesRebuiltTogether: after a new Redis process, the recovery's
 // InFlight freezes every lane, the rebuild splits what PostgreSQL leaves
 // over the lanes (each keeps the units its in-flight reservations hold),
 // drops transfers logged before it, and opens every lane.
 func TestLanesRebuiltTogether(t *testing.T) {
 	t.Parallel()
-	f, gen := guardedFixture(t)
+	f, a, r1, r2, r3 := threeLanesSold(t) // r3 becomes an order
 	s, ctx := f.s, ctxT(t)
-	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
-		t.Fatalf("FinishRecovery = %v, %v", ok, err)
-	}
-	a := f.seedLanes(1, 1, 12, 3)
-	r1 := f.reserve(1, 1, 1, testBase, testBase) // lane 1
-	r2 := f.reserve(1, 1, 2, testBase, testBase) // lane 2
-	r3 := f.reserve(1, 1, 3, testBase, testBase) // lane 0: becomes an order
 	src := s.lane(1, 1, 2, 3)
 	if _, err := s.run(ctx, scriptTransferOut, []string{src.rules, src.stock, src.transfers},
 		"t-old", "0", "1", strconv.FormatInt(testBase.UnixMilli(), 10)).Slice(); err != nil {
@@ -280,15 +290,10 @@ func TestLanesRebuiltTogether(t *testing.T) {
 // reservation only the lost lane knew comes back.
 func TestLanesRebuildSeedsALostLane(t *testing.T) {
 	t.Parallel()
-	f, gen := guardedFixture(t)
+	// r1 stays in flight, r2 is lost with its lane (never sent), r3
+	// became an order.
+	f, a, r1, _, r3 := threeLanesSold(t)
 	s, ctx := f.s, ctxT(t)
-	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
-		t.Fatalf("FinishRecovery = %v, %v", ok, err)
-	}
-	a := f.seedLanes(1, 1, 12, 3)
-	r1 := f.reserve(1, 1, 1, testBase, testBase) // lane 1: in flight
-	f.reserve(1, 1, 2, testBase, testBase)       // lane 2: lost with its lane, never sent
-	r3 := f.reserve(1, 1, 3, testBase, testBase) // lane 0: became an order
 	lost := s.lane(1, 1, 2, 3)
 	keys, err := f.c.Keys(ctx, s.keys.ns+":{"+s.laneID(1, 1, 2, 3)+"}:*").Result()
 	if err != nil || len(keys) == 0 {
@@ -301,7 +306,7 @@ func TestLanesRebuildSeedsALostLane(t *testing.T) {
 	f.c.HSet(ctx, s.keys.generation(), "run_id", "the-process-that-acknowledged")
 	s = reconnect(t, s)
 	f.s = s
-	gen, err = s.RecoveryPending(ctx)
+	gen, err := s.RecoveryPending(ctx)
 	if err != nil || gen == "" {
 		t.Fatalf("RecoveryPending = %q, %v", gen, err)
 	}
