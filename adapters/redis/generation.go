@@ -218,16 +218,12 @@ func (s *Store) laneInFlight(ctx context.Context, activityID, skuID int64, lane,
 	}
 	var out []reservation.Snapshot
 	for _, id := range ids {
-		m, err := s.client.HGetAll(ctx, sk.rsv(id)).Result()
-		if err != nil {
-			return nil, wrapErr("in flight", err)
-		}
-		if len(m) == 0 {
+		st, err := s.getIn(ctx, sk, id)
+		if errors.Is(err, ports.ErrNotFound) {
 			continue
 		}
-		st, err := decodeReservation(m)
 		if err != nil {
-			return nil, fmt.Errorf("redis in flight %s: %w", id, err)
+			return nil, err
 		}
 		if st.Status == reservation.StatusPending || st.Status == reservation.StatusSent {
 			out = append(out, st.Snapshot)

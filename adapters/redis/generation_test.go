@@ -59,6 +59,24 @@ func reconnect(t *testing.T, s *Store) *Store {
 	return n
 }
 
+// comeBackAsAnotherProcess plays a Redis that came back as another process:
+// the verified generation names another run_id, the Store reconnects (the
+// guard runs on the new connections) and a generation is pending; it
+// returns that generation.
+func (f *fixture) comeBackAsAnotherProcess(t *testing.T) string {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := f.c.HSet(ctx, f.s.keys.generation(), "run_id", "the-process-that-acknowledged").Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.s = reconnect(t, f.s)
+	gen, err := f.s.RecoveryPending(ctx)
+	if err != nil || gen == "" {
+		t.Fatalf("RecoveryPending after a new process = %q, %v", gen, err)
+	}
+	return gen
+}
+
 // TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks plays a Redis
 // that came back older than what it acknowledged: the guard freezes the
 // books on the first connection, Reserve answers ErrStockPaused, the
@@ -82,7 +100,6 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 	// Redis comes back as another process with an older data set: r3's
 	// reservation is gone and its unit is back in the counter.
 	sk := s.keys.slot(1, 1)
-	base.HSet(ctx, s.keys.generation(), "run_id", "the-process-that-acknowledged")
 	base.Del(ctx, sk.rsv(r3.ReservationID))
 	base.HDel(ctx, sk.holders, "3")
 	base.ZRem(ctx, sk.unresolved, r3.ReservationID)
@@ -90,13 +107,9 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 	base.ZRem(ctx, sk.pendingCreated, r3.ReservationID)
 	base.IncrBy(ctx, sk.stock, 1)
 
-	s = reconnect(t, s)
-	f.s = s
-	gen, err := s.RecoveryPending(ctx)
-	if err != nil || gen == "" {
-		t.Fatalf("RecoveryPending after a new process = %q, %v", gen, err)
-	}
-	_, err = s.Reserve(ctx, f.newRsv(1, 1, 4, testBase), testBase)
+	gen = f.comeBackAsAnotherProcess(t)
+	s = f.s
+	_, err := s.Reserve(ctx, f.newRsv(1, 1, 4, testBase), testBase)
 	wantErr(t, err, ports.ErrStockPaused)
 
 	// PostgreSQL: r3 became an order (its message was in the broker), r2

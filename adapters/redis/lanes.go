@@ -163,7 +163,9 @@ func (s *Store) refill(ctx context.Context, activityID, skuID int64, n, to int) 
 	logs := make([]*goredis.IntCmd, n)
 	for k := range n {
 		sk := s.lane(activityID, skuID, k, n)
-		stocks[k] = pipe.Get(ctx, sk.stock)
+		if k != to { // the reserve script just found lane to empty
+			stocks[k] = pipe.Get(ctx, sk.stock)
+		}
 		moves[k] = pipe.HGet(ctx, sk.rules, "moves")
 		logs[k] = pipe.HLen(ctx, sk.transfers)
 	}
@@ -172,10 +174,13 @@ func (s *Store) refill(ctx context.Context, activityID, skuID int64, n, to int) 
 	}
 	donor, most, logged := -1, int64(0), false
 	for k := range n {
-		if v, err := stocks[k].Int64(); err == nil && k != to && v > most {
+		logged = logged || logs[k].Val() > 0
+		if k == to {
+			continue
+		}
+		if v, err := stocks[k].Int64(); err == nil && v > most {
 			donor, most = k, v
 		}
-		logged = logged || logs[k].Val() > 0
 	}
 	switch {
 	case donor >= 0:
@@ -252,10 +257,10 @@ func (s *Store) deliver(ctx context.Context, activityID, skuID int64, n, from, t
 
 // transit is one logged transfer of a lane.
 type transit struct {
-	id          string
-	from, to    int
-	units, atMS int64
-	epoch       string
+	id       string
+	from, to int
+	units    int64
+	epoch    string
 }
 
 // parseTransit parses a transfers log entry "<lane>:<units>:<ms>:<epoch>".
@@ -266,11 +271,10 @@ func parseTransit(id string, from int, v string) (transit, error) {
 	}
 	to, errTo := strconv.Atoi(f[0])
 	units, errN := strconv.ParseInt(f[1], 10, 64)
-	at, errAt := strconv.ParseInt(f[2], 10, 64)
-	if err := errors.Join(errTo, errN, errAt); err != nil {
+	if err := errors.Join(errTo, errN); err != nil {
 		return transit{}, fmt.Errorf("redis: malformed transfer %s %q: %w", id, v, err)
 	}
-	return transit{id: id, from: from, to: to, units: units, atMS: at, epoch: f[3]}, nil
+	return transit{id: id, from: from, to: to, units: units, epoch: f[3]}, nil
 }
 
 // settleTransfers finishes every transfer logged on the lanes of an
@@ -342,11 +346,10 @@ func (s *Store) readLane(ctx context.Context, activityID, skuID int64, lane, n i
 	}
 	r.moves, _ = reply[2].(string)
 	tr, _ := reply[3].([]any)
-	for i := 0; i+2 < len(tr); i += 3 {
+	for i := 0; i+1 < len(tr); i += 2 {
 		id, _ := tr[i].(string)
-		to, _ := tr[i+1].(string)
-		units, _ := tr[i+2].(string)
-		t, err := parseTransit(id, lane, to+":"+units+":0:")
+		entry, _ := tr[i+1].(string)
+		t, err := parseTransit(id, lane, entry)
 		if err != nil {
 			return laneRead{}, false, err
 		}

@@ -237,14 +237,9 @@ func TestLanesRebuiltTogether(t *testing.T) {
 
 	// Redis comes back as another process: only lane 0's master would
 	// freeze on a cluster; here the guard freezes the lanes it finds.
-	f.c.HSet(ctx, s.keys.generation(), "run_id", "the-process-that-acknowledged")
 	f.c.HDel(ctx, s.lane(1, 1, 1, 3).rules, "frozen")
-	s = reconnect(t, s)
-	f.s = s
-	gen, err := s.RecoveryPending(ctx)
-	if err != nil || gen == "" {
-		t.Fatalf("RecoveryPending = %q, %v", gen, err)
-	}
+	gen := f.comeBackAsAnotherProcess(t)
+	s = f.s
 	inflight, err := s.InFlight(ctx, gen, a)
 	if err != nil || len(inflight) != 3 {
 		t.Fatalf("InFlight = %d, %v; want 3", len(inflight), err)
@@ -303,13 +298,8 @@ func TestLanesRebuildSeedsALostLane(t *testing.T) {
 	if n := f.c.Exists(ctx, lost.rules, lost.stock).Val(); n != 0 {
 		t.Fatalf("lane 2 still has %d keys", n)
 	}
-	f.c.HSet(ctx, s.keys.generation(), "run_id", "the-process-that-acknowledged")
-	s = reconnect(t, s)
-	f.s = s
-	gen, err := s.RecoveryPending(ctx)
-	if err != nil || gen == "" {
-		t.Fatalf("RecoveryPending = %q, %v", gen, err)
-	}
+	gen := f.comeBackAsAnotherProcess(t)
+	s = f.s
 	inflight, err := s.InFlight(ctx, gen, a)
 	if err != nil || len(inflight) != 2 {
 		t.Fatalf("InFlight = %d, %v; want r1 and r3", len(inflight), err)

@@ -164,16 +164,22 @@ func (s *Store) get(ctx context.Context, ref ports.ReservationRef) (storedReserv
 	if err != nil {
 		return storedReservation{}, err
 	}
-	m, err := s.client.HGetAll(ctx, sk.rsv(ref.ReservationID)).Result()
+	return s.getIn(ctx, sk, ref.ReservationID)
+}
+
+// getIn reads reservation id from the slot (lane) sk; ports.ErrNotFound
+// when the slot has no such reservation.
+func (s *Store) getIn(ctx context.Context, sk slotKeys, id string) (storedReservation, error) {
+	m, err := s.client.HGetAll(ctx, sk.rsv(id)).Result()
 	if err != nil {
 		return storedReservation{}, wrapErr("get reservation", err)
 	}
 	if len(m) == 0 {
-		return storedReservation{}, fmt.Errorf("reservation %s: %w", ref.ReservationID, ports.ErrNotFound)
+		return storedReservation{}, fmt.Errorf("reservation %s: %w", id, ports.ErrNotFound)
 	}
 	st, err := decodeReservation(m)
 	if err != nil {
-		return storedReservation{}, fmt.Errorf("redis get reservation %s: %w", ref.ReservationID, err)
+		return storedReservation{}, fmt.Errorf("redis get reservation %s: %w", id, err)
 	}
 	return st, nil
 }

@@ -3,7 +3,7 @@
 -- atomically.
 -- KEYS[1] rules, KEYS[2] stock, KEYS[3] holders, KEYS[4] transfers log
 -- Returns {} when the lane is not seeded, else {stock, HVALS holders,
--- moves, {transfer id, receiving lane, units, ...}}: moves counts the
+-- moves, {transfer id, log entry, ...}}: moves counts the
 -- transfer steps the lane took part in (a reader of several lanes reads
 -- them again to see that no unit moved while it read); the transfers are
 -- those logged in the lane's current books epoch (older ones were
@@ -16,11 +16,9 @@ local epoch = r[3] or ''
 local transit = {}
 local log = redis.call('HGETALL', KEYS[4])
 for i = 1, #log, 2 do
-  local lane, n, e = string.match(log[i + 1], '^(%d+):(%d+):%d+:(.*)$')
-  if e == epoch then
+  if string.match(log[i + 1], '^%d+:%d+:%d+:(.*)$') == epoch then
     transit[#transit + 1] = log[i]
-    transit[#transit + 1] = lane
-    transit[#transit + 1] = n
+    transit[#transit + 1] = log[i + 1]
   end
 end
 return {redis.call('GET', KEYS[2]) or '0', redis.call('HVALS', KEYS[3]), r[2] or '0', transit}
