@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: help run test unit up down status build generate check-generated lint bench-place bench-consume chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
+.PHONY: help run test unit up down status build generate check-generated check-breaking api-release lint bench-place bench-consume chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
 
 ## help: list the targets with their one-line description.
 help:
@@ -66,8 +66,24 @@ check-generated:
 	@go tool wire diff ./bootstrap || { echo "bootstrap/wire_gen.go is stale: run make generate" >&2; exit 1; }
 	@echo "generated code is current"
 
-## lint: buf lint, gofmt, golangci-lint (.golangci.yml) and shellcheck of every script; part of `make test`.
-lint:
+## check-breaking: fail when the API breaks a client of its last release: buf breaking (FILE rules, which include
+## WIRE and WIRE_JSON) against the committed image of that release in proto/released/; then a self-test: a field
+## renumbered in a copy of the API must fail the gate. Part of `make lint`.
+API_RELEASE  := proto/released/api-v1.0.0.json
+check-breaking:
+	@go tool buf breaking --against $(API_RELEASE)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp -r proto buf.yaml "$$tmp"/ && rm -rf "$$tmp/proto/gen" && \
+	  sed -i '0,/int64 activity_id = 1;/s//int64 activity_id = 99;/' "$$tmp/proto/seckill/v1/order.proto" && \
+	  if go tool buf breaking "$$tmp" --against $(API_RELEASE) >/dev/null 2>&1; then \
+	    echo "check-breaking: a renumbered field was not caught: the gate is not working" >&2; exit 1; fi
+	@echo "API compatible with $(API_RELEASE)"
+
+## api-release: write the image of the API as released (run when tagging a release; name it after the version in CHANGELOG.md).
+api-release:
+	@go tool buf build --exclude-source-info -o -#format=json | python3 -m json.tool --indent 1 > $(API_RELEASE)
+
+## lint: buf lint, buf breaking (check-breaking), gofmt, golangci-lint (.golangci.yml) and shellcheck of every script; part of `make test`.
+lint: check-breaking
 	@go tool buf lint
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1; }
 	@"$$(deploy/local/golangci-lint.sh)" run ./...
