@@ -5,7 +5,6 @@ package system
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill/ports"
@@ -21,52 +20,33 @@ func (Clock) Now() time.Time { return time.Now() }
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // IDs generates ids of the form "<kind>_<ULID>": 48 bits of milliseconds
-// and 80 random bits, 26 characters, lexicographically ordered by time.
-// Within one millisecond the random part is incremented, so ids from one
-// generator are strictly increasing. Safe for concurrent use.
+// and 80 random bits, 26 characters. Ids of different milliseconds sort by
+// time; within one millisecond every id has 80 fresh random bits from
+// crypto/rand, so an id says nothing about the ids issued before or after
+// it (no counter to step through: a buyer cannot derive another buyer's
+// order id from their own, OWASP API3). Ids of one millisecond are
+// therefore unordered among themselves: nothing may rely on ids increasing
+// within a millisecond (ordering that matters uses a timestamp or a
+// sequence). Safe for concurrent use.
 type IDs struct {
-	mu      sync.Mutex
-	lastMS  uint64
-	lastRnd [10]byte
-	now     func() time.Time
+	now func() time.Time
 }
 
 // NewIDs returns an id generator using the wall clock.
 func NewIDs() *IDs { return &IDs{now: time.Now} }
 
-// NewID implements ports.IDGenerator.
+// NewID implements ports.IDGenerator. The timestamp is the clock's
+// milliseconds since the Unix epoch (a clock before 1970 gives 0).
 func (g *IDs) NewID(kind ports.IDKind) string {
 	var u [16]byte
-	g.mu.Lock()
-	ms := uint64(g.now().UnixMilli())
-	if ms <= g.lastMS {
-		ms = g.lastMS
-		increment(&g.lastRnd)
-	} else {
-		g.lastMS = ms
-		if _, err := rand.Read(g.lastRnd[:]); err != nil {
-			// crypto/rand never fails on supported platforms (Go 1.24+
-			// crashes the program instead); keep the counter scheme.
-			increment(&g.lastRnd)
-		}
-	}
-	rnd := g.lastRnd
-	g.mu.Unlock()
-
+	ms := max(g.now().UnixMilli(), 0)
 	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], ms)
+	binary.BigEndian.PutUint64(ts[:], uint64(ms))
 	copy(u[0:6], ts[2:8])
-	copy(u[6:16], rnd[:])
+	// crypto/rand.Read never returns an error (Go 1.24+ crashes the
+	// program instead when the system's generator fails).
+	_, _ = rand.Read(u[6:16])
 	return string(kind) + "_" + encode(u)
-}
-
-func increment(b *[10]byte) {
-	for i := len(b) - 1; i >= 0; i-- {
-		b[i]++
-		if b[i] != 0 {
-			return
-		}
-	}
 }
 
 // encode renders 128 bits as 26 Crockford base32 characters.
