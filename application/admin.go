@@ -94,12 +94,24 @@ func (a *Admin) CreateActivity(ctx context.Context, actor string, act ports.Acti
 		return ports.Activity{}, fmt.Errorf("create activity %d/%d: %w", act.ActivityID, act.SKUID, err)
 	}
 	if outcome == ports.AuditAlreadyExists {
+		a.logActivity(ctx, "activity refused", actor, outcome, act)
 		return ports.Activity{}, fmt.Errorf("activity %d/%d exists with other settings: %w", act.ActivityID, act.SKUID, ports.ErrAlreadyExists)
 	}
 	a.activities.put(stored)
-	a.log.InfoContext(ctx, "activity ready", "activity_id", stored.ActivityID, "sku_id", stored.SKUID, "stock", stored.Stock,
-		"actor", actor, "outcome", outcome)
+	a.logActivity(ctx, "activity ready", actor, outcome, stored)
 	return stored, nil
+}
+
+// logActivity writes the one INFO line of a CreateActivity call that
+// reached a decision (the outcome audited with it).
+func (a *Admin) logActivity(ctx context.Context, msg, actor, outcome string, act ports.Activity) {
+	attrs := []slog.Attr{slog.String("actor", actor), slog.String("outcome", outcome),
+		slog.Int64("activity_id", act.ActivityID), slog.Int64("sku_id", act.SKUID), slog.Int64("stock", act.Stock),
+		slog.Int("stock_lanes", act.Lanes())}
+	if tc := ports.TraceFrom(ctx); tc.TraceID != "" {
+		attrs = append(attrs, slog.String("trace_id", tc.TraceID))
+	}
+	a.log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 }
 
 // atStorePrecision returns a as the stores keep it: times in UTC, times
@@ -154,6 +166,10 @@ func (a *Admin) RebuildProjection(ctx context.Context, actor string, p *ProjectO
 	if aerr := auditAlone(ctx, a.uow, e); aerr != nil {
 		return n, errors.Join(err, aerr)
 	}
-	a.log.InfoContext(ctx, "projection rebuilt", "actor", actor, "views", n, "outcome", e.Outcome)
+	level, attrs := slog.LevelInfo, []slog.Attr{slog.String("actor", actor), slog.Int("views", n), slog.String("outcome", e.Outcome)}
+	if err != nil {
+		level, attrs = slog.LevelWarn, append(attrs, slog.String("error", err.Error()))
+	}
+	a.log.LogAttrs(ctx, level, "projection rebuilt", attrs...)
 	return n, err
 }

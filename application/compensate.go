@@ -98,7 +98,7 @@ func (h *CompensateReservations) decide(ctx context.Context, it compensateItem, 
 			log.InfoContext(ctx, "reservation released", "decision", "released")
 			return ports.Acked("released")
 		}
-		log.InfoContext(ctx, "reservation already released", "decision", "duplicate")
+		log.DebugContext(ctx, "reservation already released", "decision", "duplicate")
 		return ports.Acked("duplicate")
 	case errors.Is(err, ports.ErrNotFound):
 		return quarantine(ctx, h.uow, h.log, h.group, ports.TopicInventoryCompensate, d, m.MessageID, "RESERVATION_MISSING", err)

@@ -182,6 +182,7 @@ func (dl *DeadLetters) Replay(ctx context.Context, actor string, id int64, reaso
 	var (
 		refusal error
 		unknown bool
+		letter  ports.DeadLetter
 	)
 	err := dl.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		d, err := tx.GetDeadLetter(ctx, id)
@@ -189,6 +190,7 @@ func (dl *DeadLetters) Replay(ctx context.Context, actor string, id int64, reaso
 			unknown = errors.Is(err, ports.ErrNotFound)
 			return fmt.Errorf("dead letter %d: %w", id, err)
 		}
+		letter = d.DeadLetter
 		res.ReplayCount = d.ReplayCount
 		outcome, why, err := dl.precheck(ctx, tx, d)
 		if err != nil {
@@ -220,15 +222,15 @@ func (dl *DeadLetters) Replay(ctx context.Context, actor string, id int64, reaso
 		if aerr := auditAlone(ctx, dl.uow, audit); aerr != nil {
 			return ports.ReplayResult{}, errors.Join(err, aerr)
 		}
-		dl.log.InfoContext(ctx, "dead letter replay", "dead_letter_id", id, "actor", actor, "outcome", ports.AuditNotFound)
+		dl.logReplay(ctx, id, actor, ports.DeadLetter{}, slog.String("outcome", ports.AuditNotFound))
 		return ports.ReplayResult{}, err
 	}
 	if err != nil {
 		return ports.ReplayResult{}, err
 	}
 	dl.metrics.ReplayOutcome(res.Outcome)
-	dl.log.InfoContext(ctx, "dead letter replay", "dead_letter_id", id, "actor", actor, "replay_id", res.ReplayID,
-		"replay_count", res.ReplayCount, "outcome", res.Outcome)
+	dl.logReplay(ctx, id, actor, letter, slog.String("replay_id", res.ReplayID),
+		slog.Int64("replay_count", int64(res.ReplayCount)), slog.String("outcome", res.Outcome))
 	if refusal != nil {
 		return ports.ReplayResult{}, refusal
 	}
@@ -366,4 +368,18 @@ func (dl *DeadLetters) Stats(ctx context.Context) (ports.DeadLetterStats, error)
 		return ports.DeadLetterStats{}, fmt.Errorf("dead letter stats: %w", err)
 	}
 	return st, nil
+}
+
+// logReplay writes the one INFO line of a replay ("dead letter replay")
+// with the actor, the dead letter's ids (d, when it was read) and extra.
+func (dl *DeadLetters) logReplay(ctx context.Context, id int64, actor string, d ports.DeadLetter, extra ...slog.Attr) {
+	attrs := []slog.Attr{slog.Int64("dead_letter_id", id), slog.String("actor", actor)}
+	if d.MessageID != "" {
+		attrs = append(attrs, slog.String("message_id", d.MessageID), slog.String("consumer_group", d.ConsumerGroup),
+			slog.String("topic", d.Topic))
+	}
+	if tc := ports.TraceFrom(ctx); tc.TraceID != "" {
+		attrs = append(attrs, slog.String("trace_id", tc.TraceID))
+	}
+	dl.log.LogAttrs(ctx, slog.LevelInfo, "dead letter replay", append(attrs, extra...)...)
 }

@@ -410,11 +410,18 @@ func view(s order.Snapshot) ports.OrderView { return stateView(orderState(s)) }
 
 // Pay records the payment paymentID of orderID, for the payment side
 // (authorised by the caller; any order may be addressed). The deadline is
-// checked against the database's clock.
+// checked against the database's clock. Every call that reaches a decision
+// writes one INFO line: "order paid" (outcome PAID, or ALREADY_PAID for a
+// repeated payment) or "payment refused" with the reason (ALREADY_CANCELED,
+// ALREADY_PAID, PAYMENT_MISMATCH, PAYMENT_EXPIRED, INVALID_PAYMENT_ID,
+// NOT_FOUND); other failures are logged where they are answered.
 func (l *OrderLifecycle) Pay(ctx context.Context, orderID, paymentID string) (ports.OrderView, error) {
-	s, _, err := l.execute(ctx, orderID, 0, nil, func(o *order.Order, now time.Time) error {
+	s, changed, err := l.execute(ctx, orderID, 0, nil, func(o *order.Order, now time.Time) error {
 		return o.Pay(paymentID, now)
 	})
+	if reason := payRefusal(err); reason != "" {
+		l.logAction(ctx, "payment refused", orderID, s, slog.String("payment_id", paymentID), slog.String("reason", reason))
+	}
 	switch {
 	case errors.Is(err, order.ErrAlreadyCanceled), errors.Is(err, order.ErrAlreadyPaid), errors.Is(err, order.ErrPaymentMismatch):
 		return ports.OrderView{}, fmt.Errorf("pay %s: %v: %w", orderID, err, ports.ErrOrderNotPayable)
@@ -425,19 +432,76 @@ func (l *OrderLifecycle) Pay(ctx context.Context, orderID, paymentID string) (po
 	case err != nil:
 		return ports.OrderView{}, err
 	}
+	outcome := "PAID"
+	if !changed {
+		outcome = "ALREADY_PAID"
+	}
+	l.logAction(ctx, "order paid", orderID, s, slog.String("payment_id", paymentID), slog.String("outcome", outcome))
 	return view(s), nil
 }
 
-// Cancel cancels userID's unpaid order (BUYER_CANCELED).
+// payRefusal names the reason a payment was refused ("" when err is not
+// a refusal).
+func payRefusal(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, order.ErrAlreadyCanceled):
+		return "ALREADY_CANCELED"
+	case errors.Is(err, order.ErrAlreadyPaid):
+		return "ALREADY_PAID"
+	case errors.Is(err, order.ErrPaymentMismatch):
+		return "PAYMENT_MISMATCH"
+	case errors.Is(err, order.ErrPaymentExpired):
+		return "PAYMENT_EXPIRED"
+	case errors.Is(err, order.ErrInvalid):
+		return "INVALID_PAYMENT_ID"
+	case errors.Is(err, ports.ErrNotFound):
+		return "NOT_FOUND"
+	}
+	return ""
+}
+
+// Cancel cancels userID's unpaid order (BUYER_CANCELED). Every call that
+// reaches a decision writes one INFO line: "order canceled" (outcome
+// CANCELED, or ALREADY_CANCELED) or "cancel refused" with the reason
+// (ALREADY_PAID, NOT_FOUND for an order that is not the caller's).
 func (l *OrderLifecycle) Cancel(ctx context.Context, userID int64, orderID string) (ports.OrderView, error) {
-	s, _, err := l.execute(ctx, orderID, userID, nil, func(o *order.Order, now time.Time) error {
+	s, changed, err := l.execute(ctx, orderID, userID, nil, func(o *order.Order, now time.Time) error {
 		return o.Cancel(order.ReasonBuyerCanceled, now)
 	})
+	caller := slog.Int64("caller_user_id", userID)
 	switch {
 	case errors.Is(err, order.ErrAlreadyPaid):
+		l.logAction(ctx, "cancel refused", orderID, s, caller, slog.String("reason", "ALREADY_PAID"))
 		return ports.OrderView{}, fmt.Errorf("cancel %s: %v: %w", orderID, err, ports.ErrOrderNotCancelable)
+	case errors.Is(err, ports.ErrNotFound):
+		l.logAction(ctx, "cancel refused", orderID, order.Snapshot{}, caller, slog.String("reason", "NOT_FOUND"))
+		return ports.OrderView{}, err
 	case err != nil:
 		return ports.OrderView{}, err
 	}
+	outcome := "CANCELED"
+	if !changed {
+		outcome = "ALREADY_CANCELED"
+	}
+	l.logAction(ctx, "order canceled", orderID, s, caller, slog.String("outcome", outcome))
 	return view(s), nil
+}
+
+// logAction writes the INFO line of one order command with the order's
+// business ids (those of s, when it was loaded), the trace id and extra.
+func (l *OrderLifecycle) logAction(ctx context.Context, msg, orderID string, s order.Snapshot, extra ...slog.Attr) {
+	if !l.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("order_id", orderID)}
+	if s.OrderID != "" {
+		attrs = append(attrs, slog.String("reservation_id", s.ReservationID), slog.Int64("user_id", s.UserID),
+			slog.Int64("activity_id", s.ActivityID), slog.Int64("sku_id", s.SKUID), slog.String("status", string(s.Status)))
+	}
+	if tc := ports.TraceFrom(ctx); tc.TraceID != "" {
+		attrs = append(attrs, slog.String("trace_id", tc.TraceID))
+	}
+	l.log.LogAttrs(ctx, slog.LevelInfo, msg, append(attrs, extra...)...)
 }

@@ -90,14 +90,7 @@ func (r *Reconciler) Run(ctx context.Context, actor string, interval time.Durati
 			return nil
 		case <-t.C:
 		}
-		rep, err := r.Reconcile(ctx, actor)
-		if err != nil && ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reconcile failed", "error", err)
-			continue
-		}
-		r.log.InfoContext(ctx, "reconciled", "examined", rep.Examined, "repaired_ordered", rep.RepairedOrdered,
-			"released", rep.Released, "rejected_expired", rep.RejectedExpired, "pending_send", rep.PendingSend,
-			"sent_not_consumed", rep.SentNotConsumed, "canceled_expired", rep.CanceledExpired)
+		_, _ = r.Reconcile(ctx, actor) // logged by Reconcile; the next pass retries
 	}
 }
 
@@ -107,7 +100,9 @@ func (r *Reconciler) Run(ctx context.Context, actor string, interval time.Durati
 // FAILED with the error, and params summarising what the pass found and
 // repaired (reconcileParams). Repairs made before a failure stay made and
 // are counted in the report and the row. An audit failure is returned
-// even when the pass succeeded.
+// even when the pass succeeded. Every pass writes one log line, "reconciled",
+// with the actor, the outcome and the counts: INFO when it succeeded, WARN
+// when it (or its audit) failed.
 func (r *Reconciler) Reconcile(ctx context.Context, actor string) (ReconcileReport, error) {
 	if actor == "" {
 		return ReconcileReport{}, fmt.Errorf("reconcile: %w", errNoActor)
@@ -118,9 +113,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, actor string) (ReconcileRepo
 		e.Outcome, e.Params["error"] = ports.AuditFailed, err.Error()
 	}
 	if aerr := auditAlone(ctx, r.uow, e); aerr != nil {
-		return rep, errors.Join(err, aerr)
+		err = errors.Join(err, aerr)
 	}
+	r.logPass(ctx, actor, e.Outcome, rep, err)
 	return rep, err
+}
+
+// logPass writes the one line of a reconciliation pass.
+func (r *Reconciler) logPass(ctx context.Context, actor, outcome string, rep ReconcileReport, err error) {
+	level := slog.LevelInfo
+	attrs := []slog.Attr{slog.String("actor", actor), slog.String("outcome", outcome),
+		slog.Int("examined", rep.Examined), slog.Int("repaired_ordered", rep.RepairedOrdered),
+		slog.Int("released", rep.Released), slog.Int("rejected_expired", rep.RejectedExpired),
+		slog.Int("pending_send", rep.PendingSend), slog.Int("sent_not_consumed", rep.SentNotConsumed),
+		slog.Int("canceled_expired", rep.CanceledExpired)}
+	if tc := ports.TraceFrom(ctx); tc.TraceID != "" {
+		attrs = append(attrs, slog.String("trace_id", tc.TraceID))
+	}
+	if err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	r.log.LogAttrs(ctx, level, "reconciled", attrs...)
 }
 
 // maxAuditedDrift bounds the drifting activity SKUs listed in a pass's
@@ -211,7 +225,7 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 		st := byID[s.ReservationID]
 		switch {
 		case st.Outcome == ports.OutcomeOrdered && st.OrderStatus == order.StatusCanceled:
-			if err := r.release(ctx, ref, reservation.ReasonOrderCanceled, rep); err != nil {
+			if err := r.release(ctx, s, reservation.ReasonOrderCanceled, rep); err != nil {
 				return err
 			}
 		case st.Outcome == ports.OutcomeOrdered:
@@ -220,7 +234,7 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 			}
 			rep.RepairedOrdered++
 		case st.Outcome == ports.OutcomeRejected:
-			if err := r.release(ctx, ref, reservation.ReleaseReason(st.Reason), rep); err != nil {
+			if err := r.release(ctx, s, reservation.ReleaseReason(st.Reason), rep); err != nil {
 				return err
 			}
 		case reservation.Expired(s.ValidUntil.Add(r.cfg.Grace), now):
@@ -230,8 +244,12 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 			}
 			if decided {
 				rep.RejectedExpired++
-				if _, err := r.reservations.Release(ctx, ref, reservation.ReasonReconciledExpired); err != nil {
+				released, err := r.reservations.Release(ctx, ref, reservation.ReasonReconciledExpired)
+				if err != nil {
 					return fmt.Errorf("release expired: %w", err)
+				}
+				if released {
+					r.logRelease(ctx, s, reservation.ReasonReconciledExpired)
 				}
 			}
 		case s.Status == reservation.StatusSent:
@@ -243,18 +261,27 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 	return nil
 }
 
-func (r *Reconciler) release(ctx context.Context, ref ports.ReservationRef, reason reservation.ReleaseReason, rep *ReconcileReport) error {
+func (r *Reconciler) release(ctx context.Context, s reservation.Snapshot, reason reservation.ReleaseReason, rep *ReconcileReport) error {
 	if !reservation.ValidReleaseReason(reason) {
 		reason = reservation.ReasonReconciledExpired
 	}
+	ref := ports.ReservationRef{ActivityID: s.ActivityID, SKUID: s.SKUID, ReservationID: s.ReservationID, UserID: s.UserID}
 	released, err := r.reservations.Release(ctx, ref, reason)
 	if err != nil {
 		return fmt.Errorf("release %s: %w", ref.ReservationID, err)
 	}
 	if released {
 		rep.Released++
+		r.logRelease(ctx, s, reason)
 	}
 	return nil
+}
+
+// logRelease writes the one line of a unit the reconciler gave back.
+func (r *Reconciler) logRelease(ctx context.Context, s reservation.Snapshot, reason reservation.ReleaseReason) {
+	r.log.InfoContext(ctx, "reservation released", "reservation_id", s.ReservationID, "order_id", s.OrderID,
+		"request_id", s.RequestID, "activity_id", s.ActivityID, "sku_id", s.SKUID, "user_id", s.UserID,
+		"reason", string(reason), "decision", "released")
 }
 
 // rejectExpired decides an expired, undecided reservation as REJECTED in

@@ -123,7 +123,11 @@ func (h *CancelExpiredOrders) decided(ctx context.Context, it timeoutItem, r exp
 // checked records the outcome of one check in metrics and the log.
 func (h *CancelExpiredOrders) checked(ctx context.Context, it timeoutItem, outcome string, s order.Snapshot) {
 	h.metrics.CancelOutcome(outcome)
-	h.logger(it).InfoContext(ports.WithTrace(ctx, it.msg.Trace), "payment timeout checked",
+	level := slog.LevelDebug // one check per order: the no-ops are DEBUG
+	if outcome == "CANCELED" {
+		level = slog.LevelInfo
+	}
+	h.logger(it).Log(ports.WithTrace(ctx, it.msg.Trace), level, "payment timeout checked",
 		"decision", outcome, "status", s.Status, "aggregate_version", s.Version)
 }
 

@@ -54,7 +54,7 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 		s.addCachedSlot(id)
 	}
 	s.rememberLanes(a)
-	s.logger.InfoContext(ctx, "activity seeded", "activity_id", a.ActivityID, "sku_id", a.SKUID,
+	s.logger.DebugContext(ctx, "activity seeded", "activity_id", a.ActivityID, "sku_id", a.SKUID,
 		"created", created > 0, "stock", a.Stock, "lanes", n)
 	return nil
 }
@@ -245,7 +245,8 @@ func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	case -1:
 		return false, fmt.Errorf("release %s: %w", ref.ReservationID, ports.ErrNotFound)
 	case 1:
-		s.logger.InfoContext(ctx, "reservation released", "reservation_id", ref.ReservationID,
+		// DEBUG: the caller logs the release with the business ids.
+		s.logger.DebugContext(ctx, "reservation released", "reservation_id", ref.ReservationID,
 			"activity_id", ref.ActivityID, "sku_id", ref.SKUID, "reason", string(reason))
 		return true, nil
 	}
@@ -320,7 +321,7 @@ func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []
 				out[i].Err = fmt.Errorf("release %s: %w", reqs[i].Ref.ReservationID, ports.ErrNotFound)
 			}
 		}
-		s.logger.InfoContext(ctx, "reservations released", "slot", g.id, "requested", len(g.idx), "released", released)
+		s.logger.DebugContext(ctx, "reservations released", "slot", g.id, "requested", len(g.idx), "released", released)
 	}
 	return out
 }
