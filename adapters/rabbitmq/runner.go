@@ -60,7 +60,9 @@ type RunnerConfig struct {
 	// earlier delivery, at most MaxBackoff. Zero means DefaultRetryBackoff
 	// and DefaultMaxBackoff.
 	RetryBackoff, MaxBackoff time.Duration
-	// LogAcks logs every acknowledged message at INFO.
+	// LogAcks logs every acknowledged message at INFO (one line per
+	// message; see the RocketMQ runner's RunnerConfig); otherwise they log
+	// at DEBUG.
 	LogAcks bool
 }
 

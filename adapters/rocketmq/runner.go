@@ -67,8 +67,9 @@ type RunnerConfig struct {
 	// in-flight handlers get this long before their context is canceled.
 	// Zero means DefaultDrainTimeout.
 	DrainTimeout time.Duration
-	// LogAcks logs every acknowledged message at INFO (one line per order
-	// for the order-create group); otherwise acknowledged messages log at
+	// LogAcks logs every acknowledged message at INFO (one line per
+	// message: an opt-in for a quiet group, too many lines for the
+	// order-create group of a sale); otherwise acknowledged messages log at
 	// DEBUG and only failures, retries and refusals at INFO or above.
 	LogAcks bool
 	// StartTimeout is the period after the consumer started during which
