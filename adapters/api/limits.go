@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 // Limits protect the API from oversized, slow and abusive requests. Every
 // byte limit applies before authentication work reads a body; the
+// per-address limit applies before the token is verified; the
 // concurrency and per-user limits apply after the token is verified and
 // before any use case runs.
 type Limits struct {
@@ -31,15 +33,36 @@ type Limits struct {
 	PlaceOrderConcurrency int
 	// ReadRate and ReadBurst shape a per-user token bucket shared by
 	// GetOrder, CancelOrder and every AdminService call (PlaceOrder has
-	// its own, in Redis). 0 disables it.
+	// its own, in Redis; PayOrder the one below). 0 disables it.
 	ReadRate  float64
 	ReadBurst int
+	// PayRate and PayBurst shape a per-caller token bucket of PayOrder
+	// (the payment side is one principal: its budget is the rate at which
+	// it confirms payments). 0 disables it.
+	PayRate  float64
+	PayBurst int
+	// ClientRate and ClientBurst shape a token bucket per client IP
+	// address over every API call (health excepted), taken before the
+	// token is verified. 0 disables it.
+	ClientRate  float64
+	ClientBurst int
+	// MaxRateKeys bounds the buckets each per-key limit (users, payment
+	// callers, addresses) keeps. A bucket refilled to its burst is the
+	// same as none and is dropped; when the table is full of buckets in
+	// use, new keys share one bucket per shard until space frees. 0 means
+	// DefaultMaxRateKeys.
+	MaxRateKeys int
 }
+
+// DefaultMaxRateKeys is the default bound of buckets per per-key limit:
+// about 16 MiB at most per table.
+const DefaultMaxRateKeys = 1 << 18
 
 // DefaultLimits are the limits for a service on a small machine.
 func DefaultLimits() Limits {
 	return Limits{MaxBodyBytes: 64 << 10, MaxMessageBytes: 64 << 10, PlaceOrderConcurrency: 512,
-		ReadRate: 20, ReadBurst: 40}
+		ReadRate: 20, ReadBurst: 40, PayRate: 200, PayBurst: 400, ClientRate: 2000, ClientBurst: 4000,
+		MaxRateKeys: DefaultMaxRateKeys}
 }
 
 // ReasonOverloaded is the ErrorInfo reason of a call refused by the
@@ -62,10 +85,12 @@ func limitBody(max int64, next http.Handler) http.Handler {
 	})
 }
 
-// limiter enforces the concurrency and per-user limits of Limits.
+// limiter enforces the concurrency and per-key limits of Limits.
 type limiter struct {
-	inflight chan struct{} // nil: no bound
-	buckets  *userBuckets  // nil: no per-user limit
+	inflight chan struct{}             // nil: no bound
+	reads    *keyedBuckets[int64]      // nil: no per-user read limit
+	pays     *keyedBuckets[int64]      // nil: no PayOrder limit
+	clients  *keyedBuckets[netip.Addr] // nil: no per-address limit
 }
 
 func newLimiter(l Limits, now func() time.Time) *limiter {
@@ -73,8 +98,18 @@ func newLimiter(l Limits, now func() time.Time) *limiter {
 	if l.PlaceOrderConcurrency > 0 {
 		lim.inflight = make(chan struct{}, l.PlaceOrderConcurrency)
 	}
+	keys := l.MaxRateKeys
+	if keys <= 0 {
+		keys = DefaultMaxRateKeys
+	}
 	if l.ReadRate > 0 && l.ReadBurst > 0 {
-		lim.buckets = newUserBuckets(l.ReadRate, l.ReadBurst, now)
+		lim.reads = newKeyedBuckets[int64](l.ReadRate, l.ReadBurst, keys, now)
+	}
+	if l.PayRate > 0 && l.PayBurst > 0 {
+		lim.pays = newKeyedBuckets[int64](l.PayRate, l.PayBurst, keys, now)
+	}
+	if l.ClientRate > 0 && l.ClientBurst > 0 {
+		lim.clients = newKeyedBuckets[netip.Addr](l.ClientRate, l.ClientBurst, keys, now)
 	}
 	return lim
 }
@@ -83,7 +118,8 @@ func newLimiter(l Limits, now func() time.Time) *limiter {
 func (lim *limiter) interceptor() connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if req.Spec().Procedure == seckillv1connect.OrderServicePlaceOrderProcedure {
+			switch req.Spec().Procedure {
+			case seckillv1connect.OrderServicePlaceOrderProcedure:
 				if lim.inflight == nil {
 					return next(ctx, req)
 				}
@@ -94,15 +130,58 @@ func (lim *limiter) interceptor() connect.UnaryInterceptorFunc {
 				default:
 					return nil, exhausted(ReasonOverloaded, "the service is at capacity, retry with the same request_id")
 				}
-			}
-			if lim.buckets != nil && req.Spec().Procedure != payOrder {
-				if id, ok := IdentityFrom(ctx); ok && !lim.buckets.take(id.UserID) {
-					return nil, exhausted(ReasonRateLimited, "too many requests, slow down")
+			case payOrder:
+				if lim.pays != nil {
+					if id, ok := IdentityFrom(ctx); ok && !lim.pays.take(id.UserID) {
+						return nil, exhausted(ReasonRateLimited, "too many payment confirmations, slow down")
+					}
+				}
+			default:
+				if lim.reads != nil {
+					if id, ok := IdentityFrom(ctx); ok && !lim.reads.take(id.UserID) {
+						return nil, exhausted(ReasonRateLimited, "too many requests, slow down")
+					}
 				}
 			}
 			return next(ctx, req)
 		}
 	}
+}
+
+// perClient applies the per-address bucket before next (the
+// authentication): a client beyond its budget is answered
+// ResourceExhausted (RATE_LIMITED) in its protocol without its token being
+// verified or its body read.
+func (lim *limiter) perClient(next http.Handler) http.Handler {
+	if lim.clients == nil {
+		return next
+	}
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !lim.clients.take(remoteIP(r.RemoteAddr)) {
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
+			ce := exhausted(ReasonRateLimited, "too many requests from this address, slow down")
+			if ew.IsSupported(r) {
+				_ = ew.Write(w, r, ce)
+				return
+			}
+			http.Error(w, ce.Message(), http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// remoteIP is the IP address of a request's RemoteAddr ("ip:port"); an
+// unparsable one maps to the zero Addr (one shared budget).
+func remoteIP(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 func exhausted(reason, msg string) *connect.Error {
@@ -111,44 +190,123 @@ func exhausted(reason, msg string) *connect.Error {
 	return ce
 }
 
-// userBuckets is a fixed table of token buckets indexed by a hash of the
-// user id: memory stays bounded whatever the number of users, and two
-// users whose ids share a bucket share its budget (with 4,096 buckets a
-// rare and mild effect, for read calls only).
-type userBuckets struct {
-	rate  float64
-	burst float64
-	now   func() time.Time
-	seed  maphash.Seed
-	mu    [64]sync.Mutex
-	b     [4096]struct {
-		tokens float64
-		at     time.Time
+// bucketShards is the number of independently locked shards of a
+// keyedBuckets table.
+const bucketShards = 64
+
+// keyedBuckets holds one token bucket per key (user id, client address):
+// two keys never share a budget while the table has room. Memory is
+// bounded: a bucket refilled to its burst is the same as no bucket, so a
+// shard that reaches its share of the cap drops those first; if every
+// bucket of the shard is still in use, a new key draws from the shard's
+// overflow bucket (one budget for all such keys) until space frees, so the
+// cap is never exceeded and a flood of new keys is limited, not waved
+// through.
+type keyedBuckets[K comparable] struct {
+	rate     float64
+	burst    float64
+	fill     time.Duration // time for an empty bucket to refill
+	shardCap int
+	now      func() time.Time
+	base     time.Time
+	seed     maphash.Seed
+	shards   [bucketShards]bucketShard[K]
+}
+
+type bucketShard[K comparable] struct {
+	mu        sync.Mutex
+	m         map[K]bucket
+	overflow  bucket
+	nextSweep time.Duration
+	_         [32]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// bucket is a token bucket; at is the time of its last update since the
+// table's base (monotonic).
+type bucket struct {
+	tokens float64
+	at     time.Duration
+}
+
+func newKeyedBuckets[K comparable](rate float64, burst, maxKeys int, now func() time.Time) *keyedBuckets[K] {
+	k := &keyedBuckets[K]{rate: rate, burst: float64(burst), now: now, base: now(), seed: maphash.MakeSeed(),
+		shardCap: max(1, maxKeys/bucketShards)}
+	k.fill = time.Duration(float64(burst) / rate * float64(time.Second))
+	for i := range k.shards {
+		k.shards[i].m = make(map[K]bucket)
+		k.shards[i].overflow.tokens = k.burst
 	}
+	return k
 }
 
-func newUserBuckets(rate float64, burst int, now func() time.Time) *userBuckets {
-	return &userBuckets{rate: rate, burst: float64(burst), now: now, seed: maphash.MakeSeed()}
+// refill brings b up to time at.
+func (k *keyedBuckets[K]) refill(b *bucket, at time.Duration) {
+	if d := at - b.at; d > 0 {
+		b.tokens = min(k.burst, b.tokens+d.Seconds()*k.rate)
+	}
+	b.at = at
 }
 
-// take takes one token from user's bucket and reports whether there was
+// take takes one token from key's bucket and reports whether there was
 // one.
-func (u *userBuckets) take(user int64) bool {
-	i := maphash.Comparable(u.seed, user) % uint64(len(u.b))
-	mu := &u.mu[i%uint64(len(u.mu))]
-	mu.Lock()
-	defer mu.Unlock()
-	b := &u.b[i]
-	now := u.now()
-	if b.at.IsZero() {
-		b.tokens = u.burst
-	} else if d := now.Sub(b.at); d > 0 {
-		b.tokens = min(u.burst, b.tokens+d.Seconds()*u.rate)
+func (k *keyedBuckets[K]) take(key K) bool {
+	sh := &k.shards[maphash.Comparable(k.seed, key)%bucketShards]
+	at := k.now().Sub(k.base)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b, ok := sh.m[key]
+	if ok {
+		k.refill(&b, at)
+	} else {
+		if len(sh.m) >= k.shardCap && !k.sweep(sh, at) {
+			o := &sh.overflow
+			k.refill(o, at)
+			if o.tokens < 1 {
+				return false
+			}
+			o.tokens--
+			return true
+		}
+		b = bucket{tokens: k.burst, at: at}
 	}
-	b.at = now
 	if b.tokens < 1 {
+		sh.m[key] = b
 		return false
 	}
 	b.tokens--
+	sh.m[key] = b
 	return true
+}
+
+// sweep drops the shard's buckets that have refilled to their burst and
+// reports whether there is room for one more. A sweep that finds the
+// shard full of buckets in use is not repeated before the earliest of
+// them could have refilled (at most one fill time later), so a full table
+// costs no repeated scans.
+func (k *keyedBuckets[K]) sweep(sh *bucketShard[K], at time.Duration) bool {
+	if at < sh.nextSweep {
+		return false
+	}
+	for key, b := range sh.m {
+		k.refill(&b, at)
+		if b.tokens >= k.burst {
+			delete(sh.m, key)
+		}
+	}
+	if len(sh.m) < k.shardCap {
+		return true
+	}
+	sh.nextSweep = at + min(k.fill, time.Second)
+	return false
+}
+
+// size is the number of buckets the table holds (for tests).
+func (k *keyedBuckets[K]) size() int {
+	n := 0
+	for i := range k.shards {
+		k.shards[i].mu.Lock()
+		n += len(k.shards[i].m)
+		k.shards[i].mu.Unlock()
+	}
+	return n
 }

@@ -1,12 +1,16 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +122,100 @@ func FuzzPlaceOrderDecoding(f *testing.F) {
 		}
 		orders.cmds = orders.cmds[:0]
 	})
+}
+
+// TestPayOrderIsRateLimitedPerCaller: PayOrder has a bucket of its own
+// per caller: the payment side's burst+1-th call is RATE_LIMITED, while
+// another caller's payments are untouched.
+func TestPayOrderIsRateLimitedPerCaller(t *testing.T) {
+	limits := api.DefaultLimits()
+	limits.PayRate, limits.PayBurst = 0.001, 3
+	e := startWith(t, limits, &fakeOrders{})
+	orders := seckillv1connect.NewOrderServiceClient(e.client, e.base)
+	ctx := context.Background()
+	payer, err := api.MintScopedToken(secret, 9, []string{api.ScopePayment}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &seckillv1.PayOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5", PaymentId: "pay-1"}
+	for i := range 3 {
+		if _, err := orders.PayOrder(ctx, withToken(req, payer)); err != nil {
+			t.Fatalf("payment %d of a burst of 3: %v", i+1, err)
+		}
+	}
+	ce := connectErr(t, func() error { _, err := orders.PayOrder(ctx, withToken(req, payer)); return err }(),
+		connect.CodeResourceExhausted)
+	if got := reasonOf(t, ce); got != api.ReasonRateLimited {
+		t.Fatalf("reason = %q, want %s", got, api.ReasonRateLimited)
+	}
+	if _, err := orders.PayOrder(ctx, withToken(req, token(t, 10, true))); err != nil {
+		t.Fatalf("another caller's payment: %v", err)
+	}
+}
+
+// TestClientAddressIsRateLimited: the per-address bucket counts every
+// call from the address, authenticated or not, and answers RATE_LIMITED
+// before the token is looked at.
+func TestClientAddressIsRateLimited(t *testing.T) {
+	limits := api.DefaultLimits()
+	limits.ClientRate, limits.ClientBurst = 0.001, 3
+	e := startWith(t, limits, &fakeOrders{})
+	orders := seckillv1connect.NewOrderServiceClient(e.client, e.base)
+	ctx := context.Background()
+	get := func(tok string) error {
+		_, err := orders.GetOrder(ctx, withToken(&seckillv1.GetOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5"}, tok))
+		return err
+	}
+	wantCode(t, get(""), connect.CodeUnauthenticated)
+	for u := int64(1); u <= 2; u++ {
+		if err := get(token(t, u, false)); err != nil {
+			t.Fatalf("call %d from the address: %v", u+1, err)
+		}
+	}
+	for _, tok := range []string{token(t, 3, false), ""} {
+		ce := connectErr(t, get(tok), connect.CodeResourceExhausted)
+		if got := reasonOf(t, ce); got != api.ReasonRateLimited {
+			t.Fatalf("reason = %q, want %s", got, api.ReasonRateLimited)
+		}
+	}
+}
+
+// TestUnauthenticatedHTTP1ConnectionsAreClosed: an HTTP/1 call refused
+// for its token is answered with "Connection: close" and the connection
+// ends; an authenticated call keeps its connection.
+func TestUnauthenticatedHTTP1ConnectionsAreClosed(t *testing.T) {
+	e := start(t)
+	addr := strings.TrimPrefix(e.base, "http://")
+	call := func(c net.Conn, br *bufio.Reader, auth, body string) *http.Response {
+		t.Helper()
+		fmt.Fprintf(c, "POST /seckill.v1.OrderService/GetOrder HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s",
+			auth, len(body), body)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	res := call(c, br, "Authorization: Bearer "+token(t, 4, false)+"\r\n", `{"orderId":"ord_01K0YV6MGJXYJ5SKPX0DPSV8G5"}`)
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("authenticated call: %s, close %v", res.Status, res.Close)
+	}
+	// An empty body: nothing unread that would close the connection anyway.
+	res = call(c, br, "", "")
+	if res.StatusCode != http.StatusUnauthorized || !res.Close {
+		t.Fatalf("tokenless call: %s, close %v; want 401 and Connection: close", res.Status, res.Close)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); err == nil || n != 0 {
+		t.Fatalf("the connection stayed open after the refusal: read %d, %v", n, err)
+	}
 }

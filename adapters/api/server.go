@@ -1,9 +1,13 @@
 // Package api is the driving adapter: it serves seckill.v1.OrderService
 // and seckill.v1.AdminService with Connect, gRPC and gRPC-Web on one h2c
-// port, together with gRPC health; reflection and extra handlers (for
-// example /metrics) go on a separate operations handler. It bounds what a
-// request may cost before authenticating it (body, message, header and
-// token sizes, read and idle timeouts, HTTP/2 streams), authenticates every
+// port, together with gRPC health and gRPC reflection (the schema is
+// public; the calls it lists need tokens); extra handlers (for example
+// /metrics) go on a separate operations handler with a guard of its own
+// (NewOpsHandler). It bounds what a connection and a request may cost
+// before authenticating it (connections open in total and per client
+// address, body, message, header and token sizes, read, header and idle
+// timeouts on HTTP/1 and HTTP/2, HTTP/2 streams, a per-address rate),
+// authenticates every
 // call from its headers (JWT HS256 bearer tokens) before reading its body,
 // checks the procedure's scope, applies the concurrency and per-user
 // limits, validates requests (InvalidArgument naming the field) and maps
@@ -23,7 +27,6 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
-	"connectrpc.com/grpcreflect"
 	"connectrpc.com/otelconnect"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -38,14 +41,17 @@ type Route struct {
 	Handler http.Handler
 }
 
-// NewHandler returns the API handler: both services and gRPC health
+// NewHandler returns the API handler: both services, gRPC health
 // (grpc.health.v1) answered by health (nil: SERVING for both services
-// always). Each request passes, in
-// order, the wire body cap, authentication from the headers alone (no
-// body byte is read for an unauthenticated caller), then the decompressed
-// message cap, the per-RPC metrics and span (obs), the trace context, the
-// scope check of the procedure and the concurrency and per-user limits.
-// Health answers without a token.
+// always) and gRPC reflection (v1 and v1alpha, with the descriptors of the
+// error details). Each service request passes, in order, the per-address
+// rate limit, the wire body cap, authentication from the headers alone
+// (no body byte is read for an unauthenticated caller, and an HTTP/1
+// connection refused there is closed after the answer), then the
+// decompressed message cap, the per-RPC metrics and span (obs), the trace
+// context, the scope check of the procedure and the concurrency and
+// per-user limits. Health and reflection answer without a token; they are
+// bounded by the connection and stream limits of the server.
 func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits,
 	health grpchealth.Checker, obs Observability) (http.Handler, error) {
 	if health == nil {
@@ -74,7 +80,8 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 	services.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
 	mux := http.NewServeMux()
 	mux.Handle(grpchealth.NewHandler(health, connect.WithReadMaxBytes(1<<10)))
-	mux.Handle("/", limitBody(limits.MaxBodyBytes, auth.Middleware(services)))
+	mountReflection(mux, nil, connect.WithReadMaxBytes(4<<10))
+	mux.Handle("/", lim.perClient(limitBody(limits.MaxBodyBytes, closeUnauthenticated(auth.Middleware, services))))
 	return mux, nil
 }
 
@@ -86,18 +93,25 @@ type Observability struct {
 	Tracer  trace.TracerProvider
 }
 
-// NewOpsHandler returns the operations handler, meant for a listener of
-// its own (loopback by default): gRPC reflection (v1 and v1alpha) of both
-// services plus routes (for example /metrics and /healthz).
-func NewOpsHandler(routes ...Route) http.Handler {
-	mux := http.NewServeMux()
-	reflector := grpcreflect.NewStaticReflector(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	for _, r := range routes {
-		mux.Handle(r.Pattern, r.Handler)
-	}
-	return mux
+// closeUnauthenticated wraps next in authn so that an HTTP/1 request the
+// authentication refuses is answered with "Connection: close" (its
+// connection does not stay open for IdleTimeout): the header is set
+// before authn runs and taken back once the caller is authenticated. It
+// costs an HTTP/1 request two header map operations and no allocation.
+func closeUnauthenticated(authn func(http.Handler) http.Handler, next http.Handler) http.Handler {
+	closeValue := []string{"close"} // never modified: net/http only reads it
+	authed := authn(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 {
+			delete(w.Header(), "Connection")
+		}
+		next.ServeHTTP(w, r)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 {
+			w.Header()["Connection"] = closeValue
+		}
+		authed.ServeHTTP(w, r)
+	})
 }
 
 // ServerLimits bound what one connection may hold.
@@ -115,19 +129,32 @@ type ServerLimits struct {
 	// MaxConcurrentStreams bounds the HTTP/2 streams one connection may
 	// have open.
 	MaxConcurrentStreams int
+	// MaxConns bounds the connections open at once; one more is closed as
+	// soon as it is accepted, before any of it is read. 0 means no bound.
+	MaxConns int
+	// MaxConnsPerClient bounds the connections open at once from one
+	// client IP address, the same way. 0 means no bound.
+	MaxConnsPerClient int
 }
 
 // DefaultServerLimits are the connection limits of the API listener.
+// ReadHeaderTimeout bounds HTTP/2 header blocks too: a connection whose
+// first request has not arrived, or whose header block (HEADERS and its
+// CONTINUATION frames) has not completed, within it is closed. The
+// per-client cap leaves room for a load generator's 256 HTTP/1 clients on
+// one address (each holds one connection) twice over.
 func DefaultServerLimits() ServerLimits {
 	return ServerLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, MaxConcurrentStreams: 100}
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, MaxConcurrentStreams: 100,
+		MaxConns: 4096, MaxConnsPerClient: 512}
 }
 
 // Server is the HTTP server (HTTP/1.1 and cleartext HTTP/2).
 type Server struct {
 	srv  *http.Server
 	log  *slog.Logger
-	ln   net.Listener
+	lim  connLimits
+	ln   atomic.Pointer[limitListener]
 	addr atomic.Pointer[net.Addr]
 }
 
@@ -136,7 +163,8 @@ func NewServer(addr string, h http.Handler, log *slog.Logger, l ServerLimits) *S
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	return &Server{log: log, srv: &http.Server{
+	return &Server{log: log, lim: connLimits{maxConns: l.MaxConns, maxPerClient: l.MaxConnsPerClient,
+		headerTimeout: l.ReadHeaderTimeout}, srv: &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		Protocols:         p,
@@ -156,7 +184,7 @@ func (s *Server) Listen() (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", s.srv.Addr, err)
 	}
-	s.ln = ln
+	s.ln.Store(newLimitListener(ln, s.lim))
 	a := ln.Addr()
 	s.addr.Store(&a)
 	return a, nil
@@ -170,15 +198,25 @@ func (s *Server) Addr() net.Addr {
 	return nil
 }
 
+// ConnStats returns the counts of the connection guard (zero before
+// Listen).
+func (s *Server) ConnStats() ConnStats {
+	ln := s.ln.Load()
+	if ln == nil {
+		return ConnStats{}
+	}
+	return ConnStats{Open: ln.open.Load(), Refused: ln.refused.Load(), HeaderTimeouts: ln.cut.Load()}
+}
+
 // Run serves until ctx is canceled, then shuts down gracefully within
 // drain. ready, if non-nil, receives the bound address once listening.
 func (s *Server) Run(ctx context.Context, drain time.Duration, ready func(addr net.Addr)) error {
-	if s.ln == nil {
+	if s.ln.Load() == nil {
 		if _, err := s.Listen(); err != nil {
 			return err
 		}
 	}
-	ln := s.ln
+	ln := s.ln.Load()
 	if ready != nil {
 		ready(ln.Addr())
 	}

@@ -365,21 +365,46 @@ func TestHealthAndReflection(t *testing.T) {
 		}
 	}
 
-	// Reflection is served by the operations handler only.
-	rc := connect.NewClient[reflectionpb.ServerReflectionRequest, reflectionpb.ServerReflectionResponse](
-		e.client, e.base+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", connect.WithGRPC())
-	api := rc.CallBidiStream(ctx)
-	_ = api.Send(&reflectionpb.ServerReflectionRequest{
-		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
-	})
-	_ = api.CloseRequest()
-	if _, err := api.Receive(); connect.CodeOf(err) != connect.CodeUnauthenticated {
-		t.Fatalf("reflection on the API handler without a token: %v, want Unauthenticated", err)
+	// Reflection answers on the API handler without a token, as on the
+	// operations handler.
+	for _, base := range []string{e.base, serveOps(t)} {
+		got := listServices(t, e.client, base)
+		for _, want := range []string{seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName} {
+			if !strings.Contains(got, want) {
+				t.Fatalf("reflection on %s lists %q, missing %q", base, got, want)
+			}
+		}
 	}
-	_ = api.CloseResponse()
-	rc = connect.NewClient[reflectionpb.ServerReflectionRequest, reflectionpb.ServerReflectionResponse](
-		e.client, serveOps(t)+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", connect.WithGRPC())
-	stream := rc.CallBidiStream(ctx)
+	// The error details resolve by name, so a client reading the schema
+	// from the server decodes them.
+	for _, symbol := range []string{"google.rpc.ErrorInfo", "google.rpc.BadRequest"} {
+		rc := connect.NewClient[reflectionpb.ServerReflectionRequest, reflectionpb.ServerReflectionResponse](
+			e.client, e.base+"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", connect.WithGRPC())
+		stream := rc.CallBidiStream(ctx)
+		if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+			MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = stream.CloseRequest()
+		res, err := stream.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = stream.CloseResponse()
+		if e := res.GetErrorResponse(); e != nil || len(res.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+			t.Fatalf("reflection does not resolve %s: %v", symbol, e)
+		}
+	}
+}
+
+// listServices asks reflection v1 at base for the services and returns
+// their names joined by commas.
+func listServices(t *testing.T, client connect.HTTPClient, base string, opts ...connect.ClientOption) string {
+	t.Helper()
+	rc := connect.NewClient[reflectionpb.ServerReflectionRequest, reflectionpb.ServerReflectionResponse](
+		client, base+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", append(opts, connect.WithGRPC())...)
+	stream := rc.CallBidiStream(context.Background())
 	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
 	}); err != nil {
@@ -397,19 +422,14 @@ func TestHealthAndReflection(t *testing.T) {
 	for _, s := range res.GetListServicesResponse().GetService() {
 		names = append(names, s.GetName())
 	}
-	got := strings.Join(names, ",")
-	for _, want := range []string{seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName} {
-		if !strings.Contains(got, want) {
-			t.Fatalf("reflection lists %q, missing %q", got, want)
-		}
-	}
+	return strings.Join(names, ",")
 }
 
 // serveOps serves the operations handler and returns its base URL.
 func serveOps(t *testing.T) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := api.NewServer("127.0.0.1:0", api.NewOpsHandler(), log, api.ServerLimits{})
+	srv := api.NewServer("127.0.0.1:0", api.NewOpsHandler(api.OpsOptions{}), log, api.ServerLimits{})
 	addr, err := srv.Listen()
 	if err != nil {
 		t.Fatal(err)
