@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,57 +57,212 @@ func WithIdentity(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
 
-// claims are the JWT claims the service reads.
-type claims struct {
-	Scope string `json:"scope,omitempty"`
-	jwt.RegisteredClaims
+// ClockLeeway is how far in the future a token's "iat" and "nbf" may lie
+// (the clocks of the issuer and of the service differ a little). "exp"
+// has no leeway.
+const ClockLeeway = 30 * time.Second
+
+// DefaultMaxTokenLifetime is the longest validity accepted when
+// AuthOptions.MaxLifetime is zero.
+const DefaultMaxTokenLifetime = 24 * time.Hour
+
+// AuthOptions configure an Authenticator.
+type AuthOptions struct {
+	// Secret is the HS256 key (at least 16 bytes) of the mode without
+	// JWKS.
+	Secret []byte
+	// JWKS is an http(s) URL or a file path of a JSON Web Key Set; when
+	// set, tokens are RS256, ES256 or EdDSA signed with a key of the set
+	// (chosen by kid), and HS256 tokens are refused.
+	JWKS string
+	// JWKSRefresh is how often the set is re-read (> 0 with JWKS).
+	JWKSRefresh time.Duration
+	// HTTPClient fetches a JWKS URL (nil: a client of its own that
+	// refuses scheme-changing redirects). Every read is bounded by a 5 s
+	// timeout.
+	HTTPClient *http.Client
+	// Issuer, when set, must equal the token's "iss".
+	Issuer string
+	// Audience, when set, must be one of the token's "aud".
+	Audience string
+	// MaxLifetime bounds how far "exp" may lie from "iat" and from now
+	// (0: DefaultMaxTokenLifetime).
+	MaxLifetime time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Log receives the JWKS re-read failures (nil: discarded).
+	Log *slog.Logger
 }
 
-// Authenticator verifies `Authorization: Bearer <JWT>` headers: HS256
-// signed with the shared secret, `exp` required and in the future, `sub`
-// a decimal user id > 0, at most MaxTokenBytes long. The space separated
-// `scope` claim may hold "admin" and "payment".
+// Authenticator verifies `Authorization: Bearer <JWT>` headers, at most
+// MaxTokenBytes long, in one of two modes:
+//
+//   - shared secret (no JWKS): HS256 signed with the secret;
+//   - JWKS: RS256, ES256 or EdDSA signed with the key of the set the
+//     header's kid names, the key's type (and its own "alg", when set)
+//     matching the token's alg. HS256 is refused, so a token "signed"
+//     with a public key as an HMAC secret never verifies.
+//
+// "none" and every other algorithm are refused in both modes. The header
+// and the payload are parsed strictly (claims.go): a duplicate JSON
+// member anywhere is refused, claim names are case-sensitive, a "crit"
+// header is refused. "exp" is required and in the future and at most
+// MaxLifetime from "iat" and from now; "iat" and "nbf" may not lie more
+// than ClockLeeway in the future; "iss" and "aud" must match when
+// configured; "sub" must be the canonical decimal form of a user id > 0.
+// The "scope" claim is split on ASCII spaces only and may hold "admin"
+// and "payment".
 type Authenticator struct {
-	secret []byte
-	now    func() time.Time
+	secret      []byte
+	set         *jwks // nil: shared-secret mode
+	algs        []string
+	issuer      string
+	audience    string
+	maxLifetime time.Duration
+	now         func() time.Time
+	parser      *jwt.Parser
 }
 
-// NewAuthenticator returns an Authenticator for secret (at least 16 bytes).
+// NewAuthenticator returns an Authenticator of the shared-secret mode for
+// secret (at least 16 bytes), with the default maximum token lifetime.
 func NewAuthenticator(secret []byte) (*Authenticator, error) {
-	if len(secret) < 16 {
-		return nil, errors.New("auth secret must be at least 16 bytes")
+	return NewAuthenticatorWith(context.Background(), AuthOptions{Secret: secret})
+}
+
+// NewAuthenticatorWith returns an Authenticator for o. In JWKS mode the set
+// is read once before it returns: a set that cannot be read or holds no
+// usable key is an error. ctx bounds that first read and the re-reads.
+func NewAuthenticatorWith(ctx context.Context, o AuthOptions) (*Authenticator, error) {
+	a := &Authenticator{issuer: o.Issuer, audience: o.Audience, maxLifetime: o.MaxLifetime, now: o.Now}
+	if a.maxLifetime == 0 {
+		a.maxLifetime = DefaultMaxTokenLifetime
 	}
-	return &Authenticator{secret: secret, now: time.Now}, nil
+	if a.maxLifetime < 0 {
+		return nil, errors.New("maximum token lifetime must be > 0")
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if o.JWKS == "" {
+		if len(o.Secret) < 16 {
+			return nil, errors.New("auth secret must be at least 16 bytes")
+		}
+		a.secret = o.Secret
+		a.algs = []string{jwt.SigningMethodHS256.Alg()}
+	} else {
+		set, err := newJWKS(ctx, o.JWKS, o.JWKSRefresh, o.HTTPClient, a.now, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		a.set = set
+		a.algs = []string{AlgRS256, AlgES256, AlgEdDSA}
+	}
+	// The claims are checked here from the strict parse, not by jwt.
+	a.parser = jwt.NewParser(jwt.WithValidMethods(a.algs), jwt.WithoutClaimsValidation())
+	return a, nil
 }
 
 // Verify parses and checks a bearer token and returns the identity.
 func (a *Authenticator) Verify(token string) (Identity, error) {
-	if len(token) > MaxTokenBytes {
-		return Identity{}, fmt.Errorf("invalid token: longer than %d bytes", MaxTokenBytes)
-	}
-	var c claims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(a.now),
-	)
+	return a.VerifyContext(context.Background(), token)
+}
+
+// VerifyContext is Verify with ctx bounding a JWKS re-read the
+// verification may start.
+func (a *Authenticator) VerifyContext(ctx context.Context, token string) (Identity, error) {
+	id, err := a.verify(ctx, token)
 	if err != nil {
 		return Identity{}, fmt.Errorf("invalid token: %w", err)
 	}
-	uid, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || uid <= 0 {
-		return Identity{}, errors.New("invalid token: sub must be a decimal user id > 0")
-	}
-	return Identity{UserID: uid, Admin: hasScope(c.Scope, ScopeAdmin), Payment: hasScope(c.Scope, ScopePayment)}, nil
+	return id, nil
 }
 
-func hasScope(scopes, want string) bool {
-	for _, s := range strings.Fields(scopes) {
-		if s == want {
-			return true
+func (a *Authenticator) verify(ctx context.Context, token string) (Identity, error) {
+	if len(token) > MaxTokenBytes {
+		return Identity{}, fmt.Errorf("longer than %d bytes", MaxTokenBytes)
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return Identity{}, errors.New("not a compact JWS (three base64url parts separated by dots)")
+	}
+	hb, err := base64.RawURLEncoding.Strict().DecodeString(parts[0])
+	if err != nil {
+		return Identity{}, errors.New("header is not base64url")
+	}
+	h, err := parseHeader(hb)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !slices.Contains(a.algs, h.Alg) {
+		return Identity{}, fmt.Errorf("alg %q is not accepted (accepted: %s)", h.Alg, strings.Join(a.algs, ", "))
+	}
+	if a.set != nil && h.Kid == "" {
+		return Identity{}, errors.New("kid is required")
+	}
+	if _, err := a.parser.Parse(token, func(t *jwt.Token) (any, error) {
+		if a.set == nil {
+			return a.secret, nil
+		}
+		return a.set.key(ctx, t, h.Alg)
+	}); err != nil {
+		return Identity{}, err
+	}
+	pb, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
+	if err != nil {
+		return Identity{}, errors.New("payload is not base64url")
+	}
+	c, err := parseClaims(pb)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := a.checkTimes(c); err != nil {
+		return Identity{}, err
+	}
+	if a.issuer != "" && c.Issuer != a.issuer {
+		return Identity{}, fmt.Errorf("iss %q is not the configured issuer", c.Issuer)
+	}
+	if a.audience != "" && !slices.Contains(c.Audience, a.audience) {
+		return Identity{}, errors.New("aud does not contain the configured audience")
+	}
+	uid, err := canonicalUserID(c.Subject)
+	if err != nil {
+		return Identity{}, err
+	}
+	id := Identity{UserID: uid}
+	for _, s := range scopes(c.Scope) {
+		switch s {
+		case ScopeAdmin:
+			id.Admin = true
+		case ScopePayment:
+			id.Payment = true
 		}
 	}
-	return false
+	return id, nil
+}
+
+// checkTimes applies the time rules: exp in the future and at most the
+// maximum lifetime from iat and from now, iat and nbf not beyond
+// ClockLeeway in the future.
+func (a *Authenticator) checkTimes(c tokenClaims) error {
+	now := a.now()
+	if !now.Before(c.Expires) {
+		return errors.New("token is expired")
+	}
+	if c.Expires.Sub(now) > a.maxLifetime {
+		return fmt.Errorf("exp lies more than %s from now", a.maxLifetime)
+	}
+	if !c.IssuedAt.IsZero() {
+		if c.IssuedAt.After(now.Add(ClockLeeway)) {
+			return errors.New("iat lies in the future")
+		}
+		if c.Expires.Sub(c.IssuedAt) > a.maxLifetime {
+			return fmt.Errorf("exp lies more than %s after iat", a.maxLifetime)
+		}
+	}
+	if !c.NotBefore.IsZero() && c.NotBefore.After(now.Add(ClockLeeway)) {
+		return errors.New("token is not valid yet (nbf)")
+	}
+	return nil
 }
 
 // MintToken signs a token for userID valid for ttl from now; admin adds
@@ -123,11 +281,14 @@ func MintScopedToken(secret []byte, userID int64, scopes []string, ttl time.Dura
 	if userID <= 0 {
 		return "", errors.New("user id must be > 0")
 	}
-	c := claims{Scope: strings.Join(scopes, " "), RegisteredClaims: jwt.RegisteredClaims{
-		Subject:   strconv.FormatInt(userID, 10),
-		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-	}}
+	c := jwt.MapClaims{
+		"sub": strconv.FormatInt(userID, 10),
+		"iat": now.Unix(),
+		"exp": now.Add(ttl).Unix(),
+	}
+	if len(scopes) > 0 {
+		c["scope"] = strings.Join(scopes, " ")
+	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
@@ -149,9 +310,9 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			refuse(w, r, ew, connect.NewError(connect.CodeUnauthenticated, errors.New("missing bearer token")))
 			return
 		}
-		id, err := a.Verify(strings.TrimSpace(token))
+		id, err := a.VerifyContext(r.Context(), strings.TrimSpace(token))
 		if err != nil {
-			refuse(w, r, ew, connect.NewError(connect.CodeUnauthenticated, errors.New("invalid or expired token")))
+			refuse(w, r, ew, connect.NewError(connect.CodeUnauthenticated, err))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
@@ -187,9 +348,12 @@ var (
 
 // authorize checks the caller's scopes against the procedure: the admin
 // service needs "admin"; PayOrder needs "payment" or "admin"; the other
-// order calls need only a valid token.
+// order calls need only a valid token, but a payment principal (a token
+// with "payment" and without "admin") may call PayOrder and nothing else.
 func authorize(procedure string, id Identity) error {
 	switch {
+	case id.Payment && !id.Admin && procedure != payOrder:
+		return connect.NewError(connect.CodePermissionDenied, errors.New("a payment token may call only PayOrder"))
 	case strings.HasPrefix(procedure, adminPrefix) && !id.Admin:
 		return connect.NewError(connect.CodePermissionDenied, errors.New("admin scope required"))
 	case procedure == payOrder && !id.Admin && !id.Payment:
