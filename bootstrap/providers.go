@@ -230,7 +230,7 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
 	health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*api.Server, error) {
-	auth, err := api.NewAuthenticator([]byte(cfg.AuthSecret))
+	auth, err := NewAuthenticator(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -250,13 +250,37 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 	return api.NewServer(cfg.HTTPAddr, h, log, l), nil
 }
 
+// NewAuthenticator returns the API's token verifier for cfg: the JWKS
+// mode when SECKILL_AUTH_JWKS is set (the set is read before it returns:
+// one that cannot be read, or holds no usable key, is an error naming the
+// variable, and the service does not start), else HS256 with
+// SECKILL_AUTH_SECRET. Both apply SECKILL_AUTH_ISSUER,
+// SECKILL_AUTH_AUDIENCE and SECKILL_AUTH_MAX_TOKEN_LIFETIME.
+func NewAuthenticator(ctx context.Context, cfg config.Config, log *slog.Logger) (*api.Authenticator, error) {
+	o := api.AuthOptions{Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience, MaxLifetime: cfg.Auth.MaxTokenLifetime,
+		Log: log.With("component", "auth")}
+	if cfg.Auth.JWKS == "" {
+		o.Secret = []byte(cfg.AuthSecret)
+	} else {
+		o.JWKS, o.JWKSRefresh = cfg.Auth.JWKS, cfg.Auth.JWKSRefresh
+	}
+	a, err := api.NewAuthenticatorWith(ctx, o)
+	if err != nil {
+		if cfg.Auth.JWKS != "" {
+			return nil, fmt.Errorf("SECKILL_AUTH_JWKS (%s): %w", cfg.Auth.JWKS, err)
+		}
+		return nil, fmt.Errorf("SECKILL_AUTH_SECRET: %w", err)
+	}
+	return a, nil
+}
+
 // OpsServer is the operations listener (/metrics, /healthz, reflection),
 // a type of its own so that Wire tells it from the API server.
 type OpsServer struct{ *api.Server }
 
 func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Health, status *StatusPage, log *slog.Logger) OpsServer {
 	alive := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	h := api.NewOpsHandler(
+	h := api.NewOpsHandler(api.OpsOptions{Token: string(cfg.OpsToken), Hosts: cfg.OpsHosts},
 		api.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
 		api.Route{Pattern: "/livez", Handler: alive},
 		api.Route{Pattern: "/healthz", Handler: alive},

@@ -40,10 +40,25 @@ type Config struct {
 	// /healthz and gRPC reflection (SECKILL_OPS_ADDR, loopback by
 	// default; keep it off public interfaces).
 	OpsAddr string
-	// AuthSecret signs and verifies HS256 tokens (SECKILL_AUTH_SECRET).
-	// The development default is accepted only while the API listens on
-	// a loopback address.
+	// AuthSecret signs and verifies HS256 tokens (SECKILL_AUTH_SECRET)
+	// when no JWKS is configured. The development default is accepted
+	// only on the local stack (LocalStack).
 	AuthSecret Secret
+	// Auth configures the verification of tokens beyond the secret.
+	Auth Auth
+	// LocalStack says the service runs on the local development stack
+	// (SECKILL_LOCAL_STACK=true, exported by deploy/local/stack.sh up):
+	// only then are the public development secret and an operations
+	// listener without a token accepted. No address implies it.
+	LocalStack bool
+	// OpsToken is the bearer token the operations listener asks of every
+	// request (SECKILL_OPS_TOKEN); it may be empty only on the local
+	// stack.
+	OpsToken Secret
+	// OpsHosts are the host names the operations listener accepts in the
+	// Host header besides IP literals and localhost (SECKILL_OPS_HOSTS,
+	// comma-separated).
+	OpsHosts []string
 	// API bounds what callers may cost.
 	API API
 	// LogLevel is debug, info, warn or error (SECKILL_LOG_LEVEL).
@@ -71,6 +86,27 @@ type Config struct {
 	Failpoints string
 	// Tracing configures OpenTelemetry from the standard OTEL_* variables.
 	Tracing Tracing
+}
+
+// Auth configures how the API verifies tokens.
+type Auth struct {
+	// JWKS is an http(s) URL or a file path of the identity provider's
+	// JSON Web Key Set (SECKILL_AUTH_JWKS); empty: the HS256 shared-secret
+	// mode. With it only RS256, ES256 and EdDSA tokens signed with a key
+	// of the set (by kid) are accepted.
+	JWKS string
+	// JWKSRefresh is how often the set is re-read (SECKILL_AUTH_JWKS_REFRESH,
+	// default 5m, 1s..24h).
+	JWKSRefresh time.Duration
+	// Issuer, when set, must equal a token's "iss" (SECKILL_AUTH_ISSUER).
+	Issuer string
+	// Audience, when set, must be among a token's "aud"
+	// (SECKILL_AUTH_AUDIENCE).
+	Audience string
+	// MaxTokenLifetime bounds how far a token's "exp" may lie from its
+	// "iat" and from now (SECKILL_AUTH_MAX_TOKEN_LIFETIME, default 24h,
+	// 1m..720h).
+	MaxTokenLifetime time.Duration
 }
 
 // Tracing configures the OTLP trace export (off unless an endpoint is
@@ -272,7 +308,25 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 		OpsAddr: r.str("SECKILL_OPS_ADDR", "127.0.0.1:7081",
 			"address of /metrics, /healthz and gRPC reflection; keep it off public interfaces"),
 		AuthSecret: r.secret("SECKILL_AUTH_SECRET", DevAuthSecret,
-			"HS256 key that signs and verifies tokens, >= 16 bytes; the default is accepted only on a loopback SECKILL_HTTP_ADDR"),
+			"HS256 key that signs and verifies tokens without SECKILL_AUTH_JWKS, >= 16 bytes; the default is accepted only with SECKILL_LOCAL_STACK=true"),
+		Auth: Auth{
+			JWKS: r.str("SECKILL_AUTH_JWKS", "",
+				"JWKS of the identity provider: an https:// URL (http:// only on loopback) or a file path; tokens are then RS256, ES256 or EdDSA by kid and HS256 is refused (empty: HS256 with SECKILL_AUTH_SECRET)"),
+			JWKSRefresh: r.duration("SECKILL_AUTH_JWKS_REFRESH", 5*time.Minute,
+				"how often the JWKS is re-read (1s..24h); a kid not in the set triggers at most one early re-read per 30s"),
+			Issuer: r.str("SECKILL_AUTH_ISSUER", "",
+				"when set, a token's iss must equal it"),
+			Audience: r.str("SECKILL_AUTH_AUDIENCE", "",
+				"when set, a token's aud must contain it"),
+			MaxTokenLifetime: r.duration("SECKILL_AUTH_MAX_TOKEN_LIFETIME", 24*time.Hour,
+				"longest token validity: exp at most this far from iat and from now (1m..720h)"),
+		},
+		LocalStack: r.boolean("SECKILL_LOCAL_STACK", false,
+			"true only on the local development stack (deploy/local/stack.sh up exports it): accepts the public development SECKILL_AUTH_SECRET and an empty SECKILL_OPS_TOKEN"),
+		OpsToken: r.secret("SECKILL_OPS_TOKEN", "",
+			"bearer token the operations listener asks of every request; required unless SECKILL_LOCAL_STACK=true (empty: none asked)"),
+		OpsHosts: r.list("SECKILL_OPS_HOSTS", "",
+			"comma-separated host names the operations listener accepts in the Host header besides IP literals and localhost"),
 		API: API{
 			MaxBodyBytes: r.integer("SECKILL_MAX_BODY_BYTES", 64<<10,
 				"largest request body, on the wire and decompressed (1024..16777216)"),
@@ -423,8 +477,18 @@ func (c Config) validate() []error {
 	check(c.HTTPAddr != "", "SECKILL_HTTP_ADDR is empty")
 	check(c.OpsAddr != "", "SECKILL_OPS_ADDR is empty")
 	check(len(c.AuthSecret) >= 16, "SECKILL_AUTH_SECRET must be at least 16 bytes")
-	check(string(c.AuthSecret) != DevAuthSecret || loopback(c.HTTPAddr),
-		"SECKILL_AUTH_SECRET is the public development default while SECKILL_HTTP_ADDR (%s) is not a loopback address: anyone could mint tokens; set a secret of your own", c.HTTPAddr)
+	check(c.Auth.JWKS != "" || string(c.AuthSecret) != DevAuthSecret || c.LocalStack,
+		"SECKILL_AUTH_SECRET is the public development default and SECKILL_LOCAL_STACK is not true: anyone could mint tokens; set a secret of your own (or SECKILL_AUTH_JWKS)")
+	if err := checkJWKS(c.Auth.JWKS); err != nil {
+		errs = append(errs, err)
+	}
+	check(c.Auth.JWKSRefresh >= time.Second && c.Auth.JWKSRefresh <= 24*time.Hour, "SECKILL_AUTH_JWKS_REFRESH must be 1s..24h")
+	check(c.Auth.MaxTokenLifetime >= time.Minute && c.Auth.MaxTokenLifetime <= 720*time.Hour, "SECKILL_AUTH_MAX_TOKEN_LIFETIME must be 1m..720h")
+	check(c.OpsToken != "" || c.LocalStack, "SECKILL_OPS_TOKEN is empty: set SECKILL_OPS_TOKEN or run on the local stack (SECKILL_LOCAL_STACK=true)")
+	check(c.OpsToken == "" || len(c.OpsToken) >= 16, "SECKILL_OPS_TOKEN must be at least 16 bytes")
+	for _, h := range c.OpsHosts {
+		check(validHostName(h), "SECKILL_OPS_HOSTS: %q is not a host name (letters, digits, '-' and '.', no port)", h)
+	}
 	check(c.API.MaxBodyBytes >= 1<<10 && c.API.MaxBodyBytes <= 16<<20, "SECKILL_MAX_BODY_BYTES must be 1024..16777216")
 	check(c.API.ReadTimeout >= 100*time.Millisecond, "SECKILL_API_READ_TIMEOUT must be >= 100ms")
 	check(c.API.SoldOutTTL >= 0, "SECKILL_SOLD_OUT_TTL must be >= 0 (0: no sold-out mark)")
@@ -470,6 +534,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("ops_addr", c.OpsAddr),
 		slog.Bool("auth_secret_is_dev_default", string(c.AuthSecret) == DevAuthSecret),
+		slog.String("auth_jwks", c.Auth.JWKS),
+		slog.Bool("local_stack", c.LocalStack),
+		slog.Bool("ops_token_set", c.OpsToken != ""),
 		slog.String("pg_dsn", maskDSN(string(c.Postgres.DSN))),
 		slog.Int("pg_max_conns", int(c.Postgres.MaxConns)),
 		slog.Int("consumer_concurrency", c.ConsumerConcurrency()),
@@ -507,19 +574,50 @@ func maskDSN(dsn string) string {
 	return u.Redacted()
 }
 
-// loopback reports whether addr (host:port) names only loopback
-// interfaces: 127.0.0.0/8, ::1 or localhost. An empty host (all
-// interfaces) is not loopback.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+// loopbackHost reports whether host names only loopback interfaces:
+// 127.0.0.0/8, ::1 or localhost.
+func loopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}
-	ip := net.ParseIP(host)
+	ip := net.ParseIP(strings.Trim(host, "[]"))
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkJWKS validates SECKILL_AUTH_JWKS: empty, an https:// URL with a
+// host, an http:// URL of a loopback host (a JWKS fetched in the clear
+// from elsewhere could be swapped), or a file path (no other scheme).
+func checkJWKS(v string) error {
+	switch {
+	case v == "":
+		return nil
+	case strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://"):
+		u, err := url.Parse(v)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("SECKILL_AUTH_JWKS: %q is not a URL with a host", v)
+		}
+		if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			return fmt.Errorf("SECKILL_AUTH_JWKS: http:// is accepted only for a loopback host; use https:// for %s", u.Host)
+		}
+		return nil
+	case strings.Contains(v, "://"):
+		return fmt.Errorf("SECKILL_AUTH_JWKS: %q: only https:// and http:// URLs or file paths", v)
+	default:
+		return nil
+	}
+}
+
+// validHostName reports whether h is a DNS host name without a port.
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Setting is one environment variable the configuration reads, as listed
@@ -597,6 +695,21 @@ func (r *reader) dsn(key, def, meaning string) Secret {
 		return Secret(v)
 	}
 	return Secret(def)
+}
+
+// list reads a comma-separated list; blank items are dropped.
+func (r *reader) list(key, def, meaning string) []string {
+	v, ok := r.get(key, def, meaning, nil)
+	if !ok {
+		v = def
+	}
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func (r *reader) integer(key string, def int, meaning string) int {

@@ -13,7 +13,7 @@ func env(kv map[string]string) func(string) (string, bool) {
 }
 
 func TestDefaultsFitTheLocalStack(t *testing.T) {
-	c, err := Load(env(nil))
+	c, err := Load(env(localStack))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +48,7 @@ func TestSecretsAreMaskedInLogs(t *testing.T) {
 		"SECKILL_AUTH_SECRET":    "super-secret-token-key-123",
 		"SECKILL_REDIS_PASSWORD": "redis-pass-456",
 		"SECKILL_SEND_TIMEOUT":   "40ms",
+		"SECKILL_OPS_TOKEN":      "ops-token-abcdefghijklmnop",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestSecretsAreMaskedInLogs(t *testing.T) {
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c, "secret", c.AuthSecret)
 	out := buf.String()
-	for _, leaked := range []string{"hunter2", "super-secret", "redis-pass"} {
+	for _, leaked := range []string{"hunter2", "super-secret", "redis-pass", "ops-token"} {
 		if strings.Contains(out, leaked) {
 			t.Fatalf("log leaks %q: %s", leaked, out)
 		}
@@ -85,22 +86,126 @@ func TestDSNPasswordsAreMaskedWherever(t *testing.T) {
 	}
 }
 
-// TestDevelopmentSecretOnlyOnLoopback refuses the public development
-// secret unless the API listens on a loopback address.
-func TestDevelopmentSecretOnlyOnLoopback(t *testing.T) {
-	for addr, ok := range map[string]bool{
-		"127.0.0.1:7080": true, "localhost:7080": true, "[::1]:7080": true, "127.0.0.2:1": true,
-		":7080": false, "0.0.0.0:7080": false, "10.1.2.3:7080": false, "[::]:7080": false,
-	} {
-		_, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr}))
-		if (err == nil) != ok {
-			t.Errorf("dev secret on %s: err = %v, want ok=%v", addr, err, ok)
+// localStack is the environment of the local development stack: what
+// deploy/local/stack.sh up exports that the configuration reads.
+var localStack = map[string]string{"SECKILL_LOCAL_STACK": "true"}
+
+// with returns base with kv added.
+func with(base map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// TestDevelopmentSecretOnlyOnTheLocalStack refuses the public development
+// secret unless SECKILL_LOCAL_STACK=true, whatever the address (a loopback
+// SECKILL_HTTP_ADDR no longer implies the local stack), and accepts it on
+// the local stack on any address; a secret of one's own is accepted
+// everywhere.
+func TestDevelopmentSecretOnlyOnTheLocalStack(t *testing.T) {
+	const ops = "ops-token-0123456789abcdef"
+	for _, addr := range []string{"127.0.0.1:7080", "localhost:7080", "[::1]:7080", ":7080", "10.1.2.3:7080"} {
+		_, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr, "SECKILL_OPS_TOKEN": ops}))
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_AUTH_SECRET") || !strings.Contains(err.Error(), "SECKILL_LOCAL_STACK") {
+			t.Errorf("dev secret on %s without the local stack: err = %v, want a refusal naming SECKILL_AUTH_SECRET and SECKILL_LOCAL_STACK", addr, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "SECKILL_AUTH_SECRET") {
-			t.Errorf("error %q does not name SECKILL_AUTH_SECRET", err)
+		for _, v := range []string{"false", "0"} {
+			if _, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr, "SECKILL_OPS_TOKEN": ops, "SECKILL_LOCAL_STACK": v})); err == nil {
+				t.Errorf("dev secret on %s with SECKILL_LOCAL_STACK=%s accepted", addr, v)
+			}
 		}
-		if _, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr, "SECKILL_AUTH_SECRET": "a-real-secret-0123456789"})); err != nil {
+		if c, err := Load(env(with(localStack, "SECKILL_HTTP_ADDR", addr))); err != nil || !c.LocalStack {
+			t.Errorf("dev secret on %s on the local stack: %v (local stack %v)", addr, err, c.LocalStack)
+		}
+		if _, err := Load(env(map[string]string{"SECKILL_HTTP_ADDR": addr, "SECKILL_AUTH_SECRET": "a-real-secret-0123456789",
+			"SECKILL_OPS_TOKEN": ops})); err != nil {
 			t.Errorf("own secret on %s: %v", addr, err)
 		}
+	}
+	// In JWKS mode the secret verifies nothing: its default is no risk.
+	if _, err := Load(env(map[string]string{"SECKILL_AUTH_JWKS": "https://idp.example/jwks.json", "SECKILL_OPS_TOKEN": ops})); err != nil {
+		t.Errorf("JWKS mode with the default secret: %v", err)
+	}
+}
+
+// TestOpsTokenOutsideTheLocalStack: outside the local stack an empty
+// SECKILL_OPS_TOKEN is refused with the way out; a token (at least 16
+// bytes) is accepted, masked in the listing, and SECKILL_OPS_HOSTS is read
+// as a list of host names.
+func TestOpsTokenOutsideTheLocalStack(t *testing.T) {
+	own := map[string]string{"SECKILL_AUTH_SECRET": "a-real-secret-0123456789"}
+	_, err := Load(env(own))
+	if err == nil || !strings.Contains(err.Error(), "set SECKILL_OPS_TOKEN or run on the local stack") {
+		t.Fatalf("no ops token outside the local stack: %v", err)
+	}
+	if _, err := Load(env(with(own, "SECKILL_OPS_TOKEN", "short"))); err == nil || !strings.Contains(err.Error(), "SECKILL_OPS_TOKEN") {
+		t.Errorf("short ops token: %v", err)
+	}
+	c, err := Load(env(with(own, "SECKILL_OPS_TOKEN", "ops-token-0123456789abcdef", "SECKILL_OPS_HOSTS", " ops.internal , metrics.example.com,,")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.OpsToken) != "ops-token-0123456789abcdef" || strings.Join(c.OpsHosts, "|") != "ops.internal|metrics.example.com" {
+		t.Fatalf("ops token %q hosts %q", string(c.OpsToken), c.OpsHosts)
+	}
+	if c, err := Load(env(localStack)); err != nil || c.OpsToken != "" || c.OpsHosts != nil {
+		t.Fatalf("local stack without an ops token: %v %+v", err, c)
+	}
+	for _, bad := range []string{"ops.internal:7081", "ops internal", "*.example.com"} {
+		if _, err := Load(env(with(localStack, "SECKILL_OPS_HOSTS", bad))); err == nil || !strings.Contains(err.Error(), "SECKILL_OPS_HOSTS") {
+			t.Errorf("SECKILL_OPS_HOSTS=%q: %v", bad, err)
+		}
+	}
+	settings, _ := Settings(env(with(own, "SECKILL_OPS_TOKEN", "ops-token-0123456789abcdef")))
+	for _, s := range settings {
+		if s.Key == "SECKILL_OPS_TOKEN" && (!s.Secret || s.Value != "****") {
+			t.Errorf("ops token listed as %+v", s)
+		}
+	}
+}
+
+// TestAuthJWKSSettings: the JWKS location is an https URL, an http URL of
+// a loopback host or a file path; refresh and lifetime are bounded; the
+// defaults are 5m and 24h.
+func TestAuthJWKSSettings(t *testing.T) {
+	c, err := Load(env(localStack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Auth.JWKS != "" || c.Auth.JWKSRefresh != 5*time.Minute || c.Auth.MaxTokenLifetime != 24*time.Hour || c.Auth.Issuer != "" || c.Auth.Audience != "" {
+		t.Fatalf("auth defaults %+v", c.Auth)
+	}
+	for v, ok := range map[string]bool{
+		"https://idp.example/.well-known/jwks.json": true, "http://127.0.0.1:8080/jwks": true, "http://localhost/jwks": true,
+		"http://[::1]:9/jwks": true, "/etc/seckill/jwks.json": true, "jwks.json": true,
+		"http://idp.example/jwks": false, "https://": false, "ftp://idp.example/jwks": false, "file:///etc/jwks.json": false,
+	} {
+		_, err := Load(env(with(localStack, "SECKILL_AUTH_JWKS", v)))
+		if (err == nil) != ok {
+			t.Errorf("SECKILL_AUTH_JWKS=%q: err %v, want ok=%v", v, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SECKILL_AUTH_JWKS") {
+			t.Errorf("SECKILL_AUTH_JWKS=%q: error %v does not name the variable", v, err)
+		}
+	}
+	for k, vals := range map[string]map[string]bool{
+		"SECKILL_AUTH_JWKS_REFRESH":       {"1s": true, "24h": true, "500ms": false, "25h": false, "0s": false},
+		"SECKILL_AUTH_MAX_TOKEN_LIFETIME": {"1m": true, "720h": true, "30s": false, "721h": false},
+	} {
+		for v, ok := range vals {
+			_, err := Load(env(with(localStack, k, v)))
+			if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), k)) {
+				t.Errorf("%s=%s: err %v, want ok=%v", k, v, err, ok)
+			}
+		}
+	}
+	c, err = Load(env(with(localStack, "SECKILL_AUTH_ISSUER", "https://idp.example", "SECKILL_AUTH_AUDIENCE", "seckill")))
+	if err != nil || c.Auth.Issuer != "https://idp.example" || c.Auth.Audience != "seckill" {
+		t.Fatalf("issuer/audience: %v %+v", err, c.Auth)
 	}
 }

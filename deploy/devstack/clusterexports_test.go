@@ -31,6 +31,7 @@ func TestClusterExportsListEveryBrokersExporter(t *testing.T) {
 		"SECKILL_STACK_DIR=/home/u/.cache/seckill/stack",
 		"SECKILL_INVISIBLE_DURATION=4s",
 		"SECKILL_REDIS_CLUSTER_ADDRS=127.0.0.1:57001,127.0.0.1:57002,127.0.0.1:57003",
+		"SECKILL_LOCAL_STACK=true",
 		"SECKILL_ROCKETMQ_BROKERS=127.0.0.1:10951,127.0.0.1:10961",
 		"SECKILL_ROCKETMQ_CLUSTER_DIR=/home/u/.cache/seckill/stack/rocketmq-cluster",
 	}, "\n")

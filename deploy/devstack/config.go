@@ -354,5 +354,8 @@ func (c Config) Exports() []Export {
 		{"SECKILL_INVISIBLE_DURATION", c.InvisibleDuration},
 		// The Redis Cluster of adapters/redis/clustertest (adapters/redis/README.md, "Redis Cluster").
 		{"SECKILL_REDIS_CLUSTER_ADDRS", c.RedisClusterAddrs()},
+		// The service accepts its public development secret and an operations listener without a token only
+		// on this stack (docs/operations.md, "Listeners, secrets and limits").
+		{"SECKILL_LOCAL_STACK", "true"},
 	}
 }

@@ -40,6 +40,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		"SECKILL_STACK_DIR=/home/u/.cache/seckill/stack",
 		"SECKILL_INVISIBLE_DURATION=4s",
 		"SECKILL_REDIS_CLUSTER_ADDRS=127.0.0.1:57001,127.0.0.1:57002,127.0.0.1:57003",
+		"SECKILL_LOCAL_STACK=true",
 	}, "\n")
 	if strings.Join(lines, "\n") != wantExports {
 		t.Fatalf("exports:\n%s\nwant:\n%s", strings.Join(lines, "\n"), wantExports)
