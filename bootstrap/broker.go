@@ -50,8 +50,8 @@ type ConsumerOptions struct {
 	// Concurrency is the largest number of concurrent handler calls,
 	// derived from the PostgreSQL pool budget.
 	Concurrency int
-	// LogAcks logs every acknowledged message at INFO (the order-create
-	// group: one line per order).
+	// LogAcks logs every acknowledged message at INFO (an opt-in: one
+	// line per message; without it acknowledgements are logged at DEBUG).
 	LogAcks bool
 }
 
@@ -109,7 +109,7 @@ func newRocketMQBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, 
 func (b *rocketMQBroker) Group(g ports.ConsumerGroup) string { return b.bc.Group(rocketmq.Group(g)) }
 
 func (b *rocketMQBroker) runner(rc rocketmq.RunnerConfig, h ports.BatchHandler) (func(context.Context) error, error) {
-	rn, err := rocketmq.NewRunner(b.bc, rc, h, b.log.With("consumer_group", rc.Group), b.reg)
+	rn, err := rocketmq.NewRunner(b.bc, rc, h, b.log, b.reg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", rc.Group, err)
 	}
@@ -182,7 +182,7 @@ func (b *rabbitMQBroker) Group(g ports.ConsumerGroup) string {
 
 func (b *rabbitMQBroker) Consumer(sub ports.Subscription, h ports.BatchHandler, opts ConsumerOptions) (func(context.Context) error, error) {
 	rn, err := rabbitmq.NewRunner(b.rc, b.Topology(), rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: opts.Batch,
-		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks}, h, b.log.With("consumer_group", b.Group(sub.Group)), b.reg)
+		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks}, h, b.log, b.reg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", sub.Group, err)
 	}
@@ -195,7 +195,7 @@ func (b *rabbitMQBroker) DeadLetterReader(reader func(origin func(ports.Delivery
 			o, ok := origin(d)
 			return application.DeadLetterOrigin{Group: o.SourceGroup, Deliveries: o.SourceDeliveries}, ok
 		})
-	}, b.log.With("consumer_group", "dlq-reader"), b.reg)
+	}, b.log, b.reg)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter reader: %w", err)
 	}

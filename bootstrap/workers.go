@@ -55,7 +55,7 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 		opts    ConsumerOptions
 	}{
 		ports.GroupOrderCreate: {application.NewCreateOrders(uow, r, acts, fp, log, broker.Group(ports.GroupOrderCreate), policy),
-			ConsumerOptions{Batch: cfg.Orders.ConsumerBatch, Concurrency: cfg.ConsumerConcurrency(), LogAcks: true}},
+			ConsumerOptions{Batch: cfg.Orders.ConsumerBatch, Concurrency: cfg.ConsumerConcurrency()}},
 		ports.GroupOrderTimeout: {application.NewCancelExpiredOrders(life, uow, m, log, broker.Group(ports.GroupOrderTimeout)),
 			ConsumerOptions{Batch: 16, Concurrency: 4}},
 		ports.GroupInventoryCompensate: {application.NewCompensateReservations(r, uow, clock, m, log, broker.Group(ports.GroupInventoryCompensate)),
