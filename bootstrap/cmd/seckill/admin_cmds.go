@@ -36,14 +36,31 @@ func (c *cli) tokenCmd() *cobra.Command {
 		Short: "Mint a bearer token for local use",
 		Long: `Mint a bearer token (HS256, signed with SECKILL_AUTH_SECRET) for user N and print it.
 --admin adds the admin scope (the operator of reconcile, projection rebuild and dlq replay);
---payment adds the payment scope (the payment side's callback service: PayOrder).`,
+--payment adds the payment scope (the payment side's callback service: PayOrder only).
+A token signed with the public development secret (the default) is accepted only by a
+service on the local stack (SECKILL_LOCAL_STACK=true). With SECKILL_AUTH_JWKS set the
+service takes only its identity provider's tokens, and this command refuses to mint.
+--ttl may not exceed SECKILL_AUTH_MAX_TOKEN_LIFETIME.`,
 		Example: `  TOKEN=$(seckill token --user 42)
   export SECKILL_OPERATOR_TOKEN=$(seckill token --user 7 --admin --ttl 1h)`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			cfg, _, err := loadConfig()
+			// Minting verifies nothing, so the rules that guard a running
+			// service (the development secret and the operations token
+			// only on the local stack) do not apply here: a token signed
+			// with the public secret is worthless outside the local stack.
+			cfg, _, err := loadConfigWith(map[string]string{"SECKILL_LOCAL_STACK": "true"})
 			if err != nil {
 				return err
+			}
+			if cfg.Auth.JWKS != "" {
+				return errors.New("SECKILL_AUTH_JWKS is set: the service accepts only its identity provider's tokens (RS256, ES256, EdDSA); unset it to mint local HS256 tokens")
+			}
+			if ttl > cfg.Auth.MaxTokenLifetime {
+				return fmt.Errorf("--ttl %s exceeds SECKILL_AUTH_MAX_TOKEN_LIFETIME (%s): the service would refuse the token", ttl, cfg.Auth.MaxTokenLifetime)
+			}
+			if string(cfg.AuthSecret) == config.DevAuthSecret && os.Getenv("SECKILL_LOCAL_STACK") != "true" {
+				fmt.Fprintln(c.stderr, "note: signed with the public development secret; only a service with SECKILL_LOCAL_STACK=true accepts it")
 			}
 			var scopes []string
 			if admin {
@@ -126,16 +143,17 @@ func operatorToken(flagValue string) string {
 }
 
 // operator verifies the operator's admin token (the --token value, or else
-// $SECKILL_OPERATOR_TOKEN) with the service's secret and the API's rules
-// (connect.Authenticator: HS256, exp required and in the future, sub a
-// user id > 0) and requires the admin scope. It returns the audit actor
+// $SECKILL_OPERATOR_TOKEN) exactly as the API does (bootstrap.NewAuthenticator:
+// the JWKS of SECKILL_AUTH_JWKS or else HS256 with SECKILL_AUTH_SECRET, the
+// strict claim rules, issuer, audience and maximum lifetime) and requires
+// the admin scope. It returns the audit actor
 // "user:<id>", or an error saying why the command refuses to run.
 func operator(cfg config.Config, flagValue string) (string, error) {
 	token := operatorToken(flagValue)
 	if token == "" {
 		return "", errors.New(noOperatorToken)
 	}
-	auth, err := api.NewAuthenticator([]byte(cfg.AuthSecret))
+	auth, err := bootstrap.NewAuthenticator(context.Background(), cfg, bootstrap.LoggerFor(cfg))
 	if err != nil {
 		return "", fmt.Errorf("verify the operator token: %w", err)
 	}
@@ -230,6 +248,9 @@ a short-lived admin token is minted from SECKILL_AUTH_SECRET.`,
 			return err
 		}
 		token := operatorToken(*listTok)
+		if token == "" && cfg.Auth.JWKS != "" {
+			return errors.New("SECKILL_AUTH_JWKS is set: pass an admin token of the identity provider with --token or $" + envOperatorToken)
+		}
 		if token == "" {
 			if token, err = api.MintToken([]byte(cfg.AuthSecret), 1, true, 10*time.Minute, time.Now()); err != nil {
 				return fmt.Errorf("mint a token for the list: %w", err)

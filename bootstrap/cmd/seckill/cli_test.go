@@ -50,6 +50,7 @@ func nowhere(t *testing.T) {
 	for k, v := range map[string]string{
 		"SECKILL_AUTH_SECRET":       key,
 		"SECKILL_OPERATOR_TOKEN":    tok,
+		"SECKILL_LOCAL_STACK":       "true",
 		"SECKILL_PG_DSN":            "postgres://nobody:nothing@127.0.0.1:1/none?sslmode=disable&connect_timeout=1",
 		"SECKILL_REDIS_ADDR":        "127.0.0.1:1",
 		"SECKILL_ROCKETMQ_ENDPOINT": "127.0.0.1:1",

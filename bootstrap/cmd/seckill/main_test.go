@@ -38,6 +38,7 @@ func useStack(t *testing.T) {
 		"SECKILL_HTTP_ADDR":         "127.0.0.1:0",
 		"SECKILL_OPS_ADDR":          "127.0.0.1:0",
 		"SECKILL_AUTH_SECRET":       secret,
+		"SECKILL_LOCAL_STACK":       "true",
 		"SECKILL_PG_DSN":            pgtest.NewDatabase(t),
 		"SECKILL_REDIS_ADDR":        os.Getenv("SECKILL_REDIS_ADDR"),
 		"SECKILL_REDIS_NAMESPACE":   ns,
