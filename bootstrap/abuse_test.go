@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -339,6 +340,8 @@ func TestAbuseReadsAndAdminAreRateLimited(t *testing.T) {
 
 func TestAbuseOperationsEndpointsAreNotOnTheAPIListener(t *testing.T) {
 	s := startSystem(t, options{})
+	// Reflection is served on the API listener too (the schema is
+	// public), but only as a gRPC stream: a plain GET is refused.
 	for _, path := range []string{"/metrics", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "/debug/pprof/"} {
 		res, err := s.http.Get(s.base + path)
 		if err != nil {
@@ -356,5 +359,115 @@ func TestAbuseOperationsEndpointsAreNotOnTheAPIListener(t *testing.T) {
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("operations listener /metrics: %d", res.StatusCode)
+	}
+}
+
+// rateLimited reports whether err is ResourceExhausted RATE_LIMITED.
+func rateLimited(err error) bool {
+	return connect.CodeOf(err) == connect.CodeResourceExhausted && api.ErrorReason(err) == api.ReasonRateLimited
+}
+
+func TestAbusePayOrderIsRateLimited(t *testing.T) {
+	s := startSystem(t, options{})
+	limits := api.DefaultLimits()
+	limits.PayRate, limits.PayBurst, limits.ClientRate = 0.001, 3, 0
+	a := s.serveAPI(limits, api.DefaultServerLimits())
+	ctx := context.Background()
+	var limited int
+	for i := range 4 {
+		_, err := a.orders.PayOrder(ctx, authed(&seckillv1.PayOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5",
+			PaymentId: fmt.Sprintf("pay-limit-%d", i)}, s.paymentToken()))
+		if rateLimited(err) {
+			limited++
+		} else if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("payment %d of an unknown order: %v, want NotFound or RATE_LIMITED", i+1, err)
+		}
+	}
+	if limited != 1 {
+		t.Fatalf("%d of 4 payments with a burst of 3 were RATE_LIMITED, want 1", limited)
+	}
+}
+
+func TestAbuseClientAddressIsRateLimited(t *testing.T) {
+	s := startSystem(t, options{})
+	limits := api.DefaultLimits()
+	limits.ClientRate, limits.ClientBurst = 0.001, 5
+	a := s.serveAPI(limits, api.DefaultServerLimits())
+	ctx := context.Background()
+	var limited, unauthenticated int
+	for i := range 8 {
+		tok := s.token(int64(200+i), false) // a new user each time: the per-user budget never runs out
+		if i%2 == 1 {
+			tok = "not-a-token"
+		}
+		_, err := a.orders.GetOrder(ctx, authed(&seckillv1.GetOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5"}, tok))
+		switch {
+		case rateLimited(err):
+			limited++
+		case connect.CodeOf(err) == connect.CodeUnauthenticated:
+			unauthenticated++
+		case connect.CodeOf(err) != connect.CodeNotFound:
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if limited != 3 || unauthenticated != 2 {
+		t.Fatalf("of 8 calls from one address with a burst of 5: %d RATE_LIMITED, %d Unauthenticated; want 3 and 2",
+			limited, unauthenticated)
+	}
+}
+
+func TestAbuseTwoUsersNeverShareAReadBudget(t *testing.T) {
+	s := startSystem(t, options{})
+	limits := api.DefaultLimits()
+	limits.ReadRate, limits.ReadBurst, limits.ClientRate = 0.001, 1, 0
+	a := s.serveAPI(limits, api.DefaultServerLimits())
+	ctx := context.Background()
+	// 6,000 users (more than the 4,096 hashed slots the buckets once
+	// had): each one's single read is served.
+	const users = 6000
+	var mu sync.Mutex
+	var shared []int
+	concurrently(users, 16, func(i int) {
+		_, err := a.orders.GetOrder(ctx, authed(&seckillv1.GetOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5"},
+			s.token(int64(10_000+i), false)))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			mu.Lock()
+			shared = append(shared, i)
+			mu.Unlock()
+		}
+	})
+	if len(shared) > 0 {
+		t.Fatalf("%d of %d users' first read was refused (first: user %d): they share a budget", len(shared), users, 10_000+shared[0])
+	}
+	_, err := a.orders.GetOrder(ctx, authed(&seckillv1.GetOrderRequest{OrderId: "ord_01K0YV6MGJXYJ5SKPX0DPSV8G5"}, s.token(10_000, false)))
+	if !rateLimited(err) {
+		t.Fatalf("a user's second read with a burst of 1: %v, want RATE_LIMITED", err)
+	}
+}
+
+func TestAbuseOperationsListenerRefusesForeignHosts(t *testing.T) {
+	s := startSystem(t, options{})
+	ops := "http://" + s.app.OpsAddr().String()
+	for _, path := range []string{"/metrics", "/status.json"} {
+		for _, tc := range []struct {
+			host string
+			want int
+		}{{"evil.example", http.StatusMisdirectedRequest}, {"evil.example:7081", http.StatusMisdirectedRequest},
+			{s.app.OpsAddr().String(), http.StatusOK}, {"127.0.0.1", http.StatusOK}, {"localhost:7081", http.StatusOK}} {
+			req, err := http.NewRequest(http.MethodGet, ops+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = tc.host
+			res, err := s.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("%s with Host %q: %d, want %d", path, tc.host, res.StatusCode, tc.want)
+			}
+		}
 	}
 }
