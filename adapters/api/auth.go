@@ -37,7 +37,9 @@ type Identity struct {
 	UserID int64
 	// Admin is true when the token's scope contains "admin".
 	Admin bool
-	// Payment is true when the token's scope contains "payment".
+	// Payment is true when the token's scope contains "payment". Without
+	// Admin the caller is a payment principal: PayOrder is all it may
+	// call.
 	Payment bool
 }
 
@@ -131,7 +133,8 @@ func NewAuthenticator(secret []byte) (*Authenticator, error) {
 
 // NewAuthenticatorWith returns an Authenticator for o. In JWKS mode the set
 // is read once before it returns: a set that cannot be read or holds no
-// usable key is an error. ctx bounds that first read and the re-reads.
+// usable key is an error. ctx bounds that first read; a re-read is
+// bounded by the verification that starts it (and its 5 s timeout).
 func NewAuthenticatorWith(ctx context.Context, o AuthOptions) (*Authenticator, error) {
 	a := &Authenticator{issuer: o.Issuer, audience: o.Audience, maxLifetime: o.MaxLifetime, now: o.Now}
 	if a.maxLifetime == 0 {
@@ -298,8 +301,8 @@ func MintScopedToken(secret []byte, userID int64, scopes []string, ttl time.Dura
 
 // Middleware authenticates a request from its headers alone, before any
 // of its body is read: a missing, oversized or invalid token is answered
-// Unauthenticated in the caller's protocol (Connect, gRPC or gRPC-Web)
-// without touching the body. The identity is stored in the request's
+// Unauthenticated, with the reason, in the caller's protocol (Connect,
+// gRPC or gRPC-Web) without touching the body. The identity is stored in the request's
 // context for the interceptor and the handlers.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
