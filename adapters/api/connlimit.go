@@ -2,11 +2,14 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // connLimits are what the listener wrapper enforces per accepted
@@ -286,4 +289,27 @@ func (c *limitedConn) frame(typ, flags byte) {
 			c.timer.Stop()
 		}
 	}
+}
+
+// RegisterConnMetrics exports the connection guard's counts with reg, each
+// labeled listener="<name>": http_connections_open,
+// http_connections_refused_total (closed at accept by a cap) and
+// http2_header_timeouts_total (closed because a header block was late).
+func (s *Server) RegisterConnMetrics(reg prometheus.Registerer, name string) error {
+	labels := prometheus.Labels{"listener": name}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "http_connections_open", ConstLabels: labels,
+			Help: "Connections open on the listener."}, func() float64 { return float64(s.ConnStats().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "http_connections_refused_total", ConstLabels: labels,
+			Help: "Connections closed at accept because the total or per-client cap was reached."},
+			func() float64 { return float64(s.ConnStats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "http2_header_timeouts_total", ConstLabels: labels,
+			Help: "HTTP/2 connections closed because a request's header block did not complete within the header timeout."},
+			func() float64 { return float64(s.ConnStats().HeaderTimeouts) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register connection metrics of %s: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -130,6 +131,13 @@ func TestConnectionCapsRefuseTheNextConnection(t *testing.T) {
 			if st := srv.ConnStats(); st.Refused != 1 || st.Open != 2 {
 				t.Fatalf("stats %+v, want 1 refused and 2 open", st)
 			}
+			reg := prometheus.NewRegistry()
+			if err := srv.RegisterConnMetrics(reg, "api"); err != nil {
+				t.Fatal(err)
+			}
+			if got := gathered(t, reg, "http_connections_refused_total"); got != 1 {
+				t.Fatalf("http_connections_refused_total = %v, want 1", got)
+			}
 			_ = held[0].Close()
 			var err error
 			for range 50 { // the server notices the close asynchronously
@@ -141,6 +149,22 @@ func TestConnectionCapsRefuseTheNextConnection(t *testing.T) {
 			t.Fatalf("no connection admitted after one closed: %v", err)
 		})
 	}
+}
+
+// gathered returns the value of the single counter named name in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not gathered", name)
+	return 0
 }
 
 // h2Conn opens a cleartext HTTP/2 connection (prior knowledge) and
