@@ -104,22 +104,32 @@ func (l *limitListener) release(addr netip.Addr) {
 	}
 }
 
-// clientAddr is the IP address of a remote address (the zero Addr when it
+// clientAddr is the client key of a remote address (the zero Addr when it
 // has none, so that every such connection shares one budget).
 func clientAddr(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
-			return ip.Unmap()
+			return clientKey(ip)
 		}
 	}
 	if a == nil {
 		return netip.Addr{}
 	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
+	return remoteIP(a.String())
+}
+
+// clientKey is the budget key of a client IP address: an IPv4 address as
+// it is, an IPv6 address by its /64 (one host usually holds a whole /64,
+// so keying by the full address would let it rotate through 2^64
+// budgets).
+func clientKey(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap()
+	if ip.Is6() {
+		if p, err := ip.WithZone("").Prefix(64); err == nil {
+			return p.Addr()
+		}
 	}
-	return ap.Addr().Unmap()
+	return ip
 }
 
 // ConnStats are the counts of the API listener's connection guard.

@@ -42,8 +42,8 @@ type Limits struct {
 	PayRate  float64
 	PayBurst int
 	// ClientRate and ClientBurst shape a token bucket per client IP
-	// address over every API call (health excepted), taken before the
-	// token is verified. 0 disables it.
+	// address (IPv6: per /64) over every API call (health and reflection
+	// excepted), taken before the token is verified. 0 disables it.
 	ClientRate  float64
 	ClientBurst int
 	// MaxRateKeys bounds the buckets each per-key limit (users, payment
@@ -174,14 +174,15 @@ func (lim *limiter) perClient(next http.Handler) http.Handler {
 	})
 }
 
-// remoteIP is the IP address of a request's RemoteAddr ("ip:port"); an
-// unparsable one maps to the zero Addr (one shared budget).
+// remoteIP is the client key (clientKey) of a request's RemoteAddr
+// ("ip:port"); an unparsable one maps to the zero Addr (one shared
+// budget).
 func remoteIP(remote string) netip.Addr {
 	ap, err := netip.ParseAddrPort(remote)
 	if err != nil {
 		return netip.Addr{}
 	}
-	return ap.Addr().Unmap()
+	return clientKey(ap.Addr())
 }
 
 func exhausted(reason, msg string) *connect.Error {

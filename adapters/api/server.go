@@ -133,7 +133,7 @@ type ServerLimits struct {
 	// soon as it is accepted, before any of it is read. 0 means no bound.
 	MaxConns int
 	// MaxConnsPerClient bounds the connections open at once from one
-	// client IP address, the same way. 0 means no bound.
+	// client IP address (IPv6: one /64), the same way. 0 means no bound.
 	MaxConnsPerClient int
 }
 
