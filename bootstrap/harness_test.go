@@ -57,6 +57,9 @@ type options struct {
 	configure  func(*config.Config)
 	beforeRun  func(*system)
 	noConsumer bool
+	// logger is the service's logger (newTestLogger(t, cfg.LogLevel) when
+	// nil: every line checked strictly, those at the level shown).
+	logger *slog.Logger
 	// withoutWorkers names workers not to run (for example
 	// "consumer CG_SECKILL_ORDER_TIMEOUT_V1").
 	withoutWorkers []string
@@ -153,7 +156,10 @@ func startSystem(t *testing.T, opt options) *system {
 	if opt.beforeRun != nil {
 		opt.beforeRun(s)
 	}
-	log := slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	log := opt.logger
+	if log == nil {
+		log = newTestLogger(t, cfg.LogLevel)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)

@@ -3,73 +3,24 @@ package bootstrap_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/seckill-dev/seckill/bootstrap"
-	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
-	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
 
 // startLoggedSystem starts a service whose every log line is checked by
-// newCapturingLogger and kept for assertions. startSystem builds its own
-// logger, so the stack (database, Redis namespace, broker) comes from an
-// API-only instance started by startSystem and the service under test is
-// a second instance of it, with every role, built here on the capturing
-// logger (with the "service" and "instance" fields LoggerFor adds, so a
-// line repeating them fails too).
+// newCapturingLogger and kept for assertions, with the "service" and
+// "instance" fields LoggerFor adds (so a line repeating them fails too).
 func startLoggedSystem(t *testing.T, broker string) (*system, func() []map[string]any) {
 	t.Helper()
-	stack := startSystem(t, options{broker: broker, configure: func(c *config.Config) { c.Role = config.RoleAPI }})
-	cfg := stack.cfg
-	cfg.Role = config.RoleAll
-	cfg.InstanceID += "-logs"
-	log, lines := newCapturingLogger(t, cfg.LogLevel)
-	log = log.With("service", "seckill", "instance", cfg.InstanceID)
-	ctx, cancel := context.WithCancel(context.Background())
-	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	s := &system{t: t, cfg: cfg, app: app, mq: stack.mq, rmq: stack.rmq, db: stack.db, redis: stack.redis, ns: stack.ns,
-		cancel: cancel, done: make(chan error, 1)}
-	addrc := make(chan net.Addr, 1)
-	go func() { s.done <- app.Run(ctx, func(a net.Addr) { addrc <- a }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-s.done:
-			if err != nil {
-				t.Errorf("service stopped with: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("service did not stop within 60s")
-		}
-		cleanup()
-	})
-	select {
-	case a := <-addrc:
-		s.base = "http://" + a.String()
-	case err := <-s.done:
-		t.Fatalf("service did not start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("service did not start within 60s")
-	}
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: p, MaxConnsPerHost: 8}
-	s.http = &http.Client{Transport: tr}
-	t.Cleanup(tr.CloseIdleConnections)
-	s.orders = seckillv1connect.NewOrderServiceClient(s.http, s.base, connect.WithGRPC())
-	s.admin = seckillv1connect.NewAdminServiceClient(s.http, s.base, connect.WithGRPC())
+	log, lines := newCapturingLogger(t, slog.LevelWarn)
+	s := startSystem(t, options{broker: broker, logger: log.With("service", "seckill", "instance", "logs")})
 	return s, lines
 }
 
