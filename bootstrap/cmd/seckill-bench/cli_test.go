@@ -54,6 +54,7 @@ func nowhere(t *testing.T) {
 		"SECKILL_HTTP_ADDR":         "127.0.0.1:1",
 		"SECKILL_STACK_DIR":         "",
 		"SECKILL_LOG_LEVEL":         "error",
+		"SECKILL_LOCAL_STACK":       "true",
 	} {
 		t.Setenv(k, v)
 	}
