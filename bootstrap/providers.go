@@ -241,13 +241,20 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 	h, err := api.NewHandler(orders, admin, auth, log, api.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
+		PayRate: cfg.API.PayRate, PayBurst: cfg.API.PayBurst, ClientRate: cfg.API.ClientRate, ClientBurst: cfg.API.ClientBurst,
+		MaxRateKeys: cfg.API.RateKeys,
 	}, health, api.Observability{Metrics: rpc, Tracer: tr.TracerProvider})
 	if err != nil {
 		return nil, err
 	}
 	l := api.DefaultServerLimits()
 	l.ReadTimeout = cfg.API.ReadTimeout
-	return api.NewServer(cfg.HTTPAddr, h, log, l), nil
+	l.MaxConns, l.MaxConnsPerClient = cfg.API.MaxConns, cfg.API.MaxConnsPerClient
+	srv := api.NewServer(cfg.HTTPAddr, h, log, l)
+	if err := srv.RegisterConnMetrics(reg, "api"); err != nil {
+		return nil, fmt.Errorf("connection metrics: %w", err)
+	}
+	return srv, nil
 }
 
 // NewAuthenticator returns the API's token verifier for cfg: the JWKS

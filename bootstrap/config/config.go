@@ -159,6 +159,23 @@ type API struct {
 	// ReadTimeout bounds reading one whole request, per HTTP/2 stream,
 	// so a slow body is cut off (SECKILL_API_READ_TIMEOUT).
 	ReadTimeout time.Duration
+	// PayRate and PayBurst shape the per-caller limit of PayOrder
+	// (SECKILL_PAY_RATE, SECKILL_PAY_BURST; 0 disables).
+	PayRate  float64
+	PayBurst int
+	// ClientRate and ClientBurst shape the per-client-address limit of
+	// every API call but health and reflection, taken before the token is
+	// verified (SECKILL_CLIENT_RATE, SECKILL_CLIENT_BURST; 0 disables).
+	ClientRate  float64
+	ClientBurst int
+	// RateKeys bounds the buckets each in-process limit table keeps
+	// (SECKILL_RATE_KEYS).
+	RateKeys int
+	// MaxConns bounds the connections the API listener holds open at once
+	// (SECKILL_API_MAX_CONNS); MaxConnsPerClient bounds those of one
+	// client address, IPv6 per /64 (SECKILL_API_MAX_CONNS_PER_CLIENT).
+	MaxConns          int
+	MaxConnsPerClient int
 }
 
 // Redis configures the reservation store.
@@ -304,7 +321,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 	r := reader{lookup: lookup}
 	c := Config{
 		HTTPAddr: r.str("SECKILL_HTTP_ADDR", "127.0.0.1:7080",
-			"address of the Connect API (Connect, gRPC, gRPC-Web) and gRPC health"),
+			"address of the Connect API (Connect, gRPC, gRPC-Web), gRPC health and reflection"),
 		OpsAddr: r.str("SECKILL_OPS_ADDR", "127.0.0.1:7081",
 			"address of /metrics, /healthz and gRPC reflection; keep it off public interfaces"),
 		AuthSecret: r.secret("SECKILL_AUTH_SECRET", DevAuthSecret,
@@ -340,6 +357,20 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"per-user burst of GetOrder, CancelOrder and the admin API (0: no limit)"),
 			ReadTimeout: r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second,
 				"longest time to read one whole request (per HTTP/2 stream), >= 100ms"),
+			PayRate: r.float("SECKILL_PAY_RATE", 200,
+				"per-caller rate (per second) of PayOrder (0: no limit)"),
+			PayBurst: r.integer("SECKILL_PAY_BURST", 400,
+				"per-caller burst of PayOrder (0: no limit)"),
+			ClientRate: r.float("SECKILL_CLIENT_RATE", 2000,
+				"per-client-address rate (per second) of every API call but health and reflection (0: no limit)"),
+			ClientBurst: r.integer("SECKILL_CLIENT_BURST", 4000,
+				"per-client-address burst of every API call but health and reflection (0: no limit)"),
+			RateKeys: r.integer("SECKILL_RATE_KEYS", 262144,
+				"buckets each in-process rate-limit table keeps (users, callers, addresses), 1024..16777216"),
+			MaxConns: r.integer("SECKILL_API_MAX_CONNS", 4096,
+				"connections the API listener holds open at once; one more is closed at accept (0: no cap)"),
+			MaxConnsPerClient: r.integer("SECKILL_API_MAX_CONNS_PER_CLIENT", 512,
+				"connections one client address (IPv6: its /64) holds open at once; one more is closed at accept (0: no cap)"),
 		},
 		LogLevel: r.level("SECKILL_LOG_LEVEL", slog.LevelInfo,
 			"log level: debug, info, warn or error"),
@@ -494,6 +525,10 @@ func (c Config) validate() []error {
 	check(c.API.SoldOutTTL >= 0, "SECKILL_SOLD_OUT_TTL must be >= 0 (0: no sold-out mark)")
 	check(c.API.PlaceOrderConcurrency >= 0, "SECKILL_PLACE_CONCURRENCY must be >= 0 (0: no bound)")
 	check(c.API.ReadRate >= 0 && c.API.ReadBurst >= 0, "SECKILL_READ_RATE and SECKILL_READ_BURST must be >= 0 (0: no limit)")
+	check(c.API.PayRate >= 0 && c.API.PayBurst >= 0, "SECKILL_PAY_RATE and SECKILL_PAY_BURST must be >= 0 (0: no limit)")
+	check(c.API.ClientRate >= 0 && c.API.ClientBurst >= 0, "SECKILL_CLIENT_RATE and SECKILL_CLIENT_BURST must be >= 0 (0: no limit)")
+	check(c.API.RateKeys >= 1<<10 && c.API.RateKeys <= 16<<20, "SECKILL_RATE_KEYS must be 1024..16777216")
+	check(c.API.MaxConns >= 0 && c.API.MaxConnsPerClient >= 0, "SECKILL_API_MAX_CONNS and SECKILL_API_MAX_CONNS_PER_CLIENT must be >= 0 (0: no cap)")
 	if u, err := url.Parse(string(c.Postgres.DSN)); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		errs = append(errs, errors.New("SECKILL_PG_DSN must be a postgres:// URL"))
 	}

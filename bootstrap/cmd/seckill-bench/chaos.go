@@ -317,7 +317,8 @@ func newInstance(name, exe, logDir string, env ...string) (*instance, error) {
 		return nil, fmt.Errorf("create the log of %s: %w", name, err)
 	}
 	in := &instance{name: name, api: api, ops: ops, exe: exe, logFile: lf,
-		env: append(append(os.Environ(), "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops), env...)}
+		// The load generator is one client address: no per-address limit.
+		env: append(append(os.Environ(), "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops, "SECKILL_CLIENT_RATE=0"), env...)}
 	in.cleanEnv = in.env
 	return in, nil
 }
