@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"runtime"
@@ -470,4 +472,75 @@ func TestAbuseOperationsListenerRefusesForeignHosts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAbuseOrderIDsDoNotCountSales: order ids placed within one
+// millisecond share no small difference, so a buyer cannot read the number
+// of orders placed around his own from them (OWASP API3). Ids are
+// "<kind>_<ULID>": 48 bits of milliseconds, then 80 bits that must be
+// fresh randomness, not a counter.
+func TestAbuseOrderIDsDoNotCountSales(t *testing.T) {
+	s := startSystem(t, options{})
+	s.activity(63, 2000, time.Hour, time.Minute)
+	ctx := context.Background()
+	byMS := map[uint64][]*big.Int{}
+	samePair := false
+	for round := 0; round < 5 && !samePair; round++ {
+		var mu sync.Mutex
+		concurrently(200, 32, func(i int) {
+			user := int64(10_000 + round*1000 + i)
+			r, err := s.place(ctx, user, 63, fmt.Sprintf("ids-%d-%d", round, i))
+			if err != nil {
+				t.Errorf("place %d: %v", user, err)
+				return
+			}
+			ms, rnd, err := ulidParts(r.GetOrderId())
+			if err != nil {
+				t.Errorf("order id %q: %v", r.GetOrderId(), err)
+				return
+			}
+			mu.Lock()
+			byMS[ms] = append(byMS[ms], rnd)
+			mu.Unlock()
+		})
+		for _, ids := range byMS {
+			samePair = samePair || len(ids) > 1
+		}
+	}
+	if !samePair {
+		t.Fatal("no two orders were placed in one millisecond in 1000 placements: nothing compared")
+	}
+	small := new(big.Int).Lsh(big.NewInt(1), 40)
+	pairs := 0
+	for ms, ids := range byMS {
+		for i := range ids {
+			for j := i + 1; j < len(ids); j++ {
+				pairs++
+				if d := new(big.Int).Sub(ids[i], ids[j]); d.Abs(d).Cmp(small) < 0 {
+					t.Fatalf("two order ids of millisecond %d differ by %v in their random part: they count sales", ms, d)
+				}
+			}
+		}
+	}
+	t.Logf("%d pairs of order ids within one millisecond compared", pairs)
+}
+
+// ulidParts splits "<kind>_<26 Crockford base32 characters>" into its
+// millisecond and its 80-bit random part.
+func ulidParts(s string) (uint64, *big.Int, error) {
+	_, enc, ok := strings.Cut(s, "_")
+	if !ok || len(enc) != 26 {
+		return 0, nil, errors.New("not <kind>_<26 characters>")
+	}
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	v := new(big.Int)
+	for _, c := range enc {
+		k := strings.IndexRune(alphabet, c)
+		if k < 0 {
+			return 0, nil, fmt.Errorf("%q is not Crockford base32", c)
+		}
+		v.Lsh(v, 5).Or(v, big.NewInt(int64(k)))
+	}
+	rnd := new(big.Int).And(v, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 80), big.NewInt(1)))
+	return new(big.Int).Rsh(v, 80).Uint64(), rnd, nil
 }
