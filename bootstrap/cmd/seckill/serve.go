@@ -47,7 +47,7 @@ func (c *cli) serveCmd() *cobra.Command {
 		Use:   "serve [flags]",
 		Short: "Serve the Connect API and run every worker",
 		Long: `Serve the Connect API (Connect, gRPC and gRPC-Web, with gRPC health) on SECKILL_HTTP_ADDR and
-the operations endpoints (/metrics, /healthz, gRPC reflection) on SECKILL_OPS_ADDR, and run
+the operations endpoints (/metrics, /status, /healthz, gRPC reflection) on SECKILL_OPS_ADDR, and run
 every worker and consumer, until SIGINT or SIGTERM. --role api serves the API with the backlog
 gate and the sent marker only; --role workers runs the consumers, relay, scanner, reconciler and
 dead-letter reader without the API; several instances of each role may run together (give each
@@ -121,8 +121,8 @@ func seedDemo(ctx context.Context, app *bootstrap.App) error {
 
 func printWelcome(w io.Writer, addr, ops net.Addr) {
 	fmt.Fprintf(w, `
-seckill is serving on http://%[1]s (Connect, gRPC and gRPC-Web; health)
-operations on http://%[2]s (/metrics, /healthz, gRPC reflection)
+seckill is serving on http://%[1]s (Connect, gRPC and gRPC-Web; health and gRPC reflection)
+operations on http://%[2]s (/metrics, /status, /healthz, gRPC reflection)
 
 Try it (demo activity 1, SKU 1, 1000 units):
   TOKEN=$(./bin/seckill token --user 42)
@@ -134,7 +134,9 @@ Try it (demo activity 1, SKU 1, 1000 units):
   PAYER=$(./bin/seckill token --user 900 --payment)   # the payment side confirms payments
   curl -s -H "Authorization: Bearer $PAYER" -H 'Content-Type: application/json' \
     -d '{"orderId":"<order id>","paymentId":"pay-1"}' http://%[1]s/seckill.v1.OrderService/PayOrder
-  grpcurl -plaintext %[2]s list
+  go tool grpcurl -plaintext %[1]s list      # a standard gRPC client: docs/cli.md
+  go tool grpcurl -plaintext -H "authorization: Bearer $TOKEN" -d '{"orderId":"<order id>"}' \
+    %[1]s seckill.v1.OrderService/GetOrder
 
 Stop with Ctrl-C.
 `, addr, ops)
