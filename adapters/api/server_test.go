@@ -428,20 +428,6 @@ func listServices(t *testing.T, client connect.HTTPClient, base string, opts ...
 // serveOps serves the operations handler and returns its base URL.
 func serveOps(t *testing.T) string {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := api.NewServer("127.0.0.1:0", api.NewOpsHandler(api.OpsOptions{}), log, api.ServerLimits{})
-	addr, err := srv.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, time.Second, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ops server: %v", err)
-		}
-	})
-	return "http://" + addr.String()
+	_, addr := serveLimited(t, api.NewOpsHandler(api.OpsOptions{}), api.ServerLimits{})
+	return "http://" + addr
 }
