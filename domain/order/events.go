@@ -3,6 +3,7 @@ package order
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -123,4 +124,12 @@ func DecodePayload(t EventType, v int, data []byte) (Payload, error) {
 		return nil, fmt.Errorf("%w: decode %s: %v", ErrCorruptStream, t, err)
 	}
 	return p, nil
+}
+
+// EventID is the stable identity of an order's event: its order id and
+// aggregate version, "<order_id>:<aggregate_version>". The pair is unique
+// in the event store, so every delivery of one event, on every path,
+// carries the same id.
+func EventID(orderID string, version int64) string {
+	return orderID + ":" + strconv.FormatInt(version, 10)
 }
