@@ -238,7 +238,7 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 	if err != nil {
 		return nil, fmt.Errorf("rpc metrics: %w", err)
 	}
-	h, err := api.NewHandler(orders, admin, auth, log, api.Limits{
+	h, err := api.NewHandler(orders, admin, nil, auth, log, api.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
 		PayRate: cfg.API.PayRate, PayBurst: cfg.API.PayBurst, ClientRate: cfg.API.ClientRate, ClientBurst: cfg.API.ClientBurst,

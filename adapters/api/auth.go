@@ -25,6 +25,9 @@ const (
 	// ScopePayment grants PayOrder: the payment provider's callback
 	// service confirms payments, never a buyer.
 	ScopePayment = "payment"
+	// ScopeEvents grants EventService: a projection consumer reads the
+	// order events; with "events" alone it may call nothing else.
+	ScopeEvents = "events"
 )
 
 // MaxTokenBytes bounds the bearer token read from the Authorization
@@ -41,6 +44,10 @@ type Identity struct {
 	// Admin the caller is a payment principal: PayOrder is all it may
 	// call.
 	Payment bool
+	// Events is true when the token's scope contains "events". Without
+	// Admin the caller is a projection consumer: EventService is all it
+	// may call (with Payment too, PayOrder as well).
+	Events bool
 }
 
 // Actor names the caller in audit records ("user:<id>").
@@ -113,7 +120,7 @@ type AuthOptions struct {
 // than ClockLeeway in the future; "iss" and "aud" must match when
 // configured; "sub" must be the canonical decimal form of a user id > 0.
 // The "scope" claim is split on ASCII spaces only and may hold "admin"
-// and "payment".
+// "payment" and "events".
 type Authenticator struct {
 	secret      []byte
 	set         *jwks // nil: shared-secret mode
@@ -238,6 +245,8 @@ func (a *Authenticator) verify(ctx context.Context, token string) (Identity, err
 			id.Admin = true
 		case ScopePayment:
 			id.Payment = true
+		case ScopeEvents:
+			id.Events = true
 		}
 	}
 	return id, nil
@@ -345,22 +354,36 @@ func refuse(w http.ResponseWriter, r *http.Request, ew *connect.ErrorWriter, err
 
 // procedures that need a scope beyond a valid token.
 var (
-	adminPrefix = "/" + seckillv1connect.AdminServiceName + "/"
-	payOrder    = seckillv1connect.OrderServicePayOrderProcedure
+	adminPrefix  = "/" + seckillv1connect.AdminServiceName + "/"
+	eventsPrefix = "/" + seckillv1connect.EventServiceName + "/"
+	payOrder     = seckillv1connect.OrderServicePayOrderProcedure
 )
 
-// authorize checks the caller's scopes against the procedure: the admin
-// service needs "admin"; PayOrder needs "payment" or "admin"; the other
-// order calls need only a valid token, but a payment principal (a token
-// with "payment" and without "admin") may call PayOrder and nothing else.
+// authorize checks the caller's scopes against the procedure: "admin"
+// grants everything; the admin service needs "admin"; PayOrder needs
+// "payment" or "admin"; EventService needs "events" or "admin"; the other
+// order calls need only a valid token. A payment principal (a token with
+// "payment" and without "admin") may call PayOrder and nothing else, a
+// projection consumer (a token with "events" and without "admin")
+// EventService and nothing else; a token with both may call both.
 func authorize(procedure string, id Identity) error {
+	events := strings.HasPrefix(procedure, eventsPrefix)
+	denied := func(msg string) error { return connect.NewError(connect.CodePermissionDenied, errors.New(msg)) }
 	switch {
-	case id.Payment && !id.Admin && procedure != payOrder:
-		return connect.NewError(connect.CodePermissionDenied, errors.New("a payment token may call only PayOrder"))
-	case strings.HasPrefix(procedure, adminPrefix) && !id.Admin:
-		return connect.NewError(connect.CodePermissionDenied, errors.New("admin scope required"))
-	case procedure == payOrder && !id.Admin && !id.Payment:
-		return connect.NewError(connect.CodePermissionDenied, errors.New("payment or admin scope required: payments are confirmed by the payment side"))
+	case id.Admin, events && id.Events, procedure == payOrder && id.Payment:
+		return nil
+	case id.Payment && id.Events:
+		return denied("a payment and events token may call only PayOrder and EventService")
+	case id.Payment:
+		return denied("a payment token may call only PayOrder")
+	case id.Events:
+		return denied("an events token may call only EventService")
+	case events:
+		return denied("events or admin scope required: the order events are served to projection consumers, not to buyers")
+	case strings.HasPrefix(procedure, adminPrefix):
+		return denied("admin scope required")
+	case procedure == payOrder:
+		return denied("payment or admin scope required: payments are confirmed by the payment side")
 	}
 	return nil
 }

@@ -32,6 +32,9 @@ const (
 	ReasonPaymentExpired     = "PAYMENT_EXPIRED"
 	ReasonPaymentIDReused    = "PAYMENT_ID_REUSED"
 	ReasonStockPaused        = "STOCK_PAUSED"
+	// ReasonSubscriberTooSlow ends an EventService stream whose subscriber
+	// did not take its events within the send bound.
+	ReasonSubscriberTooSlow = "SUBSCRIBER_TOO_SLOW"
 )
 
 // businessError maps a business sentinel to its code, ErrorInfo reason and
@@ -60,6 +63,9 @@ func businessError(err error) (code connect.Code, reason, msg string, ok bool) {
 		return connect.CodeAlreadyExists, ReasonPaymentIDReused, "payment_id already confirmed another order", true
 	case errors.Is(err, ports.ErrOrderNotCancelable):
 		return connect.CodeFailedPrecondition, ReasonOrderNotCancelable, "the order cannot be canceled", true
+	case errors.Is(err, ports.ErrSubscriberTooSlow):
+		return connect.CodeResourceExhausted, ReasonSubscriberTooSlow,
+			"the subscriber did not take the stream's events in time: subscribe again with from_position = the last position you handled", true
 	case errors.Is(err, ports.ErrReplayRefused):
 		return connect.CodeFailedPrecondition, ReasonReplayRefused, replayRefusedMessage(err), true
 	}

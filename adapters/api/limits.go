@@ -52,17 +52,35 @@ type Limits struct {
 	// use, new keys share one bucket per shard until space frees. 0 means
 	// DefaultMaxRateKeys.
 	MaxRateKeys int
+	// EventStreams bounds the EventService streams open at once in this
+	// process; one more is answered ResourceExhausted (OVERLOADED) at once.
+	// 0 (or less) means DefaultEventStreams.
+	EventStreams int
+	// EventSendTimeout bounds how long one item of an EventService stream
+	// may take to be sent (the subscriber not reading lets the stream's
+	// flow-control window fill up); a send that does not complete within
+	// it ends the stream with ResourceExhausted (SUBSCRIBER_TOO_SLOW). 0 (or
+	// less) means DefaultEventSendTimeout.
+	EventSendTimeout time.Duration
 }
 
 // DefaultMaxRateKeys is the default bound of buckets per per-key limit:
 // about 16 MiB at most per table.
 const DefaultMaxRateKeys = 1 << 18
 
+// DefaultEventStreams is the default bound of EventService streams open
+// at once per process.
+const DefaultEventStreams = 64
+
+// DefaultEventSendTimeout is the default bound of one send of an
+// EventService stream.
+const DefaultEventSendTimeout = 30 * time.Second
+
 // DefaultLimits are the limits for a service on a small machine.
 func DefaultLimits() Limits {
 	return Limits{MaxBodyBytes: 64 << 10, MaxMessageBytes: 64 << 10, PlaceOrderConcurrency: 512,
 		ReadRate: 20, ReadBurst: 40, PayRate: 200, PayBurst: 400, ClientRate: 2000, ClientBurst: 4000,
-		MaxRateKeys: DefaultMaxRateKeys}
+		MaxRateKeys: DefaultMaxRateKeys, EventStreams: DefaultEventStreams, EventSendTimeout: DefaultEventSendTimeout}
 }
 
 // ReasonOverloaded is the ErrorInfo reason of a call refused by the

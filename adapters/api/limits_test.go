@@ -90,7 +90,7 @@ func FuzzPlaceOrderDecoding(f *testing.F) {
 		f.Fatal(err)
 	}
 	orders := &fakeOrders{}
-	h, err := api.NewHandler(orders, &fakeAdmin{}, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), api.DefaultLimits(), nil, api.Observability{})
+	h, err := api.NewHandler(orders, &fakeAdmin{}, nil, auth, slog.New(slog.NewTextHandler(io.Discard, nil)), api.DefaultLimits(), nil, api.Observability{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 
 // reflectionServices are the services gRPC reflection lists.
 func reflectionServices() []string {
-	return []string{seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName}
+	return []string{seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName, seckillv1connect.EventServiceName}
 }
 
-// newReflector returns the reflector of both services. Its resolver is the
+// newReflector returns the reflector of the services. Its resolver is the
 // process's registry of linked descriptors, which holds the services, their
 // dependencies and the error details.
 func newReflector() *grpcreflect.Reflector {

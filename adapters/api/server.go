@@ -1,5 +1,6 @@
-// Package api is the driving adapter: it serves seckill.v1.OrderService
-// and seckill.v1.AdminService with Connect, gRPC and gRPC-Web on one h2c
+// Package api is the driving adapter: it serves seckill.v1.OrderService,
+// seckill.v1.AdminService and seckill.v1.EventService (a server stream of
+// the order events) with Connect, gRPC and gRPC-Web on one h2c
 // port, together with gRPC health and gRPC reflection (the schema is
 // public; the calls it lists need tokens); extra handlers (for example
 // /metrics) go on a separate operations handler with a guard of its own
@@ -41,7 +42,7 @@ type Route struct {
 	Handler http.Handler
 }
 
-// NewHandler returns the API handler: both services, gRPC health
+// NewHandler returns the API handler: the services, gRPC health
 // (grpc.health.v1) answered by health (nil: SERVING for both services
 // always) and gRPC reflection (v1 and v1alpha, with the descriptors of the
 // error details). Each service request passes, in order, the per-address
@@ -52,13 +53,25 @@ type Route struct {
 // context, the scope check of the procedure and the concurrency and
 // per-user limits. Health and reflection answer without a token; they are
 // bounded by the connection and stream limits of the server.
-func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authenticator, log *slog.Logger, limits Limits,
-	health grpchealth.Checker, obs Observability) (http.Handler, error) {
+//
+// EventService streams are served by events (nil: every call is answered
+// Unimplemented, after authentication). The unary interceptors do not see
+// a stream: streamGuard applies the identity and scope check (and the
+// per-RPC count) to it, the handler its own cap of open streams and its
+// send bound (Limits.EventStreams, EventSendTimeout), and it lifts the
+// server's read timeout once the request is read, so that timeout bounds
+// a slow request, never a long-lived stream.
+func NewHandler(orders ports.OrderService, admin ports.AdminService, events ports.EventSubscriptions, auth *Authenticator,
+	log *slog.Logger, limits Limits, health grpchealth.Checker, obs Observability) (http.Handler, error) {
 	if health == nil {
-		health = grpchealth.NewStaticChecker(seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName)
+		names := []string{seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName}
+		if events != nil {
+			names = append(names, seckillv1connect.EventServiceName)
+		}
+		health = grpchealth.NewStaticChecker(names...)
 	}
 	lim := newLimiter(limits, time.Now)
-	interceptors := []connect.Interceptor{obs.Metrics.interceptor()}
+	interceptors := []connect.Interceptor{obs.Metrics.interceptor(), streamGuard{metrics: obs.Metrics}}
 	if obs.Tracer != nil { // tracing off: no span work on the hot path at all
 		spans, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(obs.Tracer),
 			otelconnect.WithPropagator(propagation.TraceContext{}), otelconnect.WithoutMetrics())
@@ -78,6 +91,12 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, auth *Authe
 	services := http.NewServeMux()
 	services.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, log), opts))
 	services.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
+	var eventHandler seckillv1connect.EventServiceHandler = seckillv1connect.UnimplementedEventServiceHandler{}
+	if events != nil {
+		eventHandler = NewEventHandler(events, log, limits)
+	}
+	eventsPath, eventsHTTP := seckillv1connect.NewEventServiceHandler(eventHandler, opts)
+	services.Handle(eventsPath, withResponseController(eventsHTTP))
 	mux := http.NewServeMux()
 	mux.Handle(grpchealth.NewHandler(health, connect.WithReadMaxBytes(1<<10)))
 	mountReflection(mux, nil, connect.WithReadMaxBytes(4<<10))

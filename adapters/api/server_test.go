@@ -104,7 +104,7 @@ func startWith(t *testing.T, limits api.Limits, orders *fakeOrders) *env {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := &env{orders: orders, admin: &fakeAdmin{}}
-	h, err := api.NewHandler(e.orders, e.admin, auth, log, limits, nil, api.Observability{})
+	h, err := api.NewHandler(e.orders, e.admin, nil, auth, log, limits, nil, api.Observability{})
 	if err != nil {
 		t.Fatal(err)
 	}
