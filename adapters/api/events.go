@@ -83,7 +83,7 @@ func truncate(s string, n int) string {
 // the subscription until the client ends it, the subscriber is too slow
 // or the log fails.
 func (h *EventHandler) Subscribe(ctx context.Context, req *connect.Request[seckillv1.SubscribeRequest],
-	stream *connect.ServerStream[seckillv1.SubscribeResponse]) error {
+	stream *connect.ServerStream[seckillv1.SubscribeResponse]) (err error) {
 	from, f, err := eventFilter(req.Msg)
 	if err != nil {
 		return h.fail(ctx, req.Spec(), err)
@@ -93,6 +93,18 @@ func (h *EventHandler) Subscribe(ctx context.Context, req *connect.Request[secki
 		defer func() { <-h.streams }()
 	default:
 		return exhausted(ReasonOverloaded, "too many event streams are open on this instance, retry later")
+	}
+	if stopping, ok := ctx.Value(shutdownKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(stopping, cancel)()
+		defer func() {
+			if stopping.Err() != nil && err == nil {
+				err = connect.NewError(connect.CodeUnavailable,
+					errors.New("the service is shutting down: subscribe again with from_position = the last position you handled"))
+			}
+		}()
 	}
 	sink := &streamSink{stream: stream, timeout: h.sendTimeout}
 	if rc, ok := ctx.Value(responseControllerKey{}).(*http.ResponseController); ok {
@@ -191,6 +203,10 @@ func eventMessage(r ports.EventRecord) *seckillv1.OrderEvent {
 	}
 	return m
 }
+
+// shutdownKey carries the Server's stopping context (canceled when a
+// shutdown begins) from the connection to the handler.
+type shutdownKey struct{}
 
 // responseControllerKey carries the stream's http.ResponseController from
 // withResponseController to the handler.

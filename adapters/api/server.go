@@ -170,19 +170,26 @@ func DefaultServerLimits() ServerLimits {
 
 // Server is the HTTP server (HTTP/1.1 and cleartext HTTP/2).
 type Server struct {
-	srv  *http.Server
-	log  *slog.Logger
-	lim  connLimits
-	ln   atomic.Pointer[limitListener]
-	addr atomic.Pointer[net.Addr]
+	srv *http.Server
+	// stopping is canceled when a shutdown begins: it ends the
+	// long-lived streams (EventService), which would otherwise hold the
+	// graceful shutdown for its whole drain period.
+	stopping context.Context
+	log      *slog.Logger
+	lim      connLimits
+	ln       atomic.Pointer[limitListener]
+	addr     atomic.Pointer[net.Addr]
 }
 
-// NewServer returns a server for h on addr with limits l.
+// NewServer returns a server for h on addr with limits l. When a shutdown
+// begins, the EventService streams end (Unavailable: resume from the last
+// position) while unary calls in flight complete within the drain period.
 func NewServer(addr string, h http.Handler, log *slog.Logger, l ServerLimits) *Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	return &Server{log: log, lim: connLimits{maxConns: l.MaxConns, maxPerClient: l.MaxConnsPerClient,
+	stopping, stop := context.WithCancel(context.Background())
+	s := &Server{log: log, stopping: stopping, lim: connLimits{maxConns: l.MaxConns, maxPerClient: l.MaxConnsPerClient,
 		headerTimeout: l.ReadHeaderTimeout}, srv: &http.Server{
 		Addr:              addr,
 		Handler:           h,
@@ -192,7 +199,12 @@ func NewServer(addr string, h http.Handler, log *slog.Logger, l ServerLimits) *S
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: l.MaxConcurrentStreams},
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), shutdownKey{}, stopping)
+		},
 	}}
+	s.srv.RegisterOnShutdown(stop)
+	return s
 }
 
 // Listen binds the server's address and returns it; Run serves on it.
