@@ -40,7 +40,7 @@ func (s *system) serveAPI(limits api.Limits, sl api.ServerLimits) *apiServer {
 		s.t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(testWriter{s.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := api.NewHandler(s.app.Orders, s.app.Admin, auth, log, limits, nil, api.Observability{})
+	h, err := api.NewHandler(s.app.Orders, s.app.Admin, nil, auth, log, limits, nil, api.Observability{})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 
 // RPCMetrics counts and times every unary call of the API, one series per
 // procedure (and Connect code): rpc_server_handled_total{procedure,code}
-// and rpc_server_handling_seconds{procedure}. A call refused before it
+// and rpc_server_handling_seconds{procedure}; a server stream
+// (EventService.Subscribe) is counted in rpc_server_handled_total when it
+// ends, and not timed. A call refused before it
 // reaches the services (no or bad token, body too large) is not counted
 // here: it never becomes an RPC.
 type RPCMetrics struct {

@@ -17,6 +17,9 @@
 //     ports.BatchHandler on demand (Deliver, Drain).
 //   - Clock, IDs, Failpoints and Metrics implement ports.Clock,
 //     ports.IDGenerator, ports.Failpoints and ports.Metrics.
+//   - EventLog implements ports.EventLog and ports.EventSubscriptions (the
+//     sequenced order-event log and its catch-up subscription) for the
+//     API's stream tests; its idle checkpoints follow the wall clock.
 //
 // Time comes from an injected ports.Clock (usually *Clock, a settable fake
 // clock), never from the wall clock, so tests are deterministic. Nothing in

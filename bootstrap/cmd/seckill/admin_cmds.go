@@ -29,6 +29,7 @@ func (c *cli) tokenCmd() *cobra.Command {
 	var (
 		user           int64
 		admin, payment bool
+		events         bool
 		ttl            time.Duration
 	)
 	cmd := &cobra.Command{
@@ -36,7 +37,8 @@ func (c *cli) tokenCmd() *cobra.Command {
 		Short: "Mint a bearer token for local use",
 		Long: `Mint a bearer token (HS256, signed with SECKILL_AUTH_SECRET) for user N and print it.
 --admin adds the admin scope (the operator of reconcile, projection rebuild and dlq replay);
---payment adds the payment scope (the payment side's callback service: PayOrder only).
+--payment adds the payment scope (the payment side's callback service: PayOrder only);
+--events adds the events scope (a projection consumer: EventService.Subscribe only).
 A token signed with the public development secret (the default) is accepted only by a
 service on the local stack (SECKILL_LOCAL_STACK=true). With SECKILL_AUTH_JWKS set the
 service takes only its identity provider's tokens, and this command refuses to mint.
@@ -69,6 +71,9 @@ service takes only its identity provider's tokens, and this command refuses to m
 			if payment {
 				scopes = append(scopes, api.ScopePayment)
 			}
+			if events {
+				scopes = append(scopes, api.ScopeEvents)
+			}
 			tok, err := api.MintScopedToken([]byte(cfg.AuthSecret), user, scopes, ttl, time.Now())
 			if err != nil {
 				return fmt.Errorf("mint a token: %w", err)
@@ -81,6 +86,7 @@ service takes only its identity provider's tokens, and this command refuses to m
 	f.Int64Var(&user, "user", 0, "user id (the token's sub), > 0")
 	f.BoolVar(&admin, "admin", false, "add the admin scope")
 	f.BoolVar(&payment, "payment", false, "add the payment scope (the payment side's callback service: PayOrder)")
+	f.BoolVar(&events, "events", false, "add the events scope (a projection consumer: EventService.Subscribe)")
 	f.DurationVar(&ttl, "ttl", 24*time.Hour, "validity")
 	return cmd
 }
