@@ -1,0 +1,204 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/seckill-dev/seckill/domain/order"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// sequencerLockKey is the transaction-level advisory lock that serialises
+// the sequencers of every instance: crc32("seckill-event-sequencer").
+const sequencerLockKey int64 = 3054623821
+
+var (
+	_ ports.EventLog       = (*Store)(nil)
+	_ ports.EventSequencer = (*Store)(nil)
+)
+
+// errMissingOrder reports an event whose order row does not exist; the
+// order row is written in the same transaction as its events, so this is
+// a bug, not a state to wait out.
+var errMissingOrder = errors.New("postgres: sequence events: an event has no orders row")
+
+// Sequence implements ports.EventSequencer in one transaction:
+//
+//  1. pg_advisory_xact_lock(sequencerLockKey) serialises all sequencers;
+//     the statements after it see what the previous holder committed;
+//  2. the cursor (txid, id) of the last event sequenced is read;
+//  3. up to limit events with (txid, id) > cursor whose writing
+//     transaction is settled, txid < pg_snapshot_xmin(pg_current_snapshot())
+//     (the fence F), are selected in (txid, id) order with their order's
+//     ids;
+//  4. they are inserted into event_log with positions max(position)+1, ...
+//     in that order, and the cursor moves to the last one.
+//
+// Why no settled event can later appear below the cursor: every
+// transaction with an id below F had ended when the select's snapshot was
+// taken, and its committed rows are visible to that snapshot, so all
+// events with txid < F and (txid, id) > cursor were candidates, and the
+// batch took the lowest of them. An event not yet visible belongs to a
+// transaction still in flight (its id is >= F, the lowest running id) or
+// to one that takes its id later (above every id assigned so far, so
+// above F too). Either way its txid is >= F > the new cursor's txid, so it
+// sorts after the cursor and a later call sequences it. An aborted
+// transaction's rows never become visible and leave no gap. The cost of
+// the fence: one long writing transaction anywhere in the database holds
+// sequencing back until it ends.
+//
+// An event without its orders row fails the call (errMissingOrder); the
+// commit's error is returned (InTx).
+func (s *Store) Sequence(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n := 0
+	err := s.InTx(ctx, func(ctx context.Context, ptx ports.Tx) error {
+		t := ptx.(*tx)
+		n = 0
+		if _, err := t.exec(ctx, "sequence events: lock", `SELECT pg_advisory_xact_lock($1)`, sequencerLockKey); err != nil {
+			return err
+		}
+		type cand struct {
+			txid       string
+			id         int64
+			aggregate  string
+			eventType  string
+			activityID *int64
+			skuID      *int64
+			userID     *int64
+		}
+		cands, err := query(ctx, t, "sequence events: select", `
+			SELECT e.txid::text, e.id, e.aggregate_id, e.event_type, o.activity_id, o.sku_id, o.user_id
+			FROM event_log_cursor c
+			JOIN order_events e ON (e.txid, e.id) > (c.txid, c.id)
+			LEFT JOIN orders o ON o.order_id = e.aggregate_id
+			WHERE e.txid < pg_snapshot_xmin(pg_current_snapshot())
+			ORDER BY e.txid, e.id
+			LIMIT $1`,
+			func(r pgx.CollectableRow) (cand, error) {
+				var c cand
+				err := r.Scan(&c.txid, &c.id, &c.aggregate, &c.eventType, &c.activityID, &c.skuID, &c.userID)
+				return c, err
+			}, limit)
+		if err != nil {
+			return err
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		ids, acts, skus, users := make([]int64, len(cands)), make([]int64, len(cands)), make([]int64, len(cands)), make([]int64, len(cands))
+		aggs, types := make([]string, len(cands)), make([]string, len(cands))
+		for i, c := range cands {
+			if c.activityID == nil || c.skuID == nil || c.userID == nil {
+				return fmt.Errorf("%w: event %d of order %s", errMissingOrder, c.id, c.aggregate)
+			}
+			ids[i], aggs[i], types[i], acts[i], skus[i], users[i] = c.id, c.aggregate, c.eventType, *c.activityID, *c.skuID, *c.userID
+		}
+		last := cands[len(cands)-1]
+		if _, err := t.exec(ctx, "sequence events: insert", `
+			WITH base AS (SELECT coalesce(max(position), 0) AS p FROM event_log),
+			ins AS (
+			    INSERT INTO event_log (position, event_id, aggregate_id, activity_id, sku_id, user_id, event_type)
+			    SELECT base.p + u.ord, u.event_id, u.aggregate_id, u.activity_id, u.sku_id, u.user_id, u.event_type
+			    FROM base, unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[])
+			         WITH ORDINALITY AS u(event_id, aggregate_id, activity_id, sku_id, user_id, event_type, ord)
+			    RETURNING 1
+			)
+			UPDATE event_log_cursor SET txid = $7::xid8, id = $8`,
+			ids, aggs, acts, skus, users, types, last.txid, last.id); err != nil {
+			return err
+		}
+		n = len(cands)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: sequence events: %w", err)
+	}
+	return n, nil
+}
+
+// ReadEvents implements ports.EventLog with one statement (one snapshot):
+// the events of event_log with position > after matching f, joined with
+// order_events, in position order, at most limit, and head = max(position)
+// of event_log in the same snapshot, so head >= the last returned position
+// and, when fewer than limit events came back, no event in (after, head]
+// matching f was left out. Payloads are decoded (and upcast) with
+// order.DecodePayload; an undecodable one fails the call with
+// order.ErrCorruptStream.
+func (s *Store) ReadEvents(ctx context.Context, after int64, f ports.EventFilter, limit int) ([]ports.EventRecord, int64, error) {
+	if limit <= 0 {
+		limit = 1
+	}
+	types := make([]string, len(f.Types))
+	for i, t := range f.Types {
+		types[i] = string(t)
+	}
+	var (
+		out  []ports.EventRecord
+		head int64
+	)
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `
+			WITH h AS (SELECT coalesce(max(position), 0) AS head FROM event_log),
+			ev AS (
+			    SELECT l.position, l.activity_id, l.sku_id, l.user_id,
+			           e.aggregate_id, e.aggregate_version, e.event_type, e.schema_version, e.payload, e.occurred_at
+			    FROM event_log l
+			    JOIN order_events e ON e.id = l.event_id
+			    WHERE l.position > $1
+			      AND ($2::bigint = 0 OR l.activity_id = $2)
+			      AND (cardinality($3::text[]) = 0 OR l.event_type = ANY($3::text[]))
+			    ORDER BY l.position
+			    LIMIT $4
+			)
+			SELECT h.head, ev.position, ev.activity_id, ev.sku_id, ev.user_id,
+			       ev.aggregate_id, ev.aggregate_version, ev.event_type, ev.schema_version, ev.payload, ev.occurred_at
+			FROM h LEFT JOIN ev ON true
+			ORDER BY ev.position`, after, f.ActivityID, types, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				pos, act, sku, user, version *int64
+				agg, typ                     *string
+				schema                       *int32
+				payload                      []byte
+				occurred                     *time.Time
+			)
+			if err := rows.Scan(&head, &pos, &act, &sku, &user, &agg, &version, &typ, &schema, &payload, &occurred); err != nil {
+				return err
+			}
+			if pos == nil { // the log has no event after `after` matching f
+				continue
+			}
+			e := order.Event{OrderID: *agg, Version: *version, Type: order.EventType(*typ),
+				SchemaVersion: int(*schema), OccurredAt: occurred.UTC()}
+			rec := ports.EventRecord{Position: *pos, ActivityID: *act, SKUID: *sku, UserID: *user, StoredSchemaVersion: e.SchemaVersion}
+			p, err := order.DecodePayload(e.Type, e.SchemaVersion, payload)
+			if err != nil {
+				return fmt.Errorf("event at position %d (%s): %w", *pos, order.EventID(e.OrderID, e.Version), err)
+			}
+			// DecodePayload is the upcasting point: what it returns has
+			// the current schema.
+			e.Payload, e.SchemaVersion = p, order.CurrentSchemaVersion
+			rec.Event = e
+			out = append(out, rec)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		if errors.Is(err, order.ErrCorruptStream) || errors.Is(err, ports.ErrTransient) {
+			return nil, 0, fmt.Errorf("postgres: read events: %w", err)
+		}
+		return nil, 0, s.classify("read events", err)
+	}
+	return out, head, nil
+}
