@@ -35,6 +35,8 @@ var InfraSet = wire.NewSet(
 	providePostgres,
 	wire.Bind(new(ports.UnitOfWork), new(*postgres.Store)),
 	wire.Bind(new(ports.OrderQueries), new(*postgres.Store)),
+	wire.Bind(new(ports.EventLog), new(*postgres.Store)),
+	wire.Bind(new(ports.EventSequencer), new(*postgres.Store)),
 	provideRedisGuard,
 	provideRedisClient,
 	provideRedis,
@@ -72,6 +74,9 @@ var AppSet = wire.NewSet(
 	provideOpsServer,
 	provideHealth,
 	provideProjection,
+	provideEventLogMetrics,
+	provideSequencer,
+	provideEventSubscriptions,
 	provideWorkers,
 	wire.Struct(new(App), "*"),
 )
@@ -229,7 +234,7 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 }
 
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*api.Server, error) {
+	events *application.EventSubscriptions, health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*api.Server, error) {
 	auth, err := NewAuthenticator(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err
@@ -238,11 +243,11 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 	if err != nil {
 		return nil, fmt.Errorf("rpc metrics: %w", err)
 	}
-	h, err := api.NewHandler(orders, admin, nil, auth, log, api.Limits{
+	h, err := api.NewHandler(orders, admin, events, auth, log, api.Limits{
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes), MaxMessageBytes: cfg.API.MaxBodyBytes,
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
 		PayRate: cfg.API.PayRate, PayBurst: cfg.API.PayBurst, ClientRate: cfg.API.ClientRate, ClientBurst: cfg.API.ClientBurst,
-		MaxRateKeys: cfg.API.RateKeys,
+		MaxRateKeys: cfg.API.RateKeys, EventStreams: cfg.Events.MaxStreams, EventSendTimeout: cfg.Events.SendTimeout,
 	}, health, api.Observability{Metrics: rpc, Tracer: tr.TracerProvider})
 	if err != nil {
 		return nil, err
@@ -307,4 +312,69 @@ func LoggerFor(cfg config.Config) *slog.Logger {
 
 func provideStockRecovery(books ports.StockBooks, uow ports.UnitOfWork, cfg config.Config, log *slog.Logger) *application.StockRecovery {
 	return application.NewStockRecovery(books, uow, log, application.StockRecoveryConfig{Settle: cfg.Workers.RecoverySettle})
+}
+
+// eventLogMetrics is the Prometheus side of application.EventLogMetrics,
+// on the service's registry.
+type eventLogMetrics struct {
+	head      prometheus.Gauge
+	sequenced prometheus.Counter
+	active    prometheus.Gauge
+	delivered prometheus.Counter
+}
+
+func provideEventLogMetrics(reg prometheus.Registerer) (application.EventLogMetrics, error) {
+	m := &eventLogMetrics{
+		head: prometheus.NewGauge(prometheus.GaugeOpts{Name: "event_log_head_position",
+			Help: "Highest position the event log has assigned, as last seen by this instance's sequencer."}),
+		sequenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "event_log_sequenced_total",
+			Help: "Order events given a position by this instance's sequencer."}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{Name: "event_subscriptions_active",
+			Help: "EventService subscriptions open on this instance."}),
+		delivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "event_subscription_delivered_total",
+			Help: "Events handed to subscribers by this instance."}),
+	}
+	for _, c := range []prometheus.Collector{m.head, m.sequenced, m.active, m.delivered} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("event log metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Head implements application.EventLogMetrics.
+func (m *eventLogMetrics) Head(position int64) { m.head.Set(float64(position)) }
+
+// Sequenced implements application.EventLogMetrics.
+func (m *eventLogMetrics) Sequenced(n int) { m.sequenced.Add(float64(n)) }
+
+// SubscriptionStarted implements application.EventLogMetrics.
+func (m *eventLogMetrics) SubscriptionStarted() { m.active.Inc() }
+
+// SubscriptionEnded implements application.EventLogMetrics.
+func (m *eventLogMetrics) SubscriptionEnded() { m.active.Dec() }
+
+// Delivered implements application.EventLogMetrics.
+func (m *eventLogMetrics) Delivered(n int) { m.delivered.Add(float64(n)) }
+
+// provideSequencer builds the event sequencer; it runs as a worker of the
+// workers role (provideWorkers), and its signal wakes this process's live
+// subscriptions.
+func provideSequencer(seq ports.EventSequencer, l ports.EventLog, m application.EventLogMetrics, cfg config.Config,
+	log *slog.Logger) *application.Sequencer {
+	return application.NewSequencer(seq, l, m, log, application.SequencerConfig{
+		Batch: cfg.Events.SequenceBatch, Interval: cfg.Events.SequenceInterval,
+		BackoffBase: 100 * time.Millisecond, BackoffMax: 5 * time.Second})
+}
+
+// provideEventSubscriptions builds the driving side of
+// EventService.Subscribe. Without a sequencer running in this process (the
+// API role) live subscriptions see new positions by polling.
+func provideEventSubscriptions(l ports.EventLog, seq *application.Sequencer, m application.EventLogMetrics, cfg config.Config,
+	log *slog.Logger) *application.EventSubscriptions {
+	if !cfg.RunsWorkers() {
+		seq = nil
+	}
+	return application.NewEventSubscriptions(l, seq, m, log, application.SubscriptionConfig{
+		Poll: cfg.Events.PollInterval, CheckpointEvery: cfg.Events.CheckpointInterval})
 }

@@ -84,8 +84,18 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, broker, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
+	applicationEventLogMetrics, err := provideEventLogMetrics(registry)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	sequencer := provideSequencer(postgresStore, postgresStore, applicationEventLogMetrics, cfg, log)
+	eventSubscriptions := provideEventSubscriptions(postgresStore, sequencer, applicationEventLogMetrics, cfg, log)
 	health := provideHealth(postgresStore, universalClient, broker)
-	server, err := provideServer(cfg, orderService, admin, health, registry, tracer, log)
+	server, err := provideServer(cfg, orderService, admin, eventSubscriptions, health, registry, tracer, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -104,7 +114,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	opsServer := provideOpsServer(cfg, registry, health, statusPage, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, broker, log)
 	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
-	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard)
+	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard, sequencer)
 	if err != nil {
 		cleanup4()
 		cleanup3()

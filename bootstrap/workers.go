@@ -15,7 +15,7 @@ import (
 // provideWorkers assembles the background loops of the instance's role:
 // for the API role the backlog gate and the sent marker; for the workers
 // role the stock-books recovery, the dead-letter gauge, the resend
-// scanner, the outbox relay, the reconciler and one consumer loop per
+// scanner, the outbox relay, the event sequencer, the reconciler and one consumer loop per
 // business group (plus the dead-letter reader), each consumer bounded as
 // configured; for RoleAll both.
 func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r ports.Reservations,
@@ -23,7 +23,7 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
 	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
 	marker *application.SentMarker, policy application.CompensationPolicy, recovery *application.StockRecovery,
-	guard *redis.Guard) ([]Worker, error) {
+	guard *redis.Guard, seq *application.Sequencer) ([]Worker, error) {
 	pub := ports.Publisher(broker)
 	w := cfg.Workers
 	var workers []Worker
@@ -44,6 +44,7 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 		Worker{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
 			Interval: w.RelayInterval, IdleMax: 250 * time.Millisecond, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}).Run},
+		Worker{Name: "event-sequencer", Run: seq.Run},
 	)
 	if w.ReconcileInterval > 0 {
 		workers = append(workers, Worker{Name: "reconciler", Run: func(ctx context.Context) error {

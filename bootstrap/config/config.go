@@ -81,11 +81,40 @@ type Config struct {
 	RabbitMQ RabbitMQ
 	Orders   Orders
 	Workers  Workers
+	// Events configures the sequenced event log and its subscriptions
+	// (EventService.Subscribe).
+	Events Events
 	// Failpoints enables named failure points (SECKILL_FAILPOINTS, for
 	// tests: "name=action;name=action").
 	Failpoints string
 	// Tracing configures OpenTelemetry from the standard OTEL_* variables.
 	Tracing Tracing
+}
+
+// Events configures the event log's sequencer and subscriptions.
+type Events struct {
+	// SequenceInterval is the sequencer's pause after a batch that was
+	// not full (SECKILL_EVENT_SEQUENCE_INTERVAL, default 20ms): how long a
+	// settled event may wait for its position.
+	SequenceInterval time.Duration
+	// SequenceBatch is how many events one sequencing transaction takes
+	// (SECKILL_EVENT_SEQUENCE_BATCH, default 500, 1..10000).
+	SequenceBatch int
+	// PollInterval is how often a live subscription reads the log without
+	// a signal of this process's sequencer (SECKILL_EVENT_POLL_INTERVAL,
+	// default 200ms): it bounds how late positions assigned by another
+	// instance are seen.
+	PollInterval time.Duration
+	// CheckpointInterval is the longest an idle subscription goes without
+	// a checkpoint (SECKILL_EVENT_CHECKPOINT_INTERVAL, default 5s).
+	CheckpointInterval time.Duration
+	// MaxStreams bounds the EventService streams open at once on this
+	// instance (SECKILL_EVENT_STREAMS, default 64).
+	MaxStreams int
+	// SendTimeout bounds one send of a stream; a subscriber that does not
+	// read for that long is cut off (SECKILL_EVENT_SEND_TIMEOUT, default
+	// 30s) and resumes from its last position.
+	SendTimeout time.Duration
 }
 
 // Auth configures how the API verifies tokens.
@@ -464,6 +493,20 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			ReconcileGrace: r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second,
 				"age an inconsistency must reach before the reconciler repairs it"),
 		},
+		Events: Events{
+			SequenceInterval: r.duration("SECKILL_EVENT_SEQUENCE_INTERVAL", 20*time.Millisecond,
+				"the event sequencer's pause after a batch that was not full (how long a settled event may wait for its position)"),
+			SequenceBatch: r.integer("SECKILL_EVENT_SEQUENCE_BATCH", 500,
+				"events given positions per sequencing transaction, 1..10000"),
+			PollInterval: r.duration("SECKILL_EVENT_POLL_INTERVAL", 200*time.Millisecond,
+				"how often a live event subscription reads the log without a signal of this instance's sequencer"),
+			CheckpointInterval: r.duration("SECKILL_EVENT_CHECKPOINT_INTERVAL", 5*time.Second,
+				"the longest an idle event subscription goes without a checkpoint"),
+			MaxStreams: r.integer("SECKILL_EVENT_STREAMS", 64,
+				"EventService streams open at once on this instance (more are refused)"),
+			SendTimeout: r.duration("SECKILL_EVENT_SEND_TIMEOUT", 30*time.Second,
+				"how long one send of an event stream may take before the subscriber is cut off as too slow"),
+		},
 		Failpoints: r.str("SECKILL_FAILPOINTS", "",
 			"named failure points for tests: \"name=action;name=action\" (empty: none)"),
 		Tracing: Tracing{
@@ -559,6 +602,11 @@ func (c Config) validate() []error {
 	check(c.Workers.InvisibleDuration >= time.Second, "SECKILL_INVISIBLE_DURATION must be >= 1s (and >= the proxy's minInvisibleTimeMillsForRecv, 10s by default)")
 	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
 	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
+	check(c.Events.SequenceInterval > 0 && c.Events.PollInterval > 0 && c.Events.CheckpointInterval > 0,
+		"SECKILL_EVENT_SEQUENCE_INTERVAL, SECKILL_EVENT_POLL_INTERVAL and SECKILL_EVENT_CHECKPOINT_INTERVAL must be > 0")
+	check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")
+	check(c.Events.MaxStreams >= 1, "SECKILL_EVENT_STREAMS must be >= 1")
+	check(c.Events.SendTimeout >= time.Second, "SECKILL_EVENT_SEND_TIMEOUT must be >= 1s")
 	return errs
 }
 
