@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -363,5 +364,46 @@ func TestSequenceFailsOnAnEventWithoutItsOrder(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM event_log`); n != 0 {
 		t.Fatalf("event_log has %d rows after the failure", n)
+	}
+}
+
+// Migration 00016 on a store that already holds events: Down removes the
+// log, the events written without it get positions 1..n in id order when
+// it is applied again, and the sequencer continues after them with
+// nothing skipped or repeated.
+func TestEventLogMigrationBackfillsExistingEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, postgres.Config{})
+	m, err := postgres.NewMigrator(e.dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if v, err := m.Down(testCtx(t)); err != nil || !strings.Contains(v, "00016") {
+		t.Fatalf("Down = %q, %v; want 00016 rolled back", v, err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	before := []*order.Order{paidOrder(t, 1, 1, now), newOrder(t, 1, 1, 2, now), paidOrder(t, 1, 3, now)}
+	for _, o := range before {
+		e.inTx(t, func(ctx context.Context, tx ports.Tx) error { return writeOrder(ctx, tx, o) })
+	}
+	if _, err := m.Up(testCtx(t)); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if n := e.count(t, `SELECT count(*) FROM event_log l JOIN order_events e ON e.id = l.event_id
+		WHERE l.position <> (SELECT count(*) FROM order_events x WHERE x.id <= e.id)`); n != 0 {
+		t.Fatalf("%d backfilled positions are not the events' rank in id order", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM event_log_cursor c
+		WHERE c.id = (SELECT max(id) FROM order_events) AND c.txid = (SELECT max(txid) FROM order_events)`); n != 1 {
+		t.Fatal("the cursor is not at the last backfilled event")
+	}
+	after := paidOrder(t, 1, 4, now)
+	e.inTx(t, func(ctx context.Context, tx ports.Tx) error { return writeOrder(ctx, tx, after) })
+	sequenceAll(t, e.store, 3)
+	evs, _ := readAll(t, e.store, 0, ports.EventFilter{}, 5)
+	checkPositions(t, evs)
+	if want := orderEventIDs(append(before, after)...); !slices.Equal(eventIDs(evs), want) {
+		t.Fatalf("log = %v, want %v", eventIDs(evs), want)
 	}
 }
