@@ -73,12 +73,15 @@ func (s *Store) Sequence(ctx context.Context, limit int) (int, error) {
 			skuID      *int64
 			userID     *int64
 		}
+		// The cursor comes in as two init-plan values so that the row
+		// comparison is an index condition on order_events (txid, id):
+		// a join with the cursor table would scan every sequenced event.
 		cands, err := query(ctx, t, "sequence events: select", `
 			SELECT e.txid::text, e.id, e.aggregate_id, e.event_type, o.activity_id, o.sku_id, o.user_id
-			FROM event_log_cursor c
-			JOIN order_events e ON (e.txid, e.id) > (c.txid, c.id)
+			FROM order_events e
 			LEFT JOIN orders o ON o.order_id = e.aggregate_id
-			WHERE e.txid < pg_snapshot_xmin(pg_current_snapshot())
+			WHERE (e.txid, e.id) > ((SELECT txid FROM event_log_cursor), (SELECT id FROM event_log_cursor))
+			  AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
 			ORDER BY e.txid, e.id
 			LIMIT $1`,
 			func(r pgx.CollectableRow) (cand, error) {
