@@ -451,3 +451,117 @@ func (e *DifferencesError) Error() string {
 	}
 	return fmt.Sprintf("topology: %d difference(s)%s: %s", len(e.Differences), when, strings.Join(lines, "; "))
 }
+
+// Outside consumer groups: groups of other teams' consumers of the
+// ORDER_EVENT topic, registered by `seckill topology add-group`.
+const (
+	// OutsideGroupRetryMaxTimes is the default retryMaxTimes of an outside
+	// group: the broker's default, what Group.RetryMaxTimes gives a group
+	// not of this package.
+	OutsideGroupRetryMaxTimes = 16
+	// ReservedGroupPrefix starts the base names of the service's own
+	// consumer groups; an outside group may not use it.
+	ReservedGroupPrefix = "CG_SECKILL_"
+	// sysGroupPrefix starts the broker's system groups
+	// (MixAll.isSysConsumerGroup), which the proxy refuses to serve.
+	sysGroupPrefix = "CID_RMQ_SYS_"
+)
+
+// validGroupName is the broker's rule for a group name
+// (TopicValidator.isTopicOrGroupIllegal: letters, digits, '_', '-', '%',
+// '|') without '%' and '|', which the broker uses as separators in its own
+// names (%RETRY%, %DLQ%, namespaces).
+var validGroupName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// CheckOutsideGroupName reports whether name (without the environment
+// prefix) may be an outside consumer group: not empty, only letters,
+// digits, '_' and '-', and not a name of the service's (ReservedGroupPrefix)
+// or of the broker's system groups (CID_RMQ_SYS_), compared without case.
+// The error says which rule the name breaks.
+func CheckOutsideGroupName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("the group name is empty")
+	case !validGroupName.MatchString(name):
+		return fmt.Errorf("group name %q may only contain letters, digits, '_' and '-'", name)
+	case strings.HasPrefix(strings.ToUpper(name), ReservedGroupPrefix):
+		return fmt.Errorf("group name %q is reserved: names starting with %s are the service's own consumer groups", name, ReservedGroupPrefix)
+	case strings.HasPrefix(strings.ToUpper(name), sysGroupPrefix):
+		return fmt.Errorf("group name %q is reserved: names starting with %s are the broker's system groups", name, sysGroupPrefix)
+	}
+	return nil
+}
+
+// OutsideGroup returns the spec of the outside consumer group name under
+// t.Prefix: a NORMAL (concurrent, not orderly) group with retryMaxTimes
+// retryMax. It fails for a name CheckOutsideGroupName refuses, a negative
+// retryMax, and a name whose dead-letter topic (%DLQ% + prefix + name, which
+// the broker creates on the first dead letter) would be longer than the
+// broker's topic limit of 127 characters.
+func (t Topology) OutsideGroup(name string, retryMax int) (GroupSpec, error) {
+	if err := CheckOutsideGroupName(name); err != nil {
+		return GroupSpec{}, fmt.Errorf("topology: %w", err)
+	}
+	if retryMax < 0 {
+		return GroupSpec{}, fmt.Errorf("topology: retryMaxTimes %d of %s is negative", retryMax, name)
+	}
+	physical := t.Prefix + name
+	if n := len(DLQTopic(physical)); n > maxNameLen {
+		return GroupSpec{}, fmt.Errorf("topology: group %s is too long: its dead-letter topic %s would have %d characters, the broker takes %d",
+			physical, DLQTopic(physical), n, maxNameLen)
+	}
+	return GroupSpec{Name: physical, RetryMaxTimes: retryMax}, nil
+}
+
+// OrderEventTopic returns the physical name of the ORDER_EVENT topic in t
+// (the topic outside groups consume).
+func (t Topology) OrderEventTopic() (string, error) {
+	base, _, err := TopicBaseName(ports.TopicOrderEvent)
+	if err != nil {
+		return "", err
+	}
+	return t.Prefix + base, nil
+}
+
+// ApplyGroup makes the broker of admin hold the consumer group s (an
+// OutsideGroup) and returns the differences it found: nil when the group
+// was already there with s's settings (then it wrote nothing), a
+// FieldMissing difference when it created the group, the differing
+// settings when it replaced them (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with
+// the whole configuration). The groups are read with
+// GET_ALL_SUBSCRIPTIONGROUP_CONFIG, which never creates one. It fails
+// before writing anything when the broker has no ORDER_EVENT topic of t
+// (seckill topology apply creates it), and when the group still differs
+// after the write.
+func (t Topology) ApplyGroup(ctx context.Context, admin *Admin, s GroupSpec) ([]Difference, error) {
+	topics, err := admin.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	topic, err := t.OrderEventTopic()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := topics[topic]; !ok {
+		return nil, fmt.Errorf("topology: topic %s is missing on the broker; seckill topology apply creates it: %w", topic, ports.ErrNotFound)
+	}
+	s = s.withDefaults()
+	groups, err := admin.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	found := groupDiffs(s, groups)
+	if len(found) == 0 {
+		return nil, nil
+	}
+	if err := admin.CreateGroup(ctx, s); err != nil {
+		return found, err
+	}
+	if groups, err = admin.Groups(ctx); err != nil {
+		return found, err
+	}
+	if left := groupDiffs(s, groups); len(left) > 0 {
+		return found, &DifferencesError{Differences: left, After: "add-group"}
+	}
+	return found, nil
+}

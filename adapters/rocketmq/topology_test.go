@@ -213,3 +213,44 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestTopologyOutsideGroup: OutsideGroup gives a concurrent group under the
+// prefix with the asked retry count and refuses an empty name, characters
+// outside the rule, the service's and the broker's reserved names (any
+// case), a negative retry count and a name whose dead-letter topic would
+// exceed the broker's 127 characters (122 with %DLQ% is the longest).
+func TestTopologyOutsideGroup(t *testing.T) {
+	top, err := rocketmq.NewTopology(rocketmq.Config{TopicPrefix: "P_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := top.OutsideGroup("CG_VIEW-1", 4)
+	if err != nil || g != (rocketmq.GroupSpec{Name: "P_CG_VIEW-1", RetryMaxTimes: 4}) {
+		t.Fatalf("OutsideGroup = %+v, %v", g, err)
+	}
+	if topic, err := top.OrderEventTopic(); err != nil || topic != "P_PROD_SECKILL_ORDER_EVENT_V1" {
+		t.Fatalf("OrderEventTopic = %q, %v", topic, err)
+	}
+	if _, err := top.OutsideGroup(strings.Repeat("G", 120), 0); err != nil { // 2 + 120 + 5 = 127
+		t.Fatalf("a name of the longest length: %v", err)
+	}
+	for _, c := range []struct {
+		name    string
+		retries int
+		want    string
+	}{
+		{"", 1, "empty"},
+		{"CG%X", 1, "may only contain"},
+		{"CG|X", 1, "may only contain"},
+		{"CG.X", 1, "may only contain"},
+		{"CG_SECKILL_AUDIT_V1", 1, "the service's own consumer groups"},
+		{"Cg_Seckill_x", 1, "the service's own consumer groups"},
+		{"CID_RMQ_SYS_X", 1, "the broker's system groups"},
+		{"CG_X", -1, "negative"},
+		{strings.Repeat("G", 121), 1, "would have 128 characters, the broker takes 127"},
+	} {
+		if _, err := top.OutsideGroup(c.name, c.retries); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("OutsideGroup(%q, %d) = %v, want %q", c.name, c.retries, err, c.want)
+		}
+	}
+}

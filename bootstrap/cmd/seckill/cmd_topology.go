@@ -45,9 +45,15 @@ func (f *topologyFlags) add(cmd *cobra.Command, broker bool) {
 	fs.IntVar(&f.queues, "queues", rocketmq.DefaultTopicQueues, "read and write queues of each business topic")
 	fs.StringArrayVar(&f.retryMax, "retry-max", nil,
 		"GROUP=N: retryMaxTimes N for the consumer group GROUP (its name without the prefix); repeatable")
-	if !broker {
-		return
+	if broker {
+		f.addBroker(cmd)
 	}
+}
+
+// addBroker declares the flags that select the brokers (--broker,
+// --namesrv) and the bound of the whole command (--timeout).
+func (f *topologyFlags) addBroker(cmd *cobra.Command) {
+	fs := cmd.Flags()
 	fs.StringVar(&f.broker, "broker", os.Getenv("SECKILL_ROCKETMQ_BROKER"),
 		`remoting address of the one broker to work on ($SECKILL_ROCKETMQ_BROKER); empty: every master the name server lists`)
 	fs.StringVar(&f.namesrv, "namesrv", envOr("SECKILL_ROCKETMQ_NAMESRV", defaultNamesrv),
@@ -319,7 +325,7 @@ retryMaxTimes and consumeMessageOrderly.`,
 	}
 	showFlags.add(show, false)
 
-	return groupCmd("topology", "Apply, check or show the broker's topics and consumer groups",
+	return groupCmd("topology", "Apply, check or show the broker's topics and consumer groups, register an outside group",
 		`The broker topology of the service, defined once in Go (adapters/rocketmq, Topology): the five
 business topics with their message types and queue counts, a %DLQ% topic per business consumer
 group, the five business consumer groups with their retryMaxTimes (the projection group orderly)
@@ -331,7 +337,8 @@ runs apply and check; elsewhere run apply before the service starts: RocketMQ 5.
 consumers of unknown groups. With SECKILL_BROKER=rabbitmq, apply and check work on RabbitMQ
 instead (SECKILL_RABBITMQ_URL, _PREFIX, _FIFO_SHARDS): apply declares the exchanges and quorum
 queues of adapters/rabbitmq (the service also declares them at start), check lists the missing
-ones and those declared with other arguments.`, apply, check, show)
+ones and those declared with other arguments. add-group registers a consumer group of the
+ORDER_EVENT topic for another team's consumer (on RabbitMQ: its queue bound to the exchange).`, apply, check, show, c.addGroupCmd())
 }
 
 // writeTopology prints t as two tables.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
 )
 
 // rabbitTopology is the topology command on RabbitMQ (SECKILL_BROKER=
@@ -60,5 +62,58 @@ func (r rabbitTopology) check(ctx context.Context, w io.Writer, timeout time.Dur
 		return fmt.Errorf("topology check: %d difference(s) from the topology on RabbitMQ; seckill topology apply repairs missing ones", len(diffs))
 	}
 	fmt.Fprintf(w, "topology: %s match on RabbitMQ\n", r.summary())
+	return nil
+}
+
+// withPrefix returns r under another prefix (add-group's --prefix).
+func (r rabbitTopology) withPrefix(prefix string) (rabbitTopology, error) {
+	cfg := r.cfg
+	cfg.Prefix = prefix
+	t, err := rabbitmq.NewTopology(cfg)
+	if err != nil {
+		return rabbitTopology{}, err
+	}
+	return rabbitTopology{cfg: cfg, topo: t}, nil
+}
+
+// addGroup declares the queue of the outside consumer group name (with
+// its dead-letter queue) bound to the ORDER_EVENT fanout exchange, with
+// the exchanges it needs (idempotent), and prints one line: declared, or
+// already declared (nothing changed; the bindings are declared again,
+// which changes nothing when they exist). A queue of that name declared
+// with other arguments is an error.
+func (r rabbitTopology) addGroup(ctx context.Context, w io.Writer, timeout time.Duration, name string, retries int) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sub := ports.Subscription{Group: ports.ConsumerGroup(name), Topic: ports.TopicOrderEvent, MaxRetries: retries}
+	t, err := rabbitmq.NewTopology(r.cfg, sub)
+	if err != nil {
+		return fmt.Errorf("topology add-group: %w", err)
+	}
+	g, _ := t.Group(sub.Group)
+	diffs, err := rabbitmq.Check(ctx, r.cfg, t)
+	if err != nil {
+		return fmt.Errorf("topology add-group: %w", err)
+	}
+	own := append(slices.Clone(g.Queues), g.DLQ)
+	missing := 0
+	for _, d := range diffs {
+		if d.Kind != "queue" || !slices.Contains(own, d.Name) {
+			continue
+		}
+		if d.Problem != "missing" {
+			return fmt.Errorf("topology add-group: %s exists with other arguments (%s); choose another name or delete the queue", d.Name, d.Problem)
+		}
+		missing++
+	}
+	if err := rabbitmq.Declare(ctx, r.cfg, t); err != nil {
+		return fmt.Errorf("topology add-group: %w", err)
+	}
+	state, tail := "declared", ""
+	if missing == 0 {
+		state, tail = "already declared", ": nothing changed"
+	}
+	fmt.Fprintf(w, "queue %s: %s (quorum, delivery limit %d, dead letters to %s), bound to exchange %s on RabbitMQ%s\n",
+		g.Queues[0], state, retries, g.DLQ, g.Exchange, tail)
 	return nil
 }
