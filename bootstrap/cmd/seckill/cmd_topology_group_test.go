@@ -16,11 +16,11 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// handlerFunc adapts a function to ports.BatchHandler.
-type handlerFunc func(ctx context.Context, ds []ports.Delivery) []ports.Decision
+// addGroupHandler adapts a function to ports.BatchHandler.
+type addGroupHandler func(ctx context.Context, ds []ports.Delivery) []ports.Decision
 
 // HandleBatch calls f.
-func (f handlerFunc) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
+func (f addGroupHandler) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
 	return f(ctx, ds)
 }
 
@@ -120,7 +120,7 @@ func TestTopologyAddGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 64)
-	h := handlerFunc(func(_ context.Context, ds []ports.Delivery) []ports.Decision {
+	h := addGroupHandler(func(_ context.Context, ds []ports.Delivery) []ports.Decision {
 		out := make([]ports.Decision, len(ds))
 		for i, d := range ds {
 			select {
