@@ -240,7 +240,7 @@ func TestCLIRejectsBadCommandLines(t *testing.T) {
 		{[]string{"migrate", "sideways"}, `unknown command "sideways" for "seckill migrate"`},
 		{[]string{"migrate"}, "seckill migrate needs a command: down, redo, status, up"},
 		{[]string{"dlq"}, "seckill dlq needs a command: list, replay"},
-		{[]string{"topology"}, "seckill topology needs a command: apply, check, show"},
+		{[]string{"topology"}, "seckill topology needs a command: add-group, apply, check, show"},
 		{[]string{"topology", "fix"}, `unknown command "fix" for "seckill topology"`},
 		{[]string{"token", "--nope"}, "unknown flag: --nope"},
 		{[]string{"token", "--ttl", "forever"}, `invalid argument "forever" for "--ttl"`},
