@@ -50,9 +50,10 @@ type EventFilter struct {
 //
 // Contract: ReadEvents returns, in position order, up to limit events
 // whose position is greater than after and that match f, and head, the
-// highest position the log has assigned when it read (head >= the last
-// returned position; with no event after `after` matching f, head tells a
-// filtered reader how far it may advance). Positions it returns are final:
+// highest position the log has assigned, read in the same snapshot as the
+// events: head >= the last returned position, and when fewer than limit
+// events come back no event in (after, head] matching f was left out, so
+// a filtered reader may advance to head. Positions it returns are final:
 // a later call never returns an event below a position already returned
 // that was not returned before. It is safe for concurrent use.
 type EventLog interface {
@@ -64,7 +65,9 @@ type EventLog interface {
 // Contract: Sequence gives positions, in one transaction, to up to limit
 // events whose writing transactions are settled (older than every
 // transaction still in flight), in the order those transactions' events
-// were written, and returns how many it sequenced. Concurrent callers (in
+// were written, except that an order's events always keep their
+// aggregate_version order (an earlier version is placed first), and
+// returns how many it sequenced. Concurrent callers (in
 // one process or several) are serialised, so positions never interleave.
 type EventSequencer interface {
 	Sequence(ctx context.Context, limit int) (int, error)
@@ -90,7 +93,8 @@ type EventSink interface {
 // fails (its error), or with ErrSubscriberTooSlow when the sink does not
 // keep up within the configured bound. A negative from, or one beyond the
 // log's head, is a *FieldError on "from_position"; an unknown event type
-// in f is a *FieldError on "event_types".
+// in f is a *FieldError on "event_types"; a negative activity id is a
+// *FieldError on "activity_id".
 type EventSubscriptions interface {
 	Subscribe(ctx context.Context, from int64, f EventFilter, sink EventSink) error
 }

@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,13 +32,18 @@ var errMissingOrder = errors.New("postgres: sequence events: an event has no ord
 //
 //  1. pg_advisory_xact_lock(sequencerLockKey) serialises all sequencers;
 //     the statements after it see what the previous holder committed;
-//  2. the cursor (txid, id) of the last event sequenced is read;
-//  3. up to limit events with (txid, id) > cursor whose writing
-//     transaction is settled, txid < pg_snapshot_xmin(pg_current_snapshot())
+//  2. the cursor (txid, id) of the last event the fence scan reached is
+//     read;
+//  3. up to limit events not yet in the log, with (txid, id) > cursor and
+//     a settled writing transaction, txid < pg_snapshot_xmin(pg_current_snapshot())
 //     (the fence F), are selected in (txid, id) order with their order's
 //     ids;
-//  4. they are inserted into event_log with positions max(position)+1, ...
-//     in that order, and the cursor moves to the last one.
+//  4. each order's events keep their version order: before an event whose
+//     earlier versions are not in the log yet, those versions are placed
+//     first (see below);
+//  5. the events are inserted into event_log with positions
+//     max(position)+1, ... in that order, and the cursor moves to the last
+//     event of the fence scan.
 //
 // Why no settled event can later appear below the cursor: every
 // transaction with an id below F had ended when the select's snapshot was
@@ -51,6 +58,17 @@ var errMissingOrder = errors.New("postgres: sequence events: an event has no ord
 // the fence: one long writing transaction anywhere in the database holds
 // sequencing back until it ends.
 //
+// Why step 4: (txid, id) order is not always an order's version order. A
+// transaction takes its txid at its first write, so one that wrote
+// something (an inbox row, another order) before the transaction creating
+// version 1 of an order took its own, and only then appended version 2,
+// has the lower txid. Version 2 was appended after version 1 committed
+// (the append checks the stream's head), so version 1 is committed and
+// visible whenever version 2 is a candidate: it is placed just before it,
+// even if its own txid is still above the fence. The fence scan later
+// meets it again and skips it (it is in the log); the cursor only ever
+// follows the fence scan.
+//
 // An event without its orders row fails the call (errMissingOrder); the
 // commit's error is returned (InTx).
 func (s *Store) Sequence(ctx context.Context, limit int) (int, error) {
@@ -64,40 +82,46 @@ func (s *Store) Sequence(ctx context.Context, limit int) (int, error) {
 		if _, err := t.exec(ctx, "sequence events: lock", `SELECT pg_advisory_xact_lock($1)`, sequencerLockKey); err != nil {
 			return err
 		}
-		type cand struct {
-			txid       string
-			id         int64
-			aggregate  string
-			eventType  string
-			activityID *int64
-			skuID      *int64
-			userID     *int64
-		}
 		// The cursor comes in as two init-plan values so that the row
 		// comparison is an index condition on order_events (txid, id):
 		// a join with the cursor table would scan every sequenced event.
 		cands, err := query(ctx, t, "sequence events: select", `
-			SELECT e.txid::text, e.id, e.aggregate_id, e.event_type, o.activity_id, o.sku_id, o.user_id
+			SELECT e.txid::text, e.id, e.aggregate_id, e.aggregate_version, e.event_type, o.activity_id, o.sku_id, o.user_id
 			FROM order_events e
 			LEFT JOIN orders o ON o.order_id = e.aggregate_id
 			WHERE (e.txid, e.id) > ((SELECT txid FROM event_log_cursor), (SELECT id FROM event_log_cursor))
 			  AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+			  AND NOT EXISTS (SELECT 1 FROM event_log l WHERE l.event_id = e.id)
 			ORDER BY e.txid, e.id
 			LIMIT $1`,
-			func(r pgx.CollectableRow) (cand, error) {
-				var c cand
-				err := r.Scan(&c.txid, &c.id, &c.aggregate, &c.eventType, &c.activityID, &c.skuID, &c.userID)
-				return c, err
-			}, limit)
+			scanSeqEvent, limit)
 		if err != nil {
 			return err
 		}
 		if len(cands) == 0 {
 			return nil
 		}
-		ids, acts, skus, users := make([]int64, len(cands)), make([]int64, len(cands)), make([]int64, len(cands)), make([]int64, len(cands))
-		aggs, types := make([]string, len(cands)), make([]string, len(cands))
-		for i, c := range cands {
+		earlier, err := earlierVersions(ctx, t, cands)
+		if err != nil {
+			return err
+		}
+		placed := make(map[int64]bool, len(cands))
+		var batch []seqEvent
+		for _, c := range cands {
+			for _, p := range earlier[c.aggregate] {
+				if p.version < c.version && !placed[p.id] {
+					placed[p.id] = true
+					batch = append(batch, p)
+				}
+			}
+			if !placed[c.id] {
+				placed[c.id] = true
+				batch = append(batch, c)
+			}
+		}
+		ids, acts, skus, users := make([]int64, len(batch)), make([]int64, len(batch)), make([]int64, len(batch)), make([]int64, len(batch))
+		aggs, types := make([]string, len(batch)), make([]string, len(batch))
+		for i, c := range batch {
 			if c.activityID == nil || c.skuID == nil || c.userID == nil {
 				return fmt.Errorf("%w: event %d of order %s", errMissingOrder, c.id, c.aggregate)
 			}
@@ -117,13 +141,80 @@ func (s *Store) Sequence(ctx context.Context, limit int) (int, error) {
 			ids, aggs, acts, skus, users, types, last.txid, last.id); err != nil {
 			return err
 		}
-		n = len(cands)
+		n = len(batch)
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: sequence events: %w", err)
 	}
 	return n, nil
+}
+
+// seqEvent is an event the sequencer places, with its order's ids (nil
+// when the orders row is missing).
+type seqEvent struct {
+	txid       string
+	id         int64
+	aggregate  string
+	version    int64
+	eventType  string
+	activityID *int64
+	skuID      *int64
+	userID     *int64
+}
+
+func scanSeqEvent(r pgx.CollectableRow) (seqEvent, error) {
+	var c seqEvent
+	err := r.Scan(&c.txid, &c.id, &c.aggregate, &c.version, &c.eventType, &c.activityID, &c.skuID, &c.userID)
+	return c, err
+}
+
+// earlierVersions returns, per order of cands, the events of that order
+// not yet in the log in version order: the versions Sequence must place
+// before a candidate. For an order whose candidates start at version 1
+// they are the candidates themselves (a later candidate of the scan may
+// still be a lower version); for the others they are read (the visible
+// events of the order not in the log, whatever their txid).
+func earlierVersions(ctx context.Context, t *tx, cands []seqEvent) (map[string][]seqEvent, error) {
+	first := map[string]int64{}
+	for _, c := range cands {
+		if v, ok := first[c.aggregate]; !ok || c.version < v {
+			first[c.aggregate] = c.version
+		}
+	}
+	out := make(map[string][]seqEvent, len(first))
+	var aggs []string
+	for a, v := range first {
+		if v > 1 {
+			aggs = append(aggs, a)
+		}
+	}
+	for _, c := range cands {
+		if first[c.aggregate] == 1 {
+			out[c.aggregate] = append(out[c.aggregate], c)
+		}
+	}
+	for _, evs := range out {
+		slices.SortFunc(evs, func(a, b seqEvent) int { return cmp.Compare(a.version, b.version) })
+	}
+	if len(aggs) == 0 {
+		return out, nil
+	}
+	evs, err := query(ctx, t, "sequence events: earlier versions", `
+		SELECT e.txid::text, e.id, e.aggregate_id, e.aggregate_version, e.event_type, o.activity_id, o.sku_id, o.user_id
+		FROM order_events e
+		LEFT JOIN orders o ON o.order_id = e.aggregate_id
+		WHERE e.aggregate_id = ANY($1::text[])
+		  AND NOT EXISTS (SELECT 1 FROM event_log l WHERE l.event_id = e.id)
+		ORDER BY e.aggregate_id, e.aggregate_version`,
+		scanSeqEvent, aggs)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range evs {
+		out[e.aggregate] = append(out[e.aggregate], e)
+	}
+	return out, nil
 }
 
 // ReadEvents implements ports.EventLog with one statement (one snapshot):

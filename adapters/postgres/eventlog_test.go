@@ -198,6 +198,65 @@ func TestSequenceWaitsForAnEarlierTransactionThatCommits(t *testing.T) {
 	}
 }
 
+// An order's versions keep their order in the log even when the
+// transaction appending version 2 took its transaction id before the one
+// that created version 1: T2 writes another order first (so it holds the
+// lower txid), T1 creates order X (version 1) and commits, then T2 appends
+// X's versions 2 and 3 and commits. In (txid, id) order X's 2 and 3 come
+// before its 1; the log must still hold 1, 2, 3.
+func TestSequenceKeepsAnOrdersVersionsInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, postgres.Config{})
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	x, y := newOrder(t, 1, 1, 1, now), newOrder(t, 1, 1, 2, now)
+	wroteY, appendX, done := make(chan error, 1), make(chan struct{}), make(chan error, 1)
+	var xPaid []order.Event
+	go func() {
+		done <- e.store.InTx(testCtx(t), func(ctx context.Context, tx ports.Tx) error {
+			err := writeOrder(ctx, tx, y) // T2's first write: its txid is taken now
+			wroteY <- err
+			if err != nil {
+				return err
+			}
+			select {
+			case <-appendX:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return tx.AppendEvents(ctx, xPaid)
+		})
+	}()
+	if err := <-wroteY; err != nil {
+		t.Fatalf("T2: write Y: %v", err)
+	}
+	e.inTx(t, func(ctx context.Context, tx ports.Tx) error { return writeOrder(ctx, tx, x) }) // T1
+	loaded, err := order.Rehydrate(x.Changes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Pay(newID("pay"), now); err != nil {
+		t.Fatal(err)
+	}
+	xPaid = loaded.Changes()
+	close(appendX)
+	if err := <-done; err != nil {
+		t.Fatalf("T2: %v", err)
+	}
+	sequenceAll(t, e.store, 4)
+	evs, _ := readAll(t, e.store, 0, ports.EventFilter{}, 100)
+	checkPositions(t, evs)
+	var xs []string
+	for _, r := range evs {
+		if r.Event.OrderID == x.Snapshot().OrderID {
+			xs = append(xs, r.EventID())
+		}
+	}
+	want := append(orderEventIDs(x), order.EventID(x.Snapshot().OrderID, 2), order.EventID(x.Snapshot().OrderID, 3))
+	if !slices.Equal(xs, want) {
+		t.Fatalf("order X in the log: %v, want %v (its versions in order)", xs, want)
+	}
+}
+
 // The same with A aborting: B is sequenced once A has ended, and the log
 // holds B only, from position 1.
 func TestSequenceWaitsForAnEarlierTransactionThatAborts(t *testing.T) {
