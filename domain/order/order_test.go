@@ -45,6 +45,11 @@ func TestCreateValidates(t *testing.T) {
 		func(n *order.NewOrder) { n.Quantity = 2 },
 		func(n *order.NewOrder) { n.PaymentTimeout = 0 },
 		func(n *order.NewOrder) { n.ReservedAt = time.Time{} },
+		func(n *order.NewOrder) { n.UnitPrice = -1 },
+		func(n *order.NewOrder) { n.UnitPrice = 1999 },
+		func(n *order.NewOrder) { n.UnitPrice, n.Currency = 1999, "eur" },
+		func(n *order.NewOrder) { n.UnitPrice, n.Currency = 1999, "EURO" },
+		func(n *order.NewOrder) { n.Currency = "EUR" },
 	}
 	for i, mutate := range bad {
 		n := base
@@ -145,7 +150,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of %s: %#v != %#v", e.Type, p, e.Payload)
 		}
 	}
-	if _, err := order.DecodePayload(order.EventPaid, 2, []byte(`{}`)); !errors.Is(err, order.ErrCorruptStream) {
+	if _, err := order.DecodePayload(order.EventPaid, order.CurrentSchemaVersion+1, []byte(`{}`)); !errors.Is(err, order.ErrCorruptStream) {
 		t.Fatalf("future schema: %v", err)
 	}
 	if _, err := order.DecodePayload("ORDER_SHIPPED", 1, []byte(`{}`)); !errors.Is(err, order.ErrCorruptStream) {
@@ -256,6 +261,104 @@ func TestPaymentIDFollowsTheClientIDRule(t *testing.T) {
 	for _, bad := range []string{"", "   ", "pay 1", strings.Repeat("é", 65)} {
 		if err := newOrder(t).Pay(bad, t0.Add(time.Minute)); !errors.Is(err, order.ErrInvalid) {
 			t.Errorf("Pay(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// A version-1 ORDER_CREATED as it was stored before prices were recorded
+// (the JSON EncodePayload wrote then).
+const createdV1JSON = `{"order_id":"ord_1","reservation_id":"rsv_1","message_id":"evt_1","activity_id":10001,` +
+	`"sku_id":20001,"user_id":90000001,"quantity":1,"reserved_at":"2026-06-25T17:00:00Z",` +
+	`"expires_at":"2026-06-25T17:15:01Z"}`
+
+// A stored version-1 ORDER_CREATED is served in the version-2 form with
+// the price unknown; the other fields are kept.
+func TestDecodeUpcastsCreatedV1(t *testing.T) {
+	if order.CurrentSchemaVersion != 2 {
+		t.Fatalf("CurrentSchemaVersion = %d, want 2", order.CurrentSchemaVersion)
+	}
+	p, err := order.DecodePayload(order.EventCreated, 1, []byte(createdV1JSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := order.Created{OrderID: "ord_1", ReservationID: "rsv_1", MessageID: "evt_1", ActivityID: 10001,
+		SKUID: 20001, UserID: 90000001, Quantity: 1, ReservedAt: t0, ExpiresAt: t0.Add(15*time.Minute + time.Second)}
+	if p != want {
+		t.Fatalf("upcast v1 = %#v, want %#v", p, want)
+	}
+	// The v1 payload of an unpriced order created today is what the
+	// version-2 encoder writes minus the price fields.
+	created := newOrder(t).Changes()[0]
+	if created.SchemaVersion != 2 || created.Payload != want {
+		t.Fatalf("a new order's event = %+v, want schema version 2 and %#v", created, want)
+	}
+	// The other payloads are the same in versions 1 and 2.
+	for _, c := range []struct {
+		typ  order.EventType
+		json string
+		want order.Payload
+	}{
+		{order.EventPaymentStarted, `{"payment_id":"pay_1"}`, order.PaymentStarted{PaymentID: "pay_1"}},
+		{order.EventPaid, `{"payment_id":"pay_1"}`, order.Paid{PaymentID: "pay_1"}},
+		{order.EventCanceled, `{"reason":"BUYER_CANCELED"}`, order.Canceled{Reason: order.ReasonBuyerCanceled}},
+	} {
+		for v := 1; v <= 2; v++ {
+			if p, err := order.DecodePayload(c.typ, v, []byte(c.json)); err != nil || p != c.want {
+				t.Errorf("%s version %d = %#v, %v; want %#v", c.typ, v, p, err, c.want)
+			}
+		}
+	}
+}
+
+// A priced order's ORDER_CREATED is recorded as version 2 with its price
+// and decodes to the same payload; version 3 and version 0 are refused, as
+// is a stored version 2 that breaks the price rule.
+func TestCreatedV2RoundTripAndRefusals(t *testing.T) {
+	o, err := order.Create(order.NewOrder{
+		OrderID: "ord_2", ReservationID: "rsv_2", MessageID: "evt_2",
+		ActivityID: 10001, SKUID: 20001, UserID: 90000002, Quantity: 1,
+		ReservedAt: t0, PaymentTimeout: 15 * time.Minute, UnitPrice: 1999, Currency: "EUR",
+	}, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := o.Changes()[0]
+	c, ok := e.Payload.(order.Created)
+	if !ok || e.SchemaVersion != 2 || c.UnitPrice != 1999 || c.Currency != "EUR" {
+		t.Fatalf("created event = %+v, want schema version 2 with 1999 EUR", e)
+	}
+	b, err := order.EncodePayload(e.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"unit_price":1999`) || !strings.Contains(string(b), `"currency":"EUR"`) {
+		t.Fatalf("stored JSON %s lacks the price", b)
+	}
+	p, err := order.DecodePayload(order.EventCreated, 2, b)
+	if err != nil || p != e.Payload {
+		t.Fatalf("round trip = %#v, %v; want %#v", p, err, e.Payload)
+	}
+	for _, v := range []int{0, 3} {
+		if _, err := order.DecodePayload(order.EventCreated, v, b); !errors.Is(err, order.ErrCorruptStream) {
+			t.Errorf("schema version %d: err = %v, want ErrCorruptStream", v, err)
+		}
+	}
+	for _, bad := range []string{
+		`{"order_id":"ord_2","unit_price":-5,"currency":"EUR"}`,
+		`{"order_id":"ord_2","unit_price":5,"currency":""}`,
+		`{"order_id":"ord_2","unit_price":0,"currency":"EUR"}`,
+	} {
+		if _, err := order.DecodePayload(order.EventCreated, 2, []byte(bad)); !errors.Is(err, order.ErrCorruptStream) {
+			t.Errorf("version 2 %s: err = %v, want ErrCorruptStream", bad, err)
+		}
+	}
+}
+
+func TestIsCurrency(t *testing.T) {
+	for code, want := range map[string]bool{"EUR": true, "USD": true, "": false, "eur": false, "EU": false,
+		"EURO": false, "E1R": false, "ÉUR": false} {
+		if got := order.IsCurrency(code); got != want {
+			t.Errorf("IsCurrency(%q) = %v, want %v", code, got, want)
 		}
 	}
 }
