@@ -131,7 +131,8 @@ func atStorePrecision(a ports.Activity) ports.Activity {
 func sameActivity(a, b ports.Activity) bool {
 	return a.ActivityID == b.ActivityID && a.SKUID == b.SKUID && a.Stock == b.Stock &&
 		a.StartsAt.Equal(b.StartsAt) && a.EndsAt.Equal(b.EndsAt) &&
-		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL && a.Lanes() == b.Lanes()
+		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL && a.Lanes() == b.Lanes() &&
+		a.UnitPrice == b.UnitPrice && a.Currency == b.Currency
 }
 
 // activityParams are the audited settings of a requested activity.
@@ -143,6 +144,8 @@ func activityParams(a ports.Activity) map[string]any {
 		"payment_timeout": a.PaymentTimeout.String(),
 		"reservation_ttl": a.ReservationTTL.String(),
 		"stock_lanes":     a.Lanes(),
+		"unit_price":      a.UnitPrice,
+		"currency":        a.Currency,
 	}
 }
 

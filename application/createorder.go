@@ -260,6 +260,7 @@ func (h *CreateOrders) createOrders(ctx context.Context, tx ports.Tx, candidates
 			OrderID: it.msg.OrderID, ReservationID: it.msg.ReservationID, MessageID: it.msg.MessageID,
 			ActivityID: it.msg.ActivityID, SKUID: it.msg.SKUID, UserID: it.msg.UserID, Quantity: it.msg.Quantity,
 			ReservedAt: it.msg.ReservationCreatedAt, PaymentTimeout: it.activity.PaymentTimeout,
+			UnitPrice: it.activity.UnitPrice, Currency: it.activity.Currency,
 		}, now)
 		if err != nil {
 			return fmt.Errorf("create order %s: %w", it.msg.OrderID, err)

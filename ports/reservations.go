@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/domain/reservation"
 )
 
@@ -22,6 +23,14 @@ type Activity struct {
 	// several slots (each buyer reserves in the lane his user id maps to,
 	// and stock moves between lanes when one runs dry). Fixed at creation.
 	StockLanes int
+	// UnitPrice is the price of one unit in minor units of Currency (for
+	// example cents), >= 0; 0 means the activity is not priced. Every
+	// order of the activity records it in its ORDER_CREATED event. Fixed
+	// at creation.
+	UnitPrice int64
+	// Currency is the ISO 4217 code of UnitPrice, three upper-case
+	// letters; required when UnitPrice > 0, empty when it is 0.
+	Currency string
 }
 
 // MaxStockLanes bounds Activity.StockLanes.
@@ -55,8 +64,9 @@ func (a Activity) ValidateSlot() error {
 }
 
 // Validate checks every field: ValidateSlot, then a payment timeout and a
-// reservation TTL of at least a microsecond. It returns a *FieldError
-// naming the first invalid field, or nil.
+// reservation TTL of at least a microsecond, then the price (UnitPrice >=
+// 0, Currency an ISO 4217 code when UnitPrice > 0 and empty when it is 0).
+// It returns a *FieldError naming the first invalid field, or nil.
 func (a Activity) Validate() error {
 	switch err := a.ValidateSlot(); {
 	case err != nil:
@@ -65,6 +75,12 @@ func (a Activity) Validate() error {
 		return InvalidField("payment_timeout", "must be > 0")
 	case a.ReservationTTL < time.Microsecond:
 		return InvalidField("reservation_ttl", "must be > 0")
+	case a.UnitPrice < 0:
+		return InvalidField("unit_price", "must be >= 0")
+	case a.UnitPrice > 0 && !order.IsCurrency(a.Currency):
+		return InvalidField("currency", "must be an ISO 4217 code of three upper-case letters when unit_price > 0")
+	case a.UnitPrice == 0 && a.Currency != "":
+		return InvalidField("currency", "must be empty when unit_price is 0")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -52,7 +53,8 @@ func (h *AdminHandler) CreateActivity(ctx context.Context, req *connect.Request[
 		PaymentTimeout: durationpb.New(stored.PaymentTimeout),
 		ReservationTtl: durationpb.New(stored.ReservationTTL),
 		StockLanes:     int32(stored.Lanes()), //nolint:gosec // at most ports.MaxStockLanes
-
+		UnitPrice:      stored.UnitPrice,
+		Currency:       stored.Currency,
 	}}), nil
 }
 
@@ -86,10 +88,20 @@ func activityFromRequest(m *seckillv1.CreateActivityRequest) (ports.Activity, er
 	if lanes < 0 || lanes > ports.MaxStockLanes {
 		return ports.Activity{}, ports.InvalidField("stock_lanes", "must be between 1 and %d (0 means 1)", ports.MaxStockLanes)
 	}
+	price, currency := m.GetUnitPrice(), m.GetCurrency()
+	switch {
+	case price < 0:
+		return ports.Activity{}, ports.InvalidField("unit_price", "must be >= 0 (minor units; 0 means not priced)")
+	case price > 0 && !order.IsCurrency(currency):
+		return ports.Activity{}, ports.InvalidField("currency",
+			"must be an ISO 4217 code of three upper-case letters (e.g. EUR) when unit_price > 0")
+	case price == 0 && currency != "":
+		return ports.Activity{}, ports.InvalidField("currency", "must be empty when unit_price is 0")
+	}
 	return ports.Activity{
 		ActivityID: m.GetActivityId(), SKUID: m.GetSkuId(), Stock: m.GetStock(),
 		StartsAt: starts, EndsAt: ends, PaymentTimeout: pay, ReservationTTL: ttl,
-		StockLanes: int(lanes),
+		StockLanes: int(lanes), UnitPrice: price, Currency: currency,
 	}, nil
 }
 

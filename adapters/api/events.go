@@ -193,6 +193,7 @@ func eventMessage(r ports.EventRecord) *seckillv1.OrderEvent {
 		m.Payload = &seckillv1.OrderEvent_Created{Created: &seckillv1.OrderCreated{
 			ReservationId: p.ReservationID, MessageId: p.MessageID, Quantity: p.Quantity,
 			ReservedAt: timestamppb.New(p.ReservedAt), ExpiresAt: timestamppb.New(p.ExpiresAt),
+			UnitPrice: p.UnitPrice, Currency: p.Currency,
 		}}
 	case order.PaymentStarted:
 		m.Payload = &seckillv1.OrderEvent_PaymentStarted{PaymentStarted: &seckillv1.OrderPaymentStarted{PaymentId: p.PaymentID}}

@@ -77,12 +77,13 @@ func testEvents() []ports.EventRecord {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ev := func(orderID string, activity, v int64, p order.Payload) ports.EventRecord {
 		return ports.EventRecord{ActivityID: activity, SKUID: 10 * activity, UserID: 100 + activity,
-			Event: order.Event{OrderID: orderID, Version: v, Type: p.EventType(), SchemaVersion: 1,
+			Event: order.Event{OrderID: orderID, Version: v, Type: p.EventType(), SchemaVersion: order.CurrentSchemaVersion,
 				OccurredAt: at.Add(time.Duration(v) * time.Second), Payload: p}, StoredSchemaVersion: 1}
 	}
 	return []ports.EventRecord{
 		ev("ord_a", 1, 1, order.Created{OrderID: "ord_a", ReservationID: "rsv_a", MessageID: "msg_a", ActivityID: 1,
-			SKUID: 10, UserID: 101, Quantity: 1, ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute)}),
+			SKUID: 10, UserID: 101, Quantity: 1, ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute),
+			UnitPrice: 1999, Currency: "EUR"}),
 		ev("ord_b", 2, 1, order.Created{OrderID: "ord_b", ReservationID: "rsv_b", MessageID: "msg_b", Quantity: 1}),
 		ev("ord_a", 1, 2, order.PaymentStarted{PaymentID: "pay_a"}),
 		ev("ord_b", 2, 2, order.Canceled{Reason: order.ReasonBuyerCanceled}),
@@ -172,11 +173,15 @@ func TestEventStreamDeliversInOrder(t *testing.T) {
 			cr := first.GetCreated()
 			if first.GetEventId() != "ord_a:1" || first.GetOrderId() != "ord_a" || first.GetActivityId() != 1 ||
 				first.GetSkuId() != 10 || first.GetUserId() != 101 || first.GetAggregateVersion() != 1 ||
-				first.GetEventType() != "ORDER_CREATED" || first.GetSchemaVersion() != 1 ||
+				first.GetEventType() != "ORDER_CREATED" || first.GetSchemaVersion() != 2 ||
+				cr.GetUnitPrice() != 1999 || cr.GetCurrency() != "EUR" ||
 				!first.GetOccurredAt().AsTime().Equal(time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC)) ||
 				cr.GetReservationId() != "rsv_a" || cr.GetMessageId() != "msg_a" || cr.GetQuantity() != 1 ||
 				!cr.GetExpiresAt().AsTime().Equal(cr.GetReservedAt().AsTime().Add(15*time.Minute)) {
 				t.Fatalf("first event %v", first)
+			}
+			if b := events[1].GetCreated(); b.GetUnitPrice() != 0 || b.GetCurrency() != "" {
+				t.Fatalf("an unpriced order's created event %v, want unit price 0 and no currency", events[1])
 			}
 			if got := events[2].GetPaymentStarted().GetPaymentId(); got != "pay_a" {
 				t.Fatalf("payment_started %v", events[2])

@@ -28,8 +28,8 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		WITH created AS (
 		    INSERT INTO activities
 		        (activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_buckets,
-		         stock_lanes, created_at)
-		    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
+		         stock_lanes, unit_price, currency, created_at)
+		    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce($12::timestamptz, now()))
 		    ON CONFLICT (activity_id, sku_id) DO NOTHING
 		    RETURNING activity_id, sku_id, stock, stock_buckets
 		)
@@ -38,7 +38,8 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 		       c.stock / c.stock_buckets + CASE WHEN b.bucket < c.stock % c.stock_buckets THEN 1 ELSE 0 END
 		FROM created c, generate_series(0, c.stock_buckets - 1) AS b(bucket)`,
 		a.ActivityID, a.SKUID, a.Stock, a.StartsAt, a.EndsAt,
-		interval(a.PaymentTimeout), interval(a.ReservationTTL), buckets, a.Lanes(), t.nowArg())
+		interval(a.PaymentTimeout), interval(a.ReservationTTL), buckets, a.Lanes(), a.UnitPrice, a.Currency,
+		t.nowArg())
 	if err != nil {
 		return ports.Activity{}, false, err
 	}
@@ -49,10 +50,12 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 	return stored, n > 0, nil
 }
 
-// GetActivity implements ports.ActivityStore.
+// GetActivity implements ports.ActivityStore, with the activity's unit
+// price and currency.
 func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Activity, error) {
-	a, err := scanActivity(t.queryRow(ctx, "get activity", `
-		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes
+	a, err := scanPricedActivity(t.queryRow(ctx, "get activity", `
+		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes,
+		       unit_price, currency
 		FROM activities WHERE activity_id = $1 AND sku_id = $2`,
 		activityID, skuID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -62,6 +65,32 @@ func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Ac
 		return ports.Activity{}, err
 	}
 	return a, nil
+}
+
+// scanPricedActivity reads the columns scanActivity reads followed by
+// unit_price and currency.
+func scanPricedActivity(r interface{ Scan(dest ...any) error }) (ports.Activity, error) {
+	var price int64
+	var currency string
+	a, err := scanActivity(priceScanner{r: r, price: &price, currency: &currency})
+	if err != nil {
+		return ports.Activity{}, err
+	}
+	a.UnitPrice, a.Currency = price, currency
+	return a, nil
+}
+
+// priceScanner passes a row's leading columns to the destinations of
+// scanActivity and its last two to price and currency.
+type priceScanner struct {
+	r        interface{ Scan(dest ...any) error }
+	price    *int64
+	currency *string
+}
+
+// Scan implements the row interface scanActivity reads.
+func (p priceScanner) Scan(dest ...any) error {
+	return p.r.Scan(append(dest, p.price, p.currency)...)
 }
 
 // interval encodes a duration as a PostgreSQL interval (microseconds).

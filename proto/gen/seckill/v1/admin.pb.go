@@ -45,7 +45,15 @@ type CreateActivityRequest struct {
 	// SKU hotter than one Redis core serves; 1..16, 0 (unset) means 1. A
 	// buyer reserves in the lane his user id maps to; stock moves between
 	// lanes when one runs dry.
-	StockLanes    int32 `protobuf:"varint,8,opt,name=stock_lanes,json=stockLanes,proto3" json:"stock_lanes,omitempty"`
+	StockLanes int32 `protobuf:"varint,8,opt,name=stock_lanes,json=stockLanes,proto3" json:"stock_lanes,omitempty"`
+	// unit_price is the price of one unit in minor units of currency (for
+	// example cents: 1999 with "EUR" is 19.99 EUR); >= 0, 0 (unset) means
+	// not priced. Every order of the activity records it in its
+	// ORDER_CREATED event.
+	UnitPrice int64 `protobuf:"varint,9,opt,name=unit_price,json=unitPrice,proto3" json:"unit_price,omitempty"`
+	// currency is the ISO 4217 code of unit_price, three upper-case letters
+	// ("EUR"); required when unit_price > 0, empty when it is 0.
+	Currency      string `protobuf:"bytes,10,opt,name=currency,proto3" json:"currency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -136,6 +144,20 @@ func (x *CreateActivityRequest) GetStockLanes() int32 {
 	return 0
 }
 
+func (x *CreateActivityRequest) GetUnitPrice() int64 {
+	if x != nil {
+		return x.UnitPrice
+	}
+	return 0
+}
+
+func (x *CreateActivityRequest) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
 // CreateActivityResponse echoes the stored activity.
 type CreateActivityResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -200,7 +222,12 @@ type Activity struct {
 	// reservation_ttl bounds the queued life of a reservation.
 	ReservationTtl *durationpb.Duration `protobuf:"bytes,7,opt,name=reservation_ttl,json=reservationTtl,proto3" json:"reservation_ttl,omitempty"`
 	// stock_lanes is the number of Redis slots the entry's stock is split over.
-	StockLanes    int32 `protobuf:"varint,8,opt,name=stock_lanes,json=stockLanes,proto3" json:"stock_lanes,omitempty"`
+	StockLanes int32 `protobuf:"varint,8,opt,name=stock_lanes,json=stockLanes,proto3" json:"stock_lanes,omitempty"`
+	// unit_price is the price of one unit in minor units of currency; 0 means
+	// not priced.
+	UnitPrice int64 `protobuf:"varint,9,opt,name=unit_price,json=unitPrice,proto3" json:"unit_price,omitempty"`
+	// currency is the ISO 4217 code of unit_price, empty when it is 0.
+	Currency      string `protobuf:"bytes,10,opt,name=currency,proto3" json:"currency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +316,20 @@ func (x *Activity) GetStockLanes() int32 {
 		return x.StockLanes
 	}
 	return 0
+}
+
+func (x *Activity) GetUnitPrice() int64 {
+	if x != nil {
+		return x.UnitPrice
+	}
+	return 0
+}
+
+func (x *Activity) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
 }
 
 // GetStockReportRequest names an activity SKU.
@@ -901,7 +942,7 @@ var File_seckill_v1_admin_proto protoreflect.FileDescriptor
 const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16seckill/v1/admin.proto\x12\n" +
-	"seckill.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x02\n" +
+	"seckill.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb7\x03\n" +
 	"\x15CreateActivityRequest\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +
@@ -912,9 +953,13 @@ const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\x0fpayment_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0epaymentTimeout\x12B\n" +
 	"\x0freservation_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0ereservationTtl\x12\x1f\n" +
 	"\vstock_lanes\x18\b \x01(\x05R\n" +
-	"stockLanes\"J\n" +
+	"stockLanes\x12\x1d\n" +
+	"\n" +
+	"unit_price\x18\t \x01(\x03R\tunitPrice\x12\x1a\n" +
+	"\bcurrency\x18\n" +
+	" \x01(\tR\bcurrency\"J\n" +
 	"\x16CreateActivityResponse\x120\n" +
-	"\bactivity\x18\x01 \x01(\v2\x14.seckill.v1.ActivityR\bactivity\"\xef\x02\n" +
+	"\bactivity\x18\x01 \x01(\v2\x14.seckill.v1.ActivityR\bactivity\"\xaa\x03\n" +
 	"\bActivity\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +
@@ -925,7 +970,11 @@ const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\x0fpayment_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0epaymentTimeout\x12B\n" +
 	"\x0freservation_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0ereservationTtl\x12\x1f\n" +
 	"\vstock_lanes\x18\b \x01(\x05R\n" +
-	"stockLanes\"O\n" +
+	"stockLanes\x12\x1d\n" +
+	"\n" +
+	"unit_price\x18\t \x01(\x03R\tunitPrice\x12\x1a\n" +
+	"\bcurrency\x18\n" +
+	" \x01(\tR\bcurrency\"O\n" +
 	"\x15GetStockReportRequest\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +

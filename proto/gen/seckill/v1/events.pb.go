@@ -265,7 +265,8 @@ type OrderEvent struct {
 	// before it: a client skips (but advances past) a type it does not know.
 	EventType string `protobuf:"bytes,8,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	// schema_version is the version of the payload's schema the event is
-	// served in: always the current one (older stored events are upcast).
+	// served in: always the current one, 2 (events stored in an older version
+	// are upcast by the service; docs/events.md, Schema versions).
 	SchemaVersion int32 `protobuf:"varint,9,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	// occurred_at is when the fact happened, as the service recorded it.
 	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
@@ -482,7 +483,16 @@ type OrderCreated struct {
 	ReservedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=reserved_at,json=reservedAt,proto3" json:"reserved_at,omitempty"`
 	// expires_at is the payment deadline: unpaid then, the order is canceled
 	// with reason PAYMENT_TIMEOUT.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// unit_price is the price of one unit in minor units of currency (for
+	// example cents), copied from the activity when the order was created
+	// (schema version 2). 0 means unknown: the order was created before
+	// prices were recorded (stored as schema version 1) or its activity has
+	// no price.
+	UnitPrice int64 `protobuf:"varint,6,opt,name=unit_price,json=unitPrice,proto3" json:"unit_price,omitempty"`
+	// currency is the ISO 4217 code of unit_price (three upper-case letters),
+	// empty exactly when unit_price is 0 (price unknown).
+	Currency      string `protobuf:"bytes,7,opt,name=currency,proto3" json:"currency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,6 +560,20 @@ func (x *OrderCreated) GetExpiresAt() *timestamppb.Timestamp {
 		return x.ExpiresAt
 	}
 	return nil
+}
+
+func (x *OrderCreated) GetUnitPrice() int64 {
+	if x != nil {
+		return x.UnitPrice
+	}
+	return 0
+}
+
+func (x *OrderCreated) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
 }
 
 // OrderPaymentStarted records that a payment of the order began.
@@ -735,7 +759,7 @@ const file_seckill_v1_events_proto_rawDesc = "" +
 	"\x0fpayment_started\x18\x15 \x01(\v2\x1f.seckill.v1.OrderPaymentStartedH\x00R\x0epaymentStarted\x12+\n" +
 	"\x04paid\x18\x16 \x01(\v2\x15.seckill.v1.OrderPaidH\x00R\x04paid\x127\n" +
 	"\bcanceled\x18\x17 \x01(\v2\x19.seckill.v1.OrderCanceledH\x00R\bcanceledB\t\n" +
-	"\apayload\"\xe8\x01\n" +
+	"\apayload\"\xa3\x02\n" +
 	"\fOrderCreated\x12%\n" +
 	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x1d\n" +
 	"\n" +
@@ -744,7 +768,10 @@ const file_seckill_v1_events_proto_rawDesc = "" +
 	"\vreserved_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"reservedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"4\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1d\n" +
+	"\n" +
+	"unit_price\x18\x06 \x01(\x03R\tunitPrice\x12\x1a\n" +
+	"\bcurrency\x18\a \x01(\tR\bcurrency\"4\n" +
 	"\x13OrderPaymentStarted\x12\x1d\n" +
 	"\n" +
 	"payment_id\x18\x01 \x01(\tR\tpaymentId\"*\n" +
