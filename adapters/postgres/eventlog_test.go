@@ -193,7 +193,7 @@ func TestSequenceWaitsForAnEarlierTransactionThatCommits(t *testing.T) {
 		t.Fatalf("head = %d, want 6", head)
 	}
 	if r := evs[0]; r.ActivityID != 1 || r.SKUID != 1 || r.UserID != 1 || r.Event.Type != order.EventCreated ||
-		r.StoredSchemaVersion != 1 || r.Event.Payload.(order.Created).OrderID != a.Snapshot().OrderID {
+		r.StoredSchemaVersion != order.CurrentSchemaVersion || r.Event.Payload.(order.Created).OrderID != a.Snapshot().OrderID {
 		t.Fatalf("first record = %+v", r)
 	}
 }
@@ -438,8 +438,15 @@ func TestEventLogMigrationBackfillsExistingEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	if v, err := m.Down(testCtx(t)); err != nil || !strings.Contains(v, "00016") {
-		t.Fatalf("Down = %q, %v; want 00016 rolled back", v, err)
+	// Later migrations (00017 and on) are rolled back first, down to 00016.
+	for i := 0; ; i++ {
+		v, err := m.Down(testCtx(t))
+		if err != nil || i == 10 {
+			t.Fatalf("Down = %q, %v; want 00016 rolled back within 10 steps", v, err)
+		}
+		if strings.Contains(v, "00016") {
+			break
+		}
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	before := []*order.Order{paidOrder(t, 1, 1, now), newOrder(t, 1, 1, 2, now), paidOrder(t, 1, 3, now)}
@@ -464,5 +471,93 @@ func TestEventLogMigrationBackfillsExistingEvents(t *testing.T) {
 	checkPositions(t, evs)
 	if want := orderEventIDs(append(before, after)...); !slices.Equal(eventIDs(evs), want) {
 		t.Fatalf("log = %v, want %v", eventIDs(evs), want)
+	}
+}
+
+// Events stored as schema version 1, before prices were recorded, as the
+// service wrote them then (raw rows: the v1 JSON, schema_version 1, with
+// their orders row), are served by ReadEvents as version 2 through the
+// domain's upcaster: SchemaVersion 2, StoredSchemaVersion 1, the unit
+// price unknown (0, ""), every other field kept. A version-2 event written
+// after them carries its price.
+func TestReadEventsUpcastsStoredVersion1(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, postgres.Config{})
+	ctx := testCtx(t)
+	const orderID = "ord_v1_upcast"
+	_, err := e.db.Exec(ctx, `
+		INSERT INTO orders (order_id, reservation_id, activity_id, sku_id, user_id, quantity, status, cancel_reason,
+		                    aggregate_version, created_at, updated_at, expires_at, canceled_at)
+		VALUES ($1, 'rsv_v1_upcast', 5, 50, 500, 1, 'CANCELED', 'BUYER_CANCELED', 2,
+		        '2026-03-01T12:00:01Z', '2026-03-01T12:01:00Z', '2026-03-01T12:15:01Z', '2026-03-01T12:01:00Z')`, orderID)
+	if err != nil {
+		t.Fatalf("insert v1 order row: %v", err)
+	}
+	_, err = e.db.Exec(ctx, `
+		INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at)
+		VALUES ($1, 1, 'ORDER_CREATED', 1, $2::jsonb, '2026-03-01T12:00:01Z'),
+		       ($1, 2, 'ORDER_CANCELED', 1, '{"reason":"BUYER_CANCELED"}'::jsonb, '2026-03-01T12:01:00Z')`,
+		orderID, `{"order_id":"ord_v1_upcast","reservation_id":"rsv_v1_upcast","message_id":"evt_v1_upcast",`+
+			`"activity_id":5,"sku_id":50,"user_id":500,"quantity":1,"reserved_at":"2026-03-01T12:00:00Z",`+
+			`"expires_at":"2026-03-01T12:15:01Z"}`)
+	if err != nil {
+		t.Fatalf("insert v1 events: %v", err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	o, err := order.Create(order.NewOrder{
+		OrderID: newID("ord"), ReservationID: newID("rsv"), MessageID: newID("evt"),
+		ActivityID: 5, SKUID: 50, UserID: 501, Quantity: 1,
+		ReservedAt: now.Add(-time.Second), PaymentTimeout: 15 * time.Minute, UnitPrice: 1999, Currency: "EUR",
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.inTx(t, func(ctx context.Context, tx ports.Tx) error { return writeOrder(ctx, tx, o) })
+	sequenceAll(t, e.store, 3)
+
+	evs, _ := readAll(t, e.store, 0, ports.EventFilter{}, 10)
+	checkPositions(t, evs)
+	if want := []string{orderID + ":1", orderID + ":2", order.EventID(o.Snapshot().OrderID, 1)}; !slices.Equal(eventIDs(evs), want) {
+		t.Fatalf("log = %v, want %v", eventIDs(evs), want)
+	}
+	for _, r := range evs[:2] {
+		if r.Event.SchemaVersion != 2 || r.StoredSchemaVersion != 1 {
+			t.Fatalf("%s: schema version %d stored %d, want 2 stored 1", r.EventID(), r.Event.SchemaVersion, r.StoredSchemaVersion)
+		}
+	}
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	want := order.Created{OrderID: orderID, ReservationID: "rsv_v1_upcast", MessageID: "evt_v1_upcast",
+		ActivityID: 5, SKUID: 50, UserID: 500, Quantity: 1, ReservedAt: at, ExpiresAt: at.Add(15*time.Minute + time.Second)}
+	if c, ok := evs[0].Event.Payload.(order.Created); !ok || !c.ReservedAt.Equal(want.ReservedAt) ||
+		!c.ExpiresAt.Equal(want.ExpiresAt) || c.OrderID != want.OrderID || c.ReservationID != want.ReservationID ||
+		c.MessageID != want.MessageID || c.ActivityID != 5 || c.SKUID != 50 || c.UserID != 500 || c.Quantity != 1 ||
+		c.UnitPrice != 0 || c.Currency != "" {
+		t.Fatalf("upcast v1 created = %#v, want %#v (price unknown)", evs[0].Event.Payload, want)
+	}
+	if evs[0].UserID != 500 || evs[1].Event.Payload != (order.Canceled{Reason: order.ReasonBuyerCanceled}) {
+		t.Fatalf("v1 records = %+v, %+v", evs[0], evs[1])
+	}
+	r := evs[2]
+	if c, ok := r.Event.Payload.(order.Created); !ok || r.Event.SchemaVersion != 2 || r.StoredSchemaVersion != 2 ||
+		c.UnitPrice != 1999 || c.Currency != "EUR" {
+		t.Fatalf("v2 record = %+v, want schema 2 stored 2 with 1999 EUR", r)
+	}
+	// The stored rows are not rewritten by reading them.
+	if n := e.count(t, `SELECT count(*) FROM order_events WHERE aggregate_id = $1 AND schema_version = 1
+		AND NOT payload ? 'unit_price'`, orderID); n != 2 {
+		t.Fatalf("%d of the 2 version-1 rows are left as stored", n)
+	}
+	// Loading the order for a command reads through the same upcaster.
+	var loaded []order.Event
+	e.inTx(t, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		loaded, err = tx.LoadOrderEvents(ctx, orderID)
+		return err
+	})
+	if _, err := order.Rehydrate(loaded); err != nil || len(loaded) != 2 {
+		t.Fatalf("Rehydrate of the version-1 stream: %d events, %v", len(loaded), err)
+	}
+	if c, ok := loaded[0].Payload.(order.Created); !ok || c.UnitPrice != 0 || c.UserID != 500 {
+		t.Fatalf("loaded v1 created = %#v", loaded[0].Payload)
 	}
 }
