@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: help run test unit up down status build generate check-generated check-breaking api-release lint bench-place bench-consume chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
+.PHONY: help run test unit up down status build generate check-generated check-breaking api-release lint bench-place bench-consume bench-events chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
 
 ## help: list the targets with their one-line description.
 help:
@@ -98,6 +98,9 @@ bench-timeouts: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) timeouts
 bench-sale: build-bench
 	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) sale
+## bench-events: the event subscription's catch-up, live delivery and the sale beside 20 subscribers (docs/benchmarks.md).
+bench-events: build-bench
+	@$(WITH_STACK) ./$(BIN) migrate up && ./$(BENCH_BIN) events $(BENCH_EVENTS_FLAGS)
 
 ## hot-sku: one SKU's reservations with 1 and 3 stock lanes on the Redis Cluster, CPU per call of the busiest master (docs/capacity.md).
 hot-sku: build-bench

@@ -66,6 +66,12 @@ and a naive PostgreSQL row-lock purchase.`, benchPlace),
 			`Publish order-create messages for one hot SKU through the real broker, let the
 order-create consumer drain them into PostgreSQL and report orders created per second for
 each batch size, beside the handler-alone ceiling, with the invariants checked.`, benchConsume),
+		c.flagSetCmd("events", "Measure the event subscription: catch-up, live delivery, the sale beside live subscribers",
+			`Fill a scratch store with paid orders' events through the write path and sequence them,
+then measure a subscriber reading from position 0 to the head (application.EventSubscriptions
+directly and EventService/Subscribe over gRPC), the time from commit to a live subscriber while
+orders are written at a steady rate, and PlaceOrder's rate with live subscribers beside none.
+Every stream is checked: positions strictly increasing, nothing missing.`, benchEvents),
 		c.flagSetCmd("timeouts", "Measure the payment-timeout wave",
 			`Sell units through the real service with a short payment timeout, let every order expire
 unpaid and report how late the orders were canceled and the stock released, beside the
