@@ -98,6 +98,7 @@ func testActivity(stock int64) ports.Activity {
 		ActivityID: randomID(), SKUID: randomID(), Stock: stock,
 		StartsAt: baseTime, EndsAt: baseTime.Add(2 * time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: 5 * time.Minute,
+		UnitPrice: 1999, Currency: "EUR",
 	}
 }
 
@@ -273,7 +274,8 @@ func testActivities(t *testing.T, factory UnitOfWorkFactory) {
 func sameActivity(a, b ports.Activity) bool {
 	return a.ActivityID == b.ActivityID && a.SKUID == b.SKUID && a.Stock == b.Stock &&
 		a.StartsAt.Equal(b.StartsAt) && a.EndsAt.Equal(b.EndsAt) &&
-		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL
+		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL &&
+		a.UnitPrice == b.UnitPrice && a.Currency == b.Currency
 }
 
 // errRollback is returned by callbacks that must roll back.

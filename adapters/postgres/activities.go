@@ -53,7 +53,7 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 // GetActivity implements ports.ActivityStore, with the activity's unit
 // price and currency.
 func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Activity, error) {
-	a, err := scanPricedActivity(t.queryRow(ctx, "get activity", `
+	a, err := scanActivity(t.queryRow(ctx, "get activity", `
 		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes,
 		       unit_price, currency
 		FROM activities WHERE activity_id = $1 AND sku_id = $2`,
@@ -65,32 +65,6 @@ func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Ac
 		return ports.Activity{}, err
 	}
 	return a, nil
-}
-
-// scanPricedActivity reads the columns scanActivity reads followed by
-// unit_price and currency.
-func scanPricedActivity(r interface{ Scan(dest ...any) error }) (ports.Activity, error) {
-	var price int64
-	var currency string
-	a, err := scanActivity(priceScanner{r: r, price: &price, currency: &currency})
-	if err != nil {
-		return ports.Activity{}, err
-	}
-	a.UnitPrice, a.Currency = price, currency
-	return a, nil
-}
-
-// priceScanner passes a row's leading columns to the destinations of
-// scanActivity and its last two to price and currency.
-type priceScanner struct {
-	r        interface{ Scan(dest ...any) error }
-	price    *int64
-	currency *string
-}
-
-// Scan implements the row interface scanActivity reads.
-func (p priceScanner) Scan(dest ...any) error {
-	return p.r.Scan(append(dest, p.price, p.currency)...)
 }
 
 // interval encodes a duration as a PostgreSQL interval (microseconds).

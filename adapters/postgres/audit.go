@@ -220,20 +220,22 @@ func (t *tx) Rejections(ctx context.Context, afterOrderID string, limit int) ([]
 // (activity_id, sku_id), as GetActivity returns them.
 func (t *tx) ListActivities(ctx context.Context) ([]ports.Activity, error) {
 	return query(ctx, t, "list activities", `
-		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes
+		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes,
+		       unit_price, currency
 		FROM activities ORDER BY activity_id, sku_id`,
 		func(r pgx.CollectableRow) (ports.Activity, error) { return scanActivity(r) })
 }
 
 // scanActivity reads activity_id, sku_id, stock, starts_at, ends_at,
-// payment_timeout, reservation_ttl and stock_lanes; times are returned in
-// UTC.
+// payment_timeout, reservation_ttl, stock_lanes, unit_price and currency;
+// times are returned in UTC.
 func scanActivity(r interface{ Scan(dest ...any) error }) (ports.Activity, error) {
 	var (
 		a                  ports.Activity
 		payTimeout, rsvTTL pgtype.Interval
 	)
-	if err := r.Scan(&a.ActivityID, &a.SKUID, &a.Stock, &a.StartsAt, &a.EndsAt, &payTimeout, &rsvTTL, &a.StockLanes); err != nil {
+	if err := r.Scan(&a.ActivityID, &a.SKUID, &a.Stock, &a.StartsAt, &a.EndsAt, &payTimeout, &rsvTTL, &a.StockLanes,
+		&a.UnitPrice, &a.Currency); err != nil {
 		return ports.Activity{}, err
 	}
 	a.StartsAt, a.EndsAt = a.StartsAt.UTC(), a.EndsAt.UTC()
