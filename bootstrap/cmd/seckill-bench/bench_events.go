@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +67,25 @@ type eventsResult struct {
 	SaleRateNoneMed   float64   `json:"sale_no_subscribers_median,omitempty"`
 	SaleRateWithMed   float64   `json:"sale_with_subscribers_median,omitempty"`
 	SaleSubscriberEvs int64     `json:"sale_events_delivered_to_subscribers,omitempty"`
+	// LoadBefore and LoadAfter are the machine's 1-minute load average at
+	// the start and at the end (from /proc/loadavg; empty elsewhere): the
+	// figures are comparable only on an otherwise idle machine.
+	LoadBefore string `json:"load_before,omitempty"`
+	LoadAfter  string `json:"load_after,omitempty"`
+}
+
+// loadAverage returns the 1-minute load average of /proc/loadavg, or ""
+// where there is none.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // benchEvents measures the event subscription (EventService.Subscribe):
@@ -122,7 +142,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	defer store.Close()
 
 	res := eventsResult{Bench: "events", Broker: cfg.Broker, CPUs: runtime.NumCPU(), Rounds: o.rounds,
-		LiveTargetRate: o.liveRate, SaleSubscribers: o.subscribers}
+		LiveTargetRate: o.liveRate, SaleSubscribers: o.subscribers, LoadBefore: loadAverage()}
 	actID := benchActivityID()
 	nOrders := (o.events + 2) / 3
 	res.Events = 3 * nOrders
@@ -230,6 +250,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("sale with subscribers: %w", err)
 		}
 	}
+	res.LoadAfter = loadAverage()
 	printEvents(stdout, res)
 	return nil
 }
@@ -264,6 +285,9 @@ func printEvents(w io.Writer, r eventsResult) {
 		}
 	} else {
 		fmt.Fprintln(w, "sale with live subscribers: not measured (--subscribers 0)")
+	}
+	if r.LoadBefore != "" {
+		fmt.Fprintf(w, "machine load average (1 min): %s at the start, %s at the end\n", r.LoadBefore, r.LoadAfter)
 	}
 	b, _ := json.Marshal(r)
 	fmt.Fprintf(w, "\n%s\n", b)
