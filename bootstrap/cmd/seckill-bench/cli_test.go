@@ -67,6 +67,7 @@ var commandFlags = map[string][]string{
 	"seckill-bench timeouts": {"-units", "-payment-timeout", "-sell-over", "-within"},
 	"seckill-bench sale":     {"-stock", "-buyers", "-attempts", "-arrival", "-ceiling-calls", "-out"},
 	"seckill-bench chaos":    {"-scenarios", "-stock", "-buyers", "-private-redis", "-stack"},
+	"seckill-bench events":   {"-events", "-rounds", "-live-rate", "-live-duration", "-subscribers"},
 }
 
 // TestHelpOfEveryCommand: every command answers --help, -h and
