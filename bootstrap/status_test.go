@@ -112,6 +112,14 @@ func TestStatusPage(t *testing.T) {
 		t.Error("/status does not refresh itself every 2 s")
 	}
 	checkStatusJSON(t, ops+"/status.json", reports)
+	// The lag table is filled from the broker's exporter, which learns a
+	// new consumer group on its own schedule: wait (bounded) until the page
+	// has the group's row before the browser renders it.
+	group := s.mq.Prefix + "CG_SECKILL_ORDER_CREATE_PG_V1"
+	s.eventually(60*time.Second, "the lag table has the order-create group", func() bool {
+		page, err := fetchStatus(ops + "/status")
+		return err == nil && bytes.Contains(page, []byte(`<tr data-group="`+group+`">`))
+	})
 
 	browser := chromium.Path(t)
 	dir := t.TempDir()
@@ -142,7 +150,7 @@ func TestStatusPage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
 	}
-	checkStatusDOM(t, string(dom), reports, s.mq.Prefix+"CG_SECKILL_ORDER_CREATE_PG_V1")
+	checkStatusDOM(t, string(dom), reports, group)
 }
 
 // fetchStatus GETs url and returns the body of a 200 answer.
