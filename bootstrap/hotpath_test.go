@@ -146,7 +146,11 @@ func TestBlackholedBrokerRepliesAreResent(t *testing.T) {
 // every send definitely fails; the reservation is released at once (one
 // release) and the stock is back.
 func TestMissingTopicIsADefiniteFailure(t *testing.T) {
-	s := startSystem(t, options{beforeRun: func(s *system) {
+	// A generous send bound: the broker's answer for a topic deleted a
+	// moment ago can take longer than the suite's 500 ms (the proxy's route
+	// cache still names it), and a send cut by the bound is UNKNOWN, not
+	// the definite failure this test is about.
+	s := startSystem(t, options{configure: func(c *config.Config) { c.RocketMQ.SendTimeout = 5 * time.Second }, beforeRun: func(s *system) {
 		if err := s.mq.Admin.DeleteTopic(context.Background(), s.mq.Topic(ports.TopicOrderCreate)); err != nil {
 			t.Fatal(err)
 		}
