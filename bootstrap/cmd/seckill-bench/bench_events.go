@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -181,31 +180,13 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer cleanup()
 	if o.subscribers == 0 {
-		var keep []bootstrap.Worker
-		for _, w := range app.Workers {
-			if w.Name == "backlog-gate" || w.Name == "sent-marker" || w.Name == "event-sequencer" {
-				keep = append(keep, w)
-			}
-		}
-		app.Workers = keep
+		keepWorkers(app, "backlog-gate", "sent-marker", "event-sequencer")
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx, func(a net.Addr) { addrc <- a }) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "seckill-bench events: the in-process service stopped with:", err)
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a.String()
-	case err := <-done:
+	base, stop, err := startInProcess(ctx, app, "events")
+	if err != nil {
 		return err
 	}
+	defer stop()
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: p}

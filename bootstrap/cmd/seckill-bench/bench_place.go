@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -87,30 +86,12 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer cleanup()
 	// The hot path alone: order creation is measured by `seckill-bench consume`.
-	var keep []bootstrap.Worker
-	for _, w := range app.Workers {
-		if w.Name == "backlog-gate" || w.Name == "sent-marker" {
-			keep = append(keep, w)
-		}
-	}
-	app.Workers = keep
-	runCtx, stop := context.WithCancel(ctx)
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx, func(a net.Addr) { addrc <- a }) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "seckill-bench place: the in-process service stopped with:", err)
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a.String()
-	case err := <-done:
+	keepWorkers(app, "backlog-gate", "sent-marker")
+	base, stop, err := startInProcess(ctx, app, "place")
+	if err != nil {
 		return err
 	}
+	defer stop()
 
 	fmt.Fprintf(stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
 		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -45,4 +48,37 @@ func loadConfig() (config.Config, *slog.Logger, error) {
 		cfg.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return cfg, bootstrap.LoggerFor(cfg), nil
+}
+
+// startInProcess runs app (a service built in this process) until stop is
+// called and returns its API's base URL; stop waits for the service to end
+// and reports an error it stopped with on stderr, naming the bench.
+func startInProcess(ctx context.Context, app *bootstrap.App, bench string) (base string, stop func(), err error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, func(a net.Addr) { addrc <- a }) }()
+	select {
+	case a := <-addrc:
+		return "http://" + a.String(), func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintf(os.Stderr, "seckill-bench %s: the in-process service stopped with: %v\n", bench, err)
+			}
+		}, nil
+	case err := <-done:
+		cancel()
+		return "", nil, err
+	}
+}
+
+// keepWorkers keeps only the named workers of app.
+func keepWorkers(app *bootstrap.App, names ...string) {
+	var keep []bootstrap.Worker
+	for _, w := range app.Workers {
+		if slices.Contains(names, w.Name) {
+			keep = append(keep, w)
+		}
+	}
+	app.Workers = keep
 }
