@@ -210,8 +210,10 @@ var _ ports.EventSubscriptions = (*EventSubscriptions)(nil)
 var knownEventTypes = []order.EventType{order.EventCreated, order.EventPaymentStarted, order.EventPaid, order.EventCanceled}
 
 // Subscribe implements ports.EventSubscriptions. A checkpoint is sent
-// when a read found no matching event but the head moved past the last
-// position sent, and at least every CheckpointEvery while idle. The bound
+// when the subscription first reaches the head (the first with Live set;
+// every later one has it too), when a read found no matching event but
+// the head moved past the last position sent, and at least every
+// CheckpointEvery while idle. The bound
 // on a slow subscriber is the sink's: it returns
 // ports.ErrSubscriberTooSlow (the API's send bound), which ends the
 // subscription with that error; a sink error after ctx ended ends it with
@@ -246,6 +248,7 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 	}
 	last, sent := from, from // last: every match up to it delivered; sent: last position told the sink
 	lastSend := time.Now()
+	live := false // set when the subscription first reached the head
 	for {
 		for _, e := range events {
 			if err := sink.Event(ctx, e); err != nil {
@@ -262,8 +265,9 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 		if len(events) < s.cfg.Page {
 			// At the head: nothing matching f in (last, head] was left.
 			last = max(last, head)
-			if (len(events) == 0 && last > sent) || time.Since(lastSend) >= s.cfg.CheckpointEvery {
-				if err := sink.Checkpoint(ctx, last); err != nil {
+			if !live || (len(events) == 0 && last > sent) || time.Since(lastSend) >= s.cfg.CheckpointEvery {
+				live = true
+				if err := sink.Checkpoint(ctx, ports.Checkpoint{Position: last, Live: true}); err != nil {
 					return s.endErr(ctx, err)
 				}
 				sent, lastSend = last, time.Now()

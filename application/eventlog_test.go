@@ -66,6 +66,7 @@ func (l *fakeLog) ReadEvents(_ context.Context, after int64, f ports.EventFilter
 type item struct {
 	checkpoint bool
 	position   int64
+	live       bool
 }
 
 // chanSink forwards to a channel; fail, when set, is returned by Event.
@@ -86,9 +87,9 @@ func (s *chanSink) Event(ctx context.Context, e ports.EventRecord) error {
 	}
 }
 
-func (s *chanSink) Checkpoint(ctx context.Context, p int64) error {
+func (s *chanSink) Checkpoint(ctx context.Context, c ports.Checkpoint) error {
 	select {
-	case s.ch <- item{checkpoint: true, position: p}:
+	case s.ch <- item{checkpoint: true, position: c.Position, live: c.Live}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -197,10 +198,10 @@ func TestSubscribeCheckpoints(t *testing.T) {
 	if it := next(t, ch); it != (item{position: 4}) {
 		t.Fatalf("first item %+v, want the event at 4", it)
 	}
-	// At the head after its event: an idle checkpoint at 4 comes (no
-	// event of activity 2 was skipped).
-	if it := next(t, ch); it != (item{checkpoint: true, position: 4}) {
-		t.Fatalf("item %+v, want an idle checkpoint at 4", it)
+	// At the head after its event: the live checkpoint at 4 comes at
+	// once (catch-up is over; no event of activity 2 was skipped).
+	if it := next(t, ch); it != (item{checkpoint: true, position: 4, live: true}) {
+		t.Fatalf("item %+v, want the live checkpoint at 4", it)
 	}
 	l.Add(1, order.EventPaid, 5) // positions 5..9, none of activity 2
 	if _, err := seq.SequenceOnce(context.Background()); err != nil {
@@ -215,10 +216,10 @@ func TestSubscribeCheckpoints(t *testing.T) {
 			t.Fatalf("item %+v before the checkpoint at 9", last)
 		}
 	}
-	if last != (item{checkpoint: true, position: 9}) {
+	if last != (item{checkpoint: true, position: 9, live: true}) {
 		t.Fatalf("item %+v, want a checkpoint at the new head 9", last)
 	}
-	if it := next(t, ch); it != (item{checkpoint: true, position: 9}) {
+	if it := next(t, ch); it != (item{checkpoint: true, position: 9, live: true}) {
 		t.Fatalf("item %+v, want the idle checkpoint repeated at 9", it)
 	}
 	l.Add(2, order.EventCanceled, 1)

@@ -31,6 +31,9 @@ type EventRecord struct {
 	// StoredSchemaVersion is the schema version the event was recorded
 	// with (Event.SchemaVersion may be newer after upcasting).
 	StoredSchemaVersion int
+	// Traceparent is the W3C trace context of the request that caused
+	// the event, as recorded with it; empty when none was recorded.
+	Traceparent string
 }
 
 // EventID is the event's stable identity, the same on every delivery and
@@ -77,11 +80,25 @@ type EventSequencer interface {
 type EventSink interface {
 	// Event delivers one event; an error ends the subscription with it.
 	Event(ctx context.Context, e EventRecord) error
-	// Checkpoint tells the subscriber that every event up to position
+	// Checkpoint tells the subscriber that every event up to c.Position
 	// matching its filter has been delivered (sent periodically, so that a
-	// filtered or idle subscriber can advance); an error ends the
-	// subscription with it.
-	Checkpoint(ctx context.Context, position int64) error
+	// filtered or idle subscriber can advance, and once when the
+	// subscription first reaches the log's head, with c.Live set); an
+	// error ends the subscription with it.
+	Checkpoint(ctx context.Context, c Checkpoint) error
+}
+
+// Checkpoint is a position a subscriber may advance to.
+type Checkpoint struct {
+	// Position: every event up to it matching the subscription's filter
+	// has been delivered.
+	Position int64
+	// Live is set on every checkpoint sent after the subscription first
+	// reached the log's head: every event the log held when the
+	// subscription started has been delivered (catch-up is over). The
+	// first such checkpoint is sent as soon as the head is reached, so a
+	// rebuilding consumer learns at once that it is current.
+	Live bool
 }
 
 // EventSubscriptions is the driving port of EventService.Subscribe.

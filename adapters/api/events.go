@@ -151,12 +151,12 @@ func (s *streamSink) Event(_ context.Context, e ports.EventRecord) error {
 }
 
 // Checkpoint implements ports.EventSink.
-func (s *streamSink) Checkpoint(_ context.Context, position int64) error {
+func (s *streamSink) Checkpoint(_ context.Context, c ports.Checkpoint) error {
 	if err := s.send(&seckillv1.SubscribeResponse{Item: &seckillv1.SubscribeResponse_Checkpoint{
-		Checkpoint: &seckillv1.Checkpoint{Position: position}}}); err != nil {
-		return fmt.Errorf("send checkpoint at position %d: %w", position, err)
+		Checkpoint: &seckillv1.Checkpoint{Position: c.Position, Live: c.Live}}}); err != nil {
+		return fmt.Errorf("send checkpoint at position %d: %w", c.Position, err)
 	}
-	s.last = position
+	s.last = c.Position
 	return nil
 }
 
@@ -186,7 +186,7 @@ func eventMessage(r ports.EventRecord) *seckillv1.OrderEvent {
 		Position: r.Position, EventId: r.EventID(), OrderId: e.OrderID,
 		ActivityId: r.ActivityID, SkuId: r.SKUID, UserId: r.UserID,
 		AggregateVersion: e.Version, EventType: string(e.Type), SchemaVersion: int32(e.SchemaVersion),
-		OccurredAt: timestamppb.New(e.OccurredAt),
+		OccurredAt: timestamppb.New(e.OccurredAt), Traceparent: r.Traceparent,
 	}
 	switch p := e.Payload.(type) {
 	case order.Created:

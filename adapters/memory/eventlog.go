@@ -115,7 +115,7 @@ func (l *EventLog) Subscribe(ctx context.Context, from int64, f ports.EventFilte
 	}
 	timer := time.NewTimer(l.idle)
 	defer timer.Stop()
-	last := from
+	last, live := from, false
 	for ctx.Err() == nil {
 		events, head, changed := l.read(last, f, eventPage)
 		for _, e := range events {
@@ -127,18 +127,19 @@ func (l *EventLog) Subscribe(ctx context.Context, from int64, f ports.EventFilte
 		if len(events) == eventPage {
 			continue
 		}
-		if head > last {
-			if err := sink.Checkpoint(ctx, head); err != nil {
-				return fmt.Errorf("checkpoint %d: %w", head, err)
+		if head > last || !live {
+			live = true
+			last = max(last, head)
+			if err := sink.Checkpoint(ctx, ports.Checkpoint{Position: last, Live: true}); err != nil {
+				return fmt.Errorf("checkpoint %d: %w", last, err)
 			}
-			last = head
 		}
 		timer.Reset(l.idle)
 		select {
 		case <-ctx.Done():
 		case <-changed:
 		case <-timer.C:
-			if err := sink.Checkpoint(ctx, last); err != nil {
+			if err := sink.Checkpoint(ctx, ports.Checkpoint{Position: last, Live: true}); err != nil {
 				return fmt.Errorf("checkpoint %d: %w", last, err)
 			}
 		}

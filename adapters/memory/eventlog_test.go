@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ type recordingSink struct {
 	cancel context.CancelFunc
 	want   int
 	seen   int
+	onLive func() // called at the first checkpoint (the head reached), when set
 }
 
 func (s *recordingSink) push(it item) error {
@@ -39,8 +41,15 @@ func (s *recordingSink) Event(_ context.Context, e ports.EventRecord) error {
 	return s.push(item{Position: e.Position, Type: e.Event.Type})
 }
 
-func (s *recordingSink) Checkpoint(_ context.Context, p int64) error {
-	return s.push(item{Position: p})
+func (s *recordingSink) Checkpoint(_ context.Context, c ports.Checkpoint) error {
+	if !c.Live {
+		return errors.New("a checkpoint without live after the head was reached")
+	}
+	if s.onLive != nil {
+		s.onLive()
+		s.onLive = nil
+	}
+	return s.push(item{Position: c.Position})
 }
 
 func rec(activity int64, orderID string, v int64, t order.EventType) ports.EventRecord {
@@ -48,17 +57,15 @@ func rec(activity int64, orderID string, v int64, t order.EventType) ports.Event
 }
 
 // subscribe runs a subscription until it has seen want items (bounded by
-// 10 s) and returns them.
-func subscribe(t *testing.T, l *memory.EventLog, from int64, f ports.EventFilter, want int, during func()) []item {
+// 10 s) and returns them; onLive, when set, runs when the subscription
+// reached the head (its first checkpoint).
+func subscribe(t *testing.T, l *memory.EventLog, from int64, f ports.EventFilter, want int, onLive func()) []item {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sink := &recordingSink{items: make(chan item, want), cancel: cancel, want: want}
+	sink := &recordingSink{items: make(chan item, want), cancel: cancel, want: want, onLive: onLive}
 	done := make(chan error, 1)
 	go func() { done <- l.Subscribe(ctx, from, f, sink) }()
-	if during != nil {
-		during()
-	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -77,18 +84,18 @@ func TestEventLogCatchUpLiveFilterCheckpoint(t *testing.T) {
 	l := memory.NewEventLog(20 * time.Millisecond)
 	l.Append(rec(1, "a", 1, order.EventCreated), rec(2, "b", 1, order.EventCreated), rec(1, "a", 2, order.EventPaid))
 
-	// Catch-up from the beginning, then live: one appended record.
-	got := subscribe(t, l, 0, ports.EventFilter{}, 4, func() { l.Append(rec(2, "b", 2, order.EventCanceled)) })
-	for i, it := range got {
-		if it.Position != int64(i+1) || it.Type == "" {
-			t.Fatalf("item %d = %+v, want the event of position %d", i, it, i+1)
-		}
+	// Catch-up from the beginning, the live checkpoint at the head, then
+	// live: one record appended once the head was reached.
+	got := subscribe(t, l, 0, ports.EventFilter{}, 5, func() { l.Append(rec(2, "b", 2, order.EventCanceled)) })
+	want := []item{{1, order.EventCreated}, {2, order.EventCreated}, {3, order.EventPaid}, {3, ""}, {4, order.EventCanceled}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("items %v, want %v", got, want)
 	}
 
 	// Filtered by activity 1 and ORDER_PAID after position 1: the event
 	// at 3, then the checkpoint of the head (4), then an idle checkpoint.
 	got = subscribe(t, l, 1, ports.EventFilter{ActivityID: 1, Types: []order.EventType{order.EventPaid}}, 3, nil)
-	want := []item{{3, order.EventPaid}, {4, ""}, {4, ""}}
+	want = []item{{3, order.EventPaid}, {4, ""}, {4, ""}}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("items %v, want %v", got, want)

@@ -437,7 +437,7 @@ func (s *headSink) Event(_ context.Context, e ports.EventRecord) error {
 	return nil
 }
 
-func (s *headSink) Checkpoint(context.Context, int64) error { return nil }
+func (s *headSink) Checkpoint(context.Context, ports.Checkpoint) error { return nil }
 
 // catchUpDirect reads the log from position 0 to head through
 // application.EventSubscriptions and returns how long it took.

@@ -190,7 +190,13 @@ type Checkpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// position is a position of the global log; resuming with from_position
 	// = position misses no matching event.
-	Position      int64 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	Position int64 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	// live is true on every checkpoint sent after the subscription first
+	// reached the log's head: every event the store held when the
+	// subscription started has been delivered (catch-up is over). The first
+	// such checkpoint comes as soon as the head is reached, so a consumer
+	// rebuilding a view learns at once that it is current.
+	Live          bool `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +236,13 @@ func (x *Checkpoint) GetPosition() int64 {
 		return x.Position
 	}
 	return 0
+}
+
+func (x *Checkpoint) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
 }
 
 // OrderEvent is one fact of an order's life, as the service recorded it,
@@ -734,10 +747,11 @@ const file_seckill_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\v2\x16.seckill.v1.CheckpointH\x00R\n" +
 	"checkpointB\x06\n" +
-	"\x04item\"(\n" +
+	"\x04item\"<\n" +
 	"\n" +
 	"Checkpoint\x12\x1a\n" +
-	"\bposition\x18\x01 \x01(\x03R\bposition\"\xf4\x04\n" +
+	"\bposition\x18\x01 \x01(\x03R\bposition\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\bR\x04live\"\xf4\x04\n" +
 	"\n" +
 	"OrderEvent\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x03R\bposition\x12\x19\n" +
