@@ -16,7 +16,10 @@ const module = "github.com/seckill-dev/seckill"
 // non-test code of every package: domain imports only the standard
 // library; ports only domain; application only domain and ports; an
 // adapter never imports application, bootstrap or another adapter (test
-// kits under adapters/testkit are for tests only).
+// kits under adapters/testkit are for tests only); the consumer kit
+// (adapters/projector), which outside modules import, uses only the
+// published API (proto/gen); an example under examples/ is outside code:
+// it imports only the consumer kit, the published API and examples.
 func TestDependencyRule(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -78,11 +81,19 @@ func violation(pkg, imp string) string {
 		if !std && !(internal && (strings.HasPrefix(local, "domain/") || local == "ports")) {
 			return "application may import only the standard library, domain and ports"
 		}
+	case "examples":
+		if internal && !strings.HasPrefix(local, "examples/") && !strings.HasPrefix(local, "adapters/projector") &&
+			!strings.HasPrefix(local, "proto/gen/") {
+			return "an example is outside code: it may import only the consumer kit (adapters/projector), the published API (proto/gen) and examples"
+		}
 	case "adapters":
 		if !internal {
 			return ""
 		}
 		self := strings.SplitN(strings.TrimPrefix(pkg, "adapters/"), "/", 2)[0]
+		if self == "projector" && !strings.HasPrefix(local, "proto/gen/") && !strings.HasPrefix(local, "adapters/projector") {
+			return "the consumer kit is imported by outside modules: it may use only the published API (proto/gen)"
+		}
 		switch {
 		case strings.HasPrefix(local, "application"), strings.HasPrefix(local, "bootstrap"):
 			return "adapters must not import application or bootstrap"
@@ -119,6 +130,16 @@ func TestViolationRules(t *testing.T) {
 		{"adapters/rabbitmq", module + "/adapters/brokerkit", false},
 		{"adapters/redis", module + "/adapters/brokerkit", true},
 		{"bootstrap", module + "/adapters/redis", false},
+		{"adapters/projector", module + "/proto/gen/seckill/v1", false},
+		{"adapters/projector", module + "/domain/order", true},
+		{"adapters/projector", module + "/ports", true},
+		{"adapters/projector", "github.com/jackc/pgx/v5", false},
+		{"examples/salesview", module + "/adapters/projector", false},
+		{"examples/salesview/view", module + "/proto/gen/seckill/v1", false},
+		{"examples/salesview", module + "/examples/salesview/view", false},
+		{"examples/salesview", module + "/domain/order", true},
+		{"examples/salesview", module + "/adapters/postgres", true},
+		{"examples/salesview", module + "/bootstrap/config", true},
 	}
 	for _, c := range cases {
 		if got := violation(c.pkg, c.imp) != ""; got != c.bad {
