@@ -222,7 +222,8 @@ func earlierVersions(ctx context.Context, t *tx, cands []seqEvent) (map[string][
 // order_events, in position order, at most limit, and head = max(position)
 // of event_log in the same snapshot, so head >= the last returned position
 // and, when fewer than limit events came back, no event in (after, head]
-// matching f was left out. Payloads are decoded (and upcast) with
+// matching f was left out. Each record carries the traceparent AppendEvents
+// recorded with its event (empty when none was). Payloads are decoded (and upcast) with
 // order.DecodePayload; an undecodable one fails the call with
 // order.ErrCorruptStream.
 func (s *Store) ReadEvents(ctx context.Context, after int64, f ports.EventFilter, limit int) ([]ports.EventRecord, int64, error) {
@@ -242,7 +243,8 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, f ports.EventFilter
 			WITH h AS (SELECT coalesce(max(position), 0) AS head FROM event_log),
 			ev AS (
 			    SELECT l.position, l.activity_id, l.sku_id, l.user_id,
-			           e.aggregate_id, e.aggregate_version, e.event_type, e.schema_version, e.payload, e.occurred_at
+			           e.aggregate_id, e.aggregate_version, e.event_type, e.schema_version, e.payload, e.occurred_at,
+			           e.traceparent
 			    FROM event_log l
 			    JOIN order_events e ON e.id = l.event_id
 			    WHERE l.position > $1
@@ -252,7 +254,8 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, f ports.EventFilter
 			    LIMIT $4
 			)
 			SELECT h.head, ev.position, ev.activity_id, ev.sku_id, ev.user_id,
-			       ev.aggregate_id, ev.aggregate_version, ev.event_type, ev.schema_version, ev.payload, ev.occurred_at
+			       ev.aggregate_id, ev.aggregate_version, ev.event_type, ev.schema_version, ev.payload, ev.occurred_at,
+			       ev.traceparent
 			FROM h LEFT JOIN ev ON true
 			ORDER BY ev.position`, after, f.ActivityID, types, limit)
 		if err != nil {
@@ -262,12 +265,12 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, f ports.EventFilter
 		for rows.Next() {
 			var (
 				pos, act, sku, user, version *int64
-				agg, typ                     *string
+				agg, typ, traceparent        *string
 				schema                       *int32
 				payload                      []byte
 				occurred                     *time.Time
 			)
-			if err := rows.Scan(&head, &pos, &act, &sku, &user, &agg, &version, &typ, &schema, &payload, &occurred); err != nil {
+			if err := rows.Scan(&head, &pos, &act, &sku, &user, &agg, &version, &typ, &schema, &payload, &occurred, &traceparent); err != nil {
 				return err
 			}
 			if pos == nil { // the log has no event after `after` matching f
@@ -276,6 +279,9 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, f ports.EventFilter
 			e := order.Event{OrderID: *agg, Version: *version, Type: order.EventType(*typ),
 				SchemaVersion: int(*schema), OccurredAt: occurred.UTC()}
 			rec := ports.EventRecord{Position: *pos, ActivityID: *act, SKUID: *sku, UserID: *user, StoredSchemaVersion: e.SchemaVersion}
+			if traceparent != nil { // NULL: none was recorded (or the event predates migration 00018)
+				rec.Traceparent = *traceparent
+			}
 			p, err := order.DecodePayload(e.Type, e.SchemaVersion, payload)
 			if err != nil {
 				return fmt.Errorf("event at position %d (%s): %w", *pos, order.EventID(e.OrderID, e.Version), err)

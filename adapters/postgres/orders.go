@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -145,6 +146,13 @@ func (t *tx) OrdersByReservation(ctx context.Context, reservationIDs []string) (
 // transaction on a conflict and retry from a fresh one, which is what
 // optimistic concurrency needs anyway (reload, decide again).
 //
+// Every event of the call is recorded with the traceparent of
+// ports.TraceFrom(ctx), the trace of the operation that caused them (read
+// back by ReadEvents as EventRecord.Traceparent); one that is not a valid
+// W3C version-00 traceparent (validTraceparent), or none, is recorded as
+// NULL. Without one the statement does not name the column, so the append
+// writes exactly what it wrote before migration 00018.
+//
 // Events of one order must be consecutive versions in the input; anything
 // else is a caller bug and fails without touching the database.
 func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
@@ -172,7 +180,29 @@ func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
 		ids[i], versions[i], types[i], schemas[i] = e.OrderID, e.Version, string(e.Type), int32(e.SchemaVersion)
 		payloads[i], occurred[i] = string(body), e.OccurredAt
 	}
-	inserted, err := t.exec(ctx, "append events", `
+	stmt := appendEventsSQL
+	args := []any{ids, versions, types, schemas, payloads, occurred, t.nowArg()}
+	if tp := ports.TraceFrom(ctx).Traceparent; validTraceparent(tp) {
+		stmt, args = appendTracedEventsSQL, append(args, tp)
+	}
+	inserted, err := t.exec(ctx, "append events", stmt, args...)
+	if err != nil {
+		if sqlState(err) == codeUniqueViolation && constraintOf(err) == streamVersionKey {
+			return fmt.Errorf("postgres: append events: %w: %w", ports.ErrConcurrencyConflict, err)
+		}
+		return err
+	}
+	if inserted != int64(n) {
+		return fmt.Errorf("postgres: append events: a stream moved past the expected version: %w", ports.ErrConcurrencyConflict)
+	}
+	return nil
+}
+
+// The statements of AppendEvents: appendEventsSQL records no trace
+// (traceparent stays NULL); appendTracedEventsSQL records $8 with every
+// event.
+const (
+	appendEventsHead = `
 		WITH input AS (
 		    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::timestamptz[])
 		         WITH ORDINALITY AS u(aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at, ord)
@@ -184,23 +214,39 @@ func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
 		    GROUP BY i.aggregate_id
 		)
 		INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at,
-		                          recorded_at)
+		                          recorded_at`
+	appendEventsValues = `)
 		SELECT i.aggregate_id, i.aggregate_version, i.event_type, i.schema_version, i.payload::jsonb, i.occurred_at,
-		       coalesce($7::timestamptz, now())
+		       coalesce($7::timestamptz, now())`
+	appendEventsTail = `
 		FROM input i
 		WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.first_version <> h.head + 1)
-		ORDER BY i.ord`,
-		ids, versions, types, schemas, payloads, occurred, t.nowArg())
-	if err != nil {
-		if sqlState(err) == codeUniqueViolation && constraintOf(err) == streamVersionKey {
-			return fmt.Errorf("postgres: append events: %w: %w", ports.ErrConcurrencyConflict, err)
+		ORDER BY i.ord`
+	appendEventsSQL       = appendEventsHead + appendEventsValues + appendEventsTail
+	appendTracedEventsSQL = appendEventsHead + ", traceparent" + appendEventsValues + ", $8::text" + appendEventsTail
+)
+
+// validTraceparent reports whether s is a W3C trace context traceparent of
+// version 00: "00-<32 hex>-<16 hex>-<2 hex>", lower-case hex, with a trace
+// id and a parent id that are not all zeros (the specification's invalid
+// values).
+func validTraceparent(s string) bool {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	traceID, parentID, flags := s[3:35], s[36:52], s[53:]
+	return isLowerHex(traceID) && isLowerHex(parentID) && isLowerHex(flags) &&
+		traceID != strings.Repeat("0", 32) && parentID != strings.Repeat("0", 16)
+}
+
+// isLowerHex reports whether s holds only the digits 0-9 and a-f.
+func isLowerHex(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
 		}
-		return err
 	}
-	if inserted != int64(n) {
-		return fmt.Errorf("postgres: append events: a stream moved past the expected version: %w", ports.ErrConcurrencyConflict)
-	}
-	return nil
+	return true
 }
 
 // LoadOrderEvents implements ports.OrderStore. Payloads are decoded with
