@@ -1,6 +1,7 @@
 package application_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -288,5 +289,276 @@ func TestSubscribeErrors(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Subscribe did not return after ctx ended")
+	}
+}
+
+// countingLog is a fakeLog that records the after of every ReadEvents
+// call.
+type countingLog struct {
+	*fakeLog
+	mu     sync.Mutex
+	afters []int64
+}
+
+func (l *countingLog) ReadEvents(ctx context.Context, after int64, f ports.EventFilter, limit int) ([]ports.EventRecord, int64, error) {
+	l.mu.Lock()
+	l.afters = append(l.afters, after)
+	l.mu.Unlock()
+	return l.fakeLog.ReadEvents(ctx, after, f, limit)
+}
+
+// reads returns how many ReadEvents calls were made.
+func (l *countingLog) reads() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.afters)
+}
+
+// readAfter reports whether a ReadEvents call after position p was made.
+func (l *countingLog) readAfter(p int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.afters, p)
+}
+
+// runTail runs the tail reader of subs until the test ends.
+func runTail(t *testing.T, subs *application.EventSubscriptions) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := subs.Run(ctx); err != nil {
+			t.Errorf("tail reader: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// eventually waits (bounded) until cond holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// nextLive skips items until the first live checkpoint and returns its
+// position.
+func nextLive(t *testing.T, ch <-chan item) int64 {
+	t.Helper()
+	for range 1000 {
+		if it := next(t, ch); it.checkpoint && it.live {
+			return it.position
+		}
+	}
+	t.Fatal("no live checkpoint")
+	return 0
+}
+
+// newTailed returns a log of n sequenced events of activity 1, its
+// sequencer (not running: the test moves it) and subscriptions with cfg
+// whose tail reader runs, once the window has reached the head.
+func newTailed(t *testing.T, n int, cfg application.SubscriptionConfig) (*countingLog, *application.Sequencer, *application.EventSubscriptions) {
+	t.Helper()
+	l := &countingLog{fakeLog: &fakeLog{}}
+	l.Add(1, order.EventCreated, n)
+	seq := application.NewSequencer(l, l, nil, discard(), application.SequencerConfig{Batch: 100_000})
+	if _, err := seq.SequenceOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	subs := application.NewEventSubscriptions(l, seq, nil, discard(), cfg)
+	runTail(t, subs)
+	// The tail reader probes the head, then reads pages after the
+	// window's start until a short one.
+	window, page := cmp.Or(cfg.Window, application.DefaultEventWindow), cmp.Or(cfg.Page, 1000)
+	if n-max(0, n-window) < page {
+		eventually(t, "the tail reader at the head", func() bool { return l.reads() >= 2 })
+	} else {
+		eventually(t, "the tail reader at the head", func() bool { return l.readAfter(int64(n)) })
+	}
+	return l, seq, subs
+}
+
+// move appends k events of activity act and sequences them (one move).
+func move(t *testing.T, l *countingLog, seq *application.Sequencer, act int64, k int) {
+	t.Helper()
+	l.Add(act, order.EventPaid, k)
+	if n, err := seq.SequenceOnce(context.Background()); err != nil || n != k {
+		t.Fatalf("sequenced %d, %v; want %d", n, err, k)
+	}
+}
+
+// Twenty live subscriptions at the head cost one read of the log per
+// sequencer move (the tail reader's), not one each; every subscriber
+// still gets every event once, in order.
+func TestSubscribeLiveSubscribersShareOneReadPerMove(t *testing.T) {
+	t.Parallel()
+	l, seq, subs := newTailed(t, 30, application.SubscriptionConfig{Poll: time.Hour, CheckpointEvery: time.Hour})
+	const n = 20
+	chans := make([]<-chan item, n)
+	for i := range chans {
+		chans[i], _ = subscription(t, subs, 30, ports.EventFilter{})
+		if got := nextLive(t, chans[i]); got != 30 {
+			t.Fatalf("subscriber %d: live checkpoint at %d, want 30", i, got)
+		}
+	}
+	pos := int64(30)
+	for m := range 5 {
+		before := l.reads()
+		move(t, l, seq, 1, 3)
+		for i, ch := range chans {
+			for k := int64(1); k <= 3; k++ {
+				if got := nextEvent(t, ch); got != pos+k {
+					t.Fatalf("move %d, subscriber %d: position %d, want %d", m, i, got, pos+k)
+				}
+			}
+		}
+		pos += 3
+		if got := l.reads() - before; got != 1 {
+			t.Fatalf("move %d: %d reads of the log for %d live subscribers, want 1", m, got, n)
+		}
+	}
+}
+
+// A subscription far below the window catches up from the store (pages
+// of the store), joins the window and goes on live from it: every
+// position once, in order, across both switches.
+func TestSubscribeBelowWindowCatchesUpAndJoins(t *testing.T) {
+	t.Parallel()
+	l, seq, subs := newTailed(t, 500, application.SubscriptionConfig{Page: 10, Window: 50, Poll: time.Hour})
+	ch, _ := subscription(t, subs, 0, ports.EventFilter{})
+	for want := int64(1); want <= 500; want++ {
+		if got := nextEvent(t, ch); got != want {
+			t.Fatalf("catch-up: position %d, want %d", got, want)
+		}
+	}
+	if got := nextLive(t, ch); got != 500 {
+		t.Fatalf("live checkpoint at %d, want 500", got)
+	}
+	if !l.readAfter(440) {
+		t.Fatal("the catch-up never read the store below the window (after 440)")
+	}
+	for m := range 3 {
+		before := l.reads()
+		move(t, l, seq, 1, 7)
+		for k := int64(1); k <= 7; k++ {
+			want := 500 + int64(7*m) + k
+			if got := nextEvent(t, ch); got != want {
+				t.Fatalf("live: position %d, want %d", got, want)
+			}
+		}
+		if got := l.reads() - before; got != 1 {
+			t.Fatalf("move %d: %d reads after joining the window, want 1 (the tail reader's)", m, got)
+		}
+	}
+}
+
+// A filtered subscription is served from the window with the filter
+// applied in memory: only its activity's events, in order, a checkpoint
+// at the new head when a move brought none of them, and no read of its
+// own.
+func TestSubscribeFilteredFromWindow(t *testing.T) {
+	t.Parallel()
+	l, seq, subs := newTailed(t, 10, application.SubscriptionConfig{Poll: time.Hour, CheckpointEvery: time.Hour})
+	ch, _ := subscription(t, subs, 10, ports.EventFilter{ActivityID: 2, Types: []order.EventType{order.EventPaid}})
+	if got := nextLive(t, ch); got != 10 {
+		t.Fatalf("live checkpoint at %d, want 10", got)
+	}
+	before := l.reads()
+	move(t, l, seq, 1, 4) // 11..14: none of activity 2
+	if it := next(t, ch); it != (item{checkpoint: true, position: 14, live: true}) {
+		t.Fatalf("item %+v, want a checkpoint at 14", it)
+	}
+	move(t, l, seq, 2, 2) // 15, 16
+	for _, want := range []int64{15, 16} {
+		if got := nextEvent(t, ch); got != want {
+			t.Fatalf("filtered position %d, want %d", got, want)
+		}
+	}
+	move(t, l, seq, 1, 1) // 17
+	if it := next(t, ch); it != (item{checkpoint: true, position: 17, live: true}) {
+		t.Fatalf("item %+v, want a checkpoint at 17", it)
+	}
+	move(t, l, seq, 2, 1) // 18
+	if got := nextEvent(t, ch); got != 18 {
+		t.Fatalf("filtered position %d, want 18", got)
+	}
+	// Each move was seen before the next: one read each, the tail
+	// reader's.
+	if n := l.reads() - before; n != 4 {
+		t.Fatalf("%d reads of the log for 4 moves, want 4 (the tail reader's only)", n)
+	}
+}
+
+// A subscription slow enough for the window to move past it while it
+// delivers a page from it falls back to the store and goes on without a
+// gap or a duplicate.
+func TestSubscribeEvictedFromWindowFallsBackToStore(t *testing.T) {
+	t.Parallel()
+	l, seq, subs := newTailed(t, 100, application.SubscriptionConfig{Page: 5, Window: 20, Poll: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sink := &chanSink{ch: make(chan item)} // unbuffered: the subscription waits for each take
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = subs.Subscribe(ctx, 100, ports.EventFilter{}, sink) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if got := nextLive(t, sink.ch); got != 100 {
+		t.Fatalf("live checkpoint at %d, want 100", got)
+	}
+	move(t, l, seq, 1, 100) // 101..200; the window ends as (180, 200]
+	if got := nextEvent(t, sink.ch); got != 101 {
+		t.Fatalf("first live position %d, want 101", got)
+	}
+	// The subscription holds the page 101..105 of the window; the tail
+	// reader reads on to the head meanwhile.
+	eventually(t, "the tail reader at 200", func() bool { return l.readAfter(200) })
+	for want := int64(102); want <= 200; want++ {
+		if got := nextEvent(t, sink.ch); got != want {
+			t.Fatalf("position %d, want %d", got, want)
+		}
+	}
+	if !l.readAfter(105) {
+		t.Fatal("the evicted subscription did not read the store after 105")
+	}
+	move(t, l, seq, 1, 2)
+	for want := int64(201); want <= 202; want++ {
+		if got := nextEvent(t, sink.ch); got != want {
+			t.Fatalf("after rejoining: position %d, want %d", got, want)
+		}
+	}
+}
+
+// Without its tail reader (never run, or ended) Subscribe reads the store
+// itself; a second Run at the same time is refused.
+func TestSubscribeWithoutTailReader(t *testing.T) {
+	t.Parallel()
+	l := &countingLog{fakeLog: &fakeLog{}}
+	l.Add(1, order.EventCreated, 5)
+	seq := application.NewSequencer(l, l, nil, discard(), application.SequencerConfig{})
+	if _, err := seq.SequenceOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	subs := application.NewEventSubscriptions(l, seq, nil, discard(), application.SubscriptionConfig{Poll: time.Hour})
+	ch, _ := subscription(t, subs, 0, ports.EventFilter{})
+	for want := int64(1); want <= 5; want++ {
+		if got := nextEvent(t, ch); got != want {
+			t.Fatalf("position %d, want %d", got, want)
+		}
+	}
+	runTail(t, subs)
+	eventually(t, "the tail reader at the head", func() bool { return l.reads() >= 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := subs.Run(ctx); err == nil {
+		t.Fatal("a second Run while one runs returned nil, want an error")
+	}
+	move(t, l, seq, 1, 2)
+	for want := int64(6); want <= 7; want++ {
+		if got := nextEvent(t, ch); got != want {
+			t.Fatalf("position %d, want %d", got, want)
+		}
 	}
 }
