@@ -209,19 +209,10 @@ func (r *runner) commitBatch(ctx context.Context, pos int64, rebuilding bool, ba
 	start := pos
 	var done []applied
 	for _, it := range batch {
-		if it.Position <= pos {
-			continue // delivered again after a reconnect
-		}
-		switch {
-		case it.Event != nil:
-			ok, err := r.handle(ctx, tx, view, it.Event)
-			if err != nil {
-				return start, rebuilding, nil, err
-			}
-			if ok && !view.Rebuilding {
-				done = append(done, applied{view: view, event: it.Event})
-			}
-		case it.Live && view.Rebuilding:
+		if it.Event == nil && it.Live && view.Rebuilding {
+			// Caught up (a live checkpoint may repeat the last event's
+			// position): this version becomes the active one with this
+			// transaction, unless a higher one already is.
 			if _, err := tx.Exec(ctx, `INSERT INTO projector_active (name, version) VALUES ($1, $2)
 				ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, switched_at = now()
 				WHERE projector_active.version < EXCLUDED.version`, r.opt.Name, r.opt.Version); err != nil {
@@ -229,9 +220,21 @@ func (r *runner) commitBatch(ctx context.Context, pos int64, rebuilding bool, ba
 			}
 			view.Rebuilding = false
 		}
+		if it.Position <= pos {
+			continue // delivered again after a reconnect
+		}
+		if it.Event != nil {
+			ok, err := r.handle(ctx, tx, view, it.Event)
+			if err != nil {
+				return start, rebuilding, nil, err
+			}
+			if ok && !view.Rebuilding {
+				done = append(done, applied{view: view, event: it.Event})
+			}
+		}
 		pos = it.Position
 	}
-	if pos == start {
+	if pos == start && view.Rebuilding == rebuilding {
 		return start, rebuilding, nil, nil
 	}
 	if f := r.opt.BeforeCheckpoint; f != nil {
