@@ -16,7 +16,7 @@ import (
 // outcomes and inbox results. The methods add the rows of one message each,
 // in batch order; write then stores every kind of row with one call.
 type createWrites struct {
-	events     []order.Event
+	events     []tracedEvents
 	ledger     []ports.LedgerEntry
 	outbox     []ports.OutboundMessage
 	rejections []ports.Rejection
@@ -37,7 +37,7 @@ func (w *createWrites) duplicate(m message.OrderCreateRequested) {
 // succeeded inbox row.
 func (w *createWrites) created(m message.OrderCreateRequested, o *order.Order, now time.Time) error {
 	changes := o.Changes()
-	w.events = append(w.events, changes...)
+	w.events = append(w.events, tracedEvents{trace: m.Trace, events: changes})
 	w.ledger = append(w.ledger, ports.LedgerEntry{ActivityID: m.ActivityID, SKUID: m.SKUID, Delta: -1,
 		Reason: ports.LedgerOrderCreated, OrderID: m.OrderID, ReservationID: m.ReservationID, MessageID: m.MessageID})
 	snap := o.Snapshot()
@@ -85,10 +85,13 @@ func (w *createWrites) rejected(m message.OrderCreateRequested, reason reservati
 
 // write stores the collected rows in tx, one call per non-empty kind, in
 // this order: events, ledger, outbox, rejections, reservation outcomes,
-// inbox results (of consumer group group).
+// inbox results (of consumer group group). The events are the exception:
+// they are appended with appendTraced, one call per message trace, so that
+// each order's ORDER_CREATED records the trace of the request that placed
+// it.
 func (w *createWrites) write(ctx context.Context, tx ports.Tx, group string) error {
 	if len(w.events) > 0 {
-		if err := tx.AppendEvents(ctx, w.events); err != nil {
+		if err := appendTraced(ctx, tx, w.events); err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}
 	}

@@ -344,7 +344,7 @@ func (l *OrderLifecycle) cancelExpiredTx(ctx context.Context, tx ports.Tx, group
 	// Rows are written in order id order, so that batches touching the
 	// same orders wait for each other instead of deadlocking.
 	var (
-		events  []order.Event
+		events  []tracedEvents
 		snaps   []order.Snapshot
 		ledger  []ports.LedgerEntry
 		outbox  []ports.OutboundMessage
@@ -361,7 +361,7 @@ func (l *OrderLifecycle) cancelExpiredTx(ctx context.Context, tx ports.Tx, group
 		if err != nil {
 			return nil, err
 		}
-		events = append(events, changes...)
+		events = append(events, tracedEvents{trace: lo.trace, events: changes})
 		snaps = append(snaps, s)
 		ledger = append(ledger, fx.ledger...)
 		outbox = append(outbox, fx.outbox...)
@@ -370,7 +370,9 @@ func (l *OrderLifecycle) cancelExpiredTx(ctx context.Context, tx ports.Tx, group
 		}
 	}
 	if len(events) > 0 {
-		if err := tx.AppendEvents(ctx, events); err != nil {
+		// Each order's ORDER_CANCELED records the trace of the check
+		// that canceled it.
+		if err := appendTraced(ctx, tx, events); err != nil {
 			return nil, fmt.Errorf("append events: %w", err)
 		}
 		if err := tx.UpdateOrders(ctx, snaps); err != nil {
