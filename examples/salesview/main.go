@@ -134,16 +134,29 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, log, stderr); err != nil {
+	tr := &http.Transport{Protocols: protocols(cfg.api)}
+	defer tr.CloseIdleConnections()
+	token := cfg.token
+	src := &projector.Subscription{
+		Client: seckillv1connect.NewEventServiceClient(&http.Client{Transport: tr}, cfg.api),
+		Token:  func(context.Context) (string, error) { return token, nil },
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.http)
+	if err != nil {
+		log.Error("salesview: --http", "addr", cfg.http, "error", err)
+		return 1
+	}
+	if err := serve(ctx, cfg, src, ln, log, stderr); err != nil {
 		log.Error("salesview: stopped", "error", err)
 		return 1
 	}
 	return 0
 }
 
-// serve runs the projection and the JSON listener until ctx ends or a
-// newer version becomes active (both nil).
-func serve(ctx context.Context, cfg config, log *slog.Logger, stderr io.Writer) error {
+// serve projects src into the view and serves its JSON API on ln until ctx
+// ends or a newer version becomes active (both nil); it closes ln.
+func serve(ctx context.Context, cfg config, src projector.Source, ln net.Listener, log *slog.Logger, stderr io.Writer) error {
+	defer func() { _ = ln.Close() }()
 	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	if err := ensureDatabase(setupCtx, cfg.dsn); err != nil {
@@ -157,10 +170,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stderr io.Writer) 
 	store := projector.NewStore(pool)
 	if err := store.Migrate(setupCtx); err != nil {
 		return fmt.Errorf("migrate the kit's tables: %w", err)
-	}
-	ln, err := (&net.ListenConfig{}).Listen(setupCtx, "tcp", cfg.http)
-	if err != nil {
-		return fmt.Errorf("--http %s: %w", cfg.http, err)
 	}
 
 	srv := &http.Server{
@@ -187,17 +196,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stderr io.Writer) 
 	}()
 	log.Info("salesview: serving", "version", cfg.version, "http", ln.Addr().String(), "api", cfg.api)
 
-	tr := &http.Transport{Protocols: protocols(cfg.api)}
-	defer tr.CloseIdleConnections()
-	token := cfg.token
-	src := &liveLog{
-		src: &projector.Subscription{
-			Client: seckillv1connect.NewEventServiceClient(&http.Client{Transport: tr}, cfg.api),
-			Token:  func(context.Context) (string, error) { return token, nil },
-		},
-		log:     log,
-		version: cfg.version,
-	}
+	live := &liveLog{src: src, log: log, version: cfg.version}
 	h := &handler{Handler: view.Handler{OnPaid: func(_ context.Context, v projector.View, e *seckillv1.OrderEvent) {
 		// The example's side effect: where a real consumer would mail a
 		// receipt. Never called while the version is rebuilding.
@@ -207,7 +206,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stderr io.Writer) 
 	if cfg.failpoint == failpointBeforeCheckpoint {
 		opt.BeforeCheckpoint = h.failpoint(stderr)
 	}
-	err = projector.Run(ctx, src, h, store, opt)
+	err = projector.Run(ctx, live, h, store, opt)
 	switch {
 	case errors.Is(err, projector.ErrSuperseded):
 		active, _, aerr := store.Active(context.WithoutCancel(ctx), view.Name)
