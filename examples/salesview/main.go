@@ -172,8 +172,20 @@ func serve(ctx context.Context, cfg config, src projector.Source, ln net.Listene
 		return fmt.Errorf("migrate the kit's tables: %w", err)
 	}
 
+	h := &handler{Handler: view.Handler{OnPaid: func(_ context.Context, v projector.View, e *seckillv1.OrderEvent) {
+		// The example's side effect: where a real consumer would mail a
+		// receipt. Never called while the version is rebuilding.
+		log.Debug("salesview: order paid", "version", v.Version, "order_id", e.GetOrderId(), "user_id", e.GetUserId())
+	}}}
+	opt := projector.Options{Name: view.Name, Version: cfg.version, Logger: log}
+	if cfg.failpoint == failpointBeforeCheckpoint {
+		opt.BeforeCheckpoint = h.failpoint(stderr)
+	}
+	retry := func(ctx context.Context, orderID string) (int, error) {
+		return projector.RetryParked(ctx, h, store, opt, orderID)
+	}
 	srv := &http.Server{
-		Handler:           routes(pool, store, cfg.version, log),
+		Handler:           routes(pool, store, cfg.version, log, retry),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -197,15 +209,6 @@ func serve(ctx context.Context, cfg config, src projector.Source, ln net.Listene
 	log.Info("salesview: serving", "version", cfg.version, "http", ln.Addr().String(), "api", cfg.api)
 
 	live := &liveLog{src: src, log: log, version: cfg.version}
-	h := &handler{Handler: view.Handler{OnPaid: func(_ context.Context, v projector.View, e *seckillv1.OrderEvent) {
-		// The example's side effect: where a real consumer would mail a
-		// receipt. Never called while the version is rebuilding.
-		log.Debug("salesview: order paid", "version", v.Version, "order_id", e.GetOrderId(), "user_id", e.GetUserId())
-	}}}
-	opt := projector.Options{Name: view.Name, Version: cfg.version, Logger: log}
-	if cfg.failpoint == failpointBeforeCheckpoint {
-		opt.BeforeCheckpoint = h.failpoint(stderr)
-	}
 	err = projector.Run(ctx, live, h, store, opt)
 	switch {
 	case errors.Is(err, projector.ErrSuperseded):
@@ -307,7 +310,7 @@ type liveLog struct {
 func (l *liveLog) Stream(ctx context.Context, from int64, fn func(context.Context, projector.Item) error) error {
 	return l.src.Stream(ctx, from, func(ctx context.Context, it projector.Item) error {
 		if it.Event == nil && it.Live && !l.live.Swap(true) {
-			l.log.Info("salesview: live: caught up with the log's head (a rebuilding version becomes active now)",
+			l.log.Info("salesview: live: caught up with the log's head",
 				"version", l.version, "position", it.Position)
 		}
 		return fn(ctx, it)
@@ -316,7 +319,8 @@ func (l *liveLog) Stream(ctx context.Context, from int64, fn func(context.Contex
 
 // routes is the JSON API over the active version of the view (and this
 // process's version for /parked).
-func routes(pool *pgxpool.Pool, store *projector.Store, version int, log *slog.Logger) http.Handler {
+func routes(pool *pgxpool.Pool, store *projector.Store, version int, log *slog.Logger,
+	retry func(ctx context.Context, orderID string) (int, error)) http.Handler {
 	mux := http.NewServeMux()
 	active := func(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, projector.View, bool) {
 		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -412,6 +416,21 @@ func routes(pool *pgxpool.Pool, store *projector.Store, version int, log *slog.L
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"version": version, "parked": rows})
 	})
+	mux.HandleFunc("POST /parked/{order}/retry", func(w http.ResponseWriter, r *http.Request) {
+		order := r.PathValue("order")
+		if order == "" || len(order) > 64 {
+			writeError(w, http.StatusBadRequest, "order: must be an order id (ord_...)")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		n, err := retry(ctx, order)
+		if err != nil {
+			fail(w, log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"version": version, "order_id": order, "applied": n})
+	})
 	return mux
 }
 
@@ -426,11 +445,15 @@ func positiveID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	return id, true
 }
 
-// fail answers an error: 503 while no version is active, 500 (logged, not
-// shown) otherwise.
+// fail answers an error: 503 while no version is active, 409 for a retry of
+// a superseded version, 500 (logged, not shown) otherwise.
 func fail(w http.ResponseWriter, log *slog.Logger, err error) {
-	if errors.Is(err, view.ErrNoActiveView) {
+	switch {
+	case errors.Is(err, view.ErrNoActiveView):
 		writeError(w, http.StatusServiceUnavailable, view.ErrNoActiveView.Error())
+		return
+	case errors.Is(err, projector.ErrSuperseded):
+		writeError(w, http.StatusConflict, "a newer version of the view is active: retry its parked events there")
 		return
 	}
 	log.Error("salesview: request failed", "error", err)

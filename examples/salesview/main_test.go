@@ -112,7 +112,11 @@ func events() []*seckillv1.OrderEvent {
 	a3 := ev(5, "ord_a", 3, view.EventPaid, t0.Add(time.Minute))
 	b2 := ev(7, "ord_b", 2, view.EventCanceled, t0.Add(15*time.Minute))
 	b2.Payload = &seckillv1.OrderEvent_Canceled{Canceled: &seckillv1.OrderCanceled{Reason: "PAYMENT_TIMEOUT"}}
-	return []*seckillv1.OrderEvent{a1, b1, a2, a3, b2}
+	// ord_c's ORDER_CREATED has no payload: the view refuses it
+	// (permanent), the kit parks it and its ORDER_PAID behind it.
+	c1 := ev(3, "ord_c", 1, view.EventCreated, t0.Add(2*time.Second))
+	c3 := ev(6, "ord_c", 3, view.EventPaid, t0.Add(time.Minute))
+	return []*seckillv1.OrderEvent{a1, b1, c1, a2, a3, c3, b2}
 }
 
 // newDatabaseName returns a database name that does not exist on the
@@ -182,7 +186,10 @@ func start(t *testing.T, cfg config, src projector.Source) *instance {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-in.done:
+		case err := <-in.done:
+			if err != nil {
+				t.Logf("serve ended with %v", err) // the tests that care check it with end
+			}
 		case <-time.After(waitBound):
 			t.Error("serve does not end with its context")
 		}
@@ -285,11 +292,33 @@ func TestServe(t *testing.T) {
 		t.Errorf("/buyers/101/orders = %d %+v, want ord_b then ord_a paid", s, orders)
 	}
 	var parked struct {
-		Version int               `json:"version"`
-		Parked  []json.RawMessage `json:"parked"`
+		Version int `json:"version"`
+		Parked  []struct {
+			Position  int64  `json:"position"`
+			OrderID   string `json:"order_id"`
+			EventType string `json:"event_type"`
+			Error     string `json:"error"`
+		} `json:"parked"`
 	}
-	if s := in.get(t, "/parked", &parked); s != http.StatusOK || parked.Version != 1 || parked.Parked == nil || len(parked.Parked) != 0 {
-		t.Errorf("/parked = %d %+v, want version 1 and an empty list", s, parked)
+	if s := in.get(t, "/parked", &parked); s != http.StatusOK || parked.Version != 1 || len(parked.Parked) != 2 ||
+		parked.Parked[0].Position != 3 || parked.Parked[0].OrderID != "ord_c" || !strings.Contains(parked.Parked[0].Error, "payload") ||
+		parked.Parked[1].Position != 6 || parked.Parked[1].EventType != view.EventPaid {
+		t.Errorf("/parked = %d %+v, want ord_c's two events (3, the refused one, and 6 behind it)", s, parked)
+	}
+	resp, err := http.Post(in.base+"/parked/ord_c/retry", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retried struct {
+		Applied *int `json:"applied"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&retried)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || retried.Applied == nil || *retried.Applied != 0 {
+		t.Errorf("POST /parked/ord_c/retry = %d %v %+v, want 200 with applied 0 (still refused)", resp.StatusCode, err, retried)
+	}
+	if s := in.get(t, "/parked", &parked); s != http.StatusOK || len(parked.Parked) != 2 {
+		t.Errorf("/parked after a failed retry = %d %+v, want both events still parked", s, parked)
 	}
 	for path, field := range map[string]string{
 		"/buyers/abc/orders":         "id:",
@@ -360,7 +389,7 @@ func TestFailpoint(t *testing.T) {
 		}
 	}
 	if p, _ := strconv.ParseInt(m[1], 10, 64); p < 1 || p > 8 {
-		t.Errorf("failpoint at position %d, want one of the events' or the checkpoint's (1..8)", p)
+		t.Errorf("failpoint at position %d, want one of the items' (1..8)", p)
 	}
 	pool := pgtest.Pool(t, dsn)
 	store := projector.NewStore(pool)
