@@ -368,13 +368,20 @@ func provideSequencer(seq ports.EventSequencer, l ports.EventLog, m application.
 }
 
 // provideEventSubscriptions builds the driving side of
-// EventService.Subscribe. Without a sequencer running in this process (the
-// API role) live subscriptions see new positions by polling.
+// EventService.Subscribe, with a window of SECKILL_EVENT_WINDOW events
+// (none when 0) that its tail reader, a worker of every role that serves
+// the API (provideWorkers), keeps for the live subscriptions. Without a
+// sequencer running in this process (the API role) the tail reader (and a
+// subscription reading the store) sees new positions by polling.
 func provideEventSubscriptions(l ports.EventLog, seq *application.Sequencer, m application.EventLogMetrics, cfg config.Config,
 	log *slog.Logger) *application.EventSubscriptions {
 	if !cfg.RunsWorkers() {
 		seq = nil
 	}
+	window := cfg.Events.Window
+	if window == 0 {
+		window = -1 // no window
+	}
 	return application.NewEventSubscriptions(l, seq, m, log, application.SubscriptionConfig{
-		Poll: cfg.Events.PollInterval, CheckpointEvery: cfg.Events.CheckpointInterval})
+		Poll: cfg.Events.PollInterval, CheckpointEvery: cfg.Events.CheckpointInterval, Window: window})
 }

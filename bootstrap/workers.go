@@ -13,7 +13,8 @@ import (
 )
 
 // provideWorkers assembles the background loops of the instance's role:
-// for the API role the backlog gate and the sent marker; for the workers
+// for the API role the backlog gate, the sent marker and the event
+// subscriptions' tail reader (event-tail); for the workers
 // role the stock-books recovery, the dead-letter gauge, the resend
 // scanner, the outbox relay, the event sequencer, the reconciler and one consumer loop per
 // business group (plus the dead-letter reader), each consumer bounded as
@@ -23,14 +24,17 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
 	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
 	marker *application.SentMarker, policy application.CompensationPolicy, recovery *application.StockRecovery,
-	guard *redis.Guard, seq *application.Sequencer) ([]Worker, error) {
+	guard *redis.Guard, seq *application.Sequencer, events *application.EventSubscriptions) ([]Worker, error) {
 	pub := ports.Publisher(broker)
 	w := cfg.Workers
 	var workers []Worker
 	if cfg.RunsAPI() {
 		// Admission needs a measured gate; the sent marker flushes what
-		// this instance's PlaceOrder calls confirmed.
-		workers = append(workers, Worker{Name: "backlog-gate", Run: gate.Run}, Worker{Name: "sent-marker", Run: marker.Run})
+		// this instance's PlaceOrder calls confirmed; the tail reader
+		// serves EventService's live subscriptions with one read of the
+		// log per move.
+		workers = append(workers, Worker{Name: "backlog-gate", Run: gate.Run}, Worker{Name: "sent-marker", Run: marker.Run},
+			Worker{Name: "event-tail", Run: events.Run})
 	}
 	if !cfg.RunsWorkers() {
 		return workers, nil

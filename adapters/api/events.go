@@ -107,11 +107,11 @@ func (h *EventHandler) Subscribe(ctx context.Context, req *connect.Request[secki
 		}()
 	}
 	sink := &streamSink{stream: stream, timeout: h.sendTimeout}
-	if rc, ok := ctx.Value(responseControllerKey{}).(*http.ResponseController); ok {
+	if rw, ok := ctx.Value(responseControllerKey{}).(*streamWriter); ok {
 		// The request is read: the server's read timeout, which bounds a
 		// slow request, must not cut the long-lived response.
-		if err := rc.SetReadDeadline(time.Time{}); err == nil {
-			sink.rc = rc
+		if err := rw.rc.SetReadDeadline(time.Time{}); err == nil {
+			sink.rc, sink.w = rw.rc, rw
 		} else {
 			h.log.WarnContext(ctx, "event stream without deadlines: the send bound does not apply", "error", err)
 		}
@@ -133,10 +133,12 @@ func (h *EventHandler) fail(ctx context.Context, spec connect.Spec, err error) e
 }
 
 // streamSink sends a subscription's items on the stream, each within the
-// send bound.
+// send bound. It implements application.EventBatchSink's Events too: a
+// page of events goes out with one flush.
 type streamSink struct {
 	stream  *connect.ServerStream[seckillv1.SubscribeResponse]
 	rc      *http.ResponseController // nil: no deadline (the handler was not mounted by NewHandler)
+	w       *streamWriter            // the writer Connect writes to; nil with rc
 	timeout time.Duration
 	last    int64 // the last position sent
 }
@@ -148,6 +150,54 @@ func (s *streamSink) Event(_ context.Context, e ports.EventRecord) error {
 	}
 	s.last = e.Position
 	return nil
+}
+
+// Events sends a page of events (in position order) and flushes the
+// stream once at its end, instead of once per event. The send bound
+// applies as in send: the write deadline is set when the page begins and
+// moved on while the page goes out (so that each message, and the final
+// flush, has between the bound less sendBoundSlack and the bound to
+// complete), and cleared at the end, so that an idle stream is never cut.
+func (s *streamSink) Events(ctx context.Context, events []ports.EventRecord) error {
+	if s.rc == nil || s.w == nil {
+		for _, e := range events {
+			if err := s.Event(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s.w.hold = true // Connect's flush after each Send waits for the page's
+	defer func() { s.w.hold = false }()
+	slack := sendBoundSlack(s.timeout)
+	var deadline time.Time
+	defer func() { _ = s.rc.SetWriteDeadline(time.Time{}) }()
+	for _, e := range events {
+		if time.Until(deadline) < s.timeout-slack {
+			deadline = time.Now().Add(s.timeout)
+			_ = s.rc.SetWriteDeadline(deadline) // supported: checked when the stream began
+		}
+		err := s.stream.Send(&seckillv1.SubscribeResponse{Item: &seckillv1.SubscribeResponse_Event{Event: eventMessage(e)}})
+		if err != nil {
+			return fmt.Errorf("send event at position %d: %w", e.Position, s.sendErr(err, deadline))
+		}
+	}
+	if time.Until(deadline) < s.timeout-slack {
+		deadline = time.Now().Add(s.timeout)
+		_ = s.rc.SetWriteDeadline(deadline)
+	}
+	if err := s.rc.Flush(); err != nil {
+		return fmt.Errorf("send events up to position %d: %w", events[len(events)-1].Position, s.sendErr(err, deadline))
+	}
+	s.last = events[len(events)-1].Position
+	return nil
+}
+
+// sendBoundSlack is how far a page's write deadline may fall short of the
+// send bound before it is moved on: a tenth of the bound, at most 100 ms
+// (one deadline change per 100 ms of a page instead of two per message).
+func sendBoundSlack(timeout time.Duration) time.Duration {
+	return min(timeout/10, 100*time.Millisecond)
 }
 
 // Checkpoint implements ports.EventSink.
@@ -173,7 +223,16 @@ func (s *streamSink) send(m *seckillv1.SubscribeResponse) error {
 	_ = s.rc.SetWriteDeadline(deadline) // supported: checked when the stream began
 	err := s.stream.Send(m)
 	_ = s.rc.SetWriteDeadline(time.Time{})
-	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+	if err != nil {
+		return s.sendErr(err, deadline)
+	}
+	return nil
+}
+
+// sendErr is err of a write under deadline, as ports.ErrSubscriberTooSlow
+// when the deadline ended it.
+func (s *streamSink) sendErr(err error, deadline time.Time) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline) {
 		return fmt.Errorf("%w: a send did not complete within %s", ports.ErrSubscriberTooSlow, s.timeout)
 	}
 	return err
@@ -209,17 +268,39 @@ func eventMessage(r ports.EventRecord) *seckillv1.OrderEvent {
 // shutdown begins) from the connection to the handler.
 type shutdownKey struct{}
 
-// responseControllerKey carries the stream's http.ResponseController from
+// responseControllerKey carries the stream's *streamWriter from
 // withResponseController to the handler.
 type responseControllerKey struct{}
 
-// withResponseController stores a controller of the response in the
-// request's context, so the handler can lift the read deadline and bound
-// each send.
+// streamWriter is the response writer an event stream's Connect handler
+// writes to: while hold is set, its Flush (which Connect calls after every
+// message) does nothing, so that a page of events goes out in one flush
+// (streamSink.Events, through rc); otherwise it flushes. rc controls the
+// response underneath (deadlines, the real flush).
+type streamWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	hold bool
+}
+
+// Flush implements http.Flusher: nothing while hold is set.
+func (w *streamWriter) Flush() {
+	if !w.hold {
+		_ = w.rc.Flush()
+	}
+}
+
+// Unwrap returns the writer underneath (for http.ResponseController).
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// withResponseController wraps the response in a streamWriter stored in
+// the request's context, so the handler can lift the read deadline, bound
+// each send and flush a page of events once.
 func withResponseController(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := context.WithValue(r.Context(), responseControllerKey{}, http.NewResponseController(w))
-		next.ServeHTTP(w, r.WithContext(ctx))
+		sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+		ctx := context.WithValue(r.Context(), responseControllerKey{}, sw)
+		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
 }
 

@@ -115,6 +115,12 @@ type Events struct {
 	// read for that long is cut off (SECKILL_EVENT_SEND_TIMEOUT, default
 	// 30s) and resumes from its last position.
 	SendTimeout time.Duration
+	// Window is how many of the log's most recent events the API's tail
+	// reader keeps in memory for the live subscriptions, read once per
+	// sequencer move or poll for all of them (SECKILL_EVENT_WINDOW,
+	// default 10000, 0..1000000; 0: no window, every subscription reads
+	// the store itself).
+	Window int
 }
 
 // Auth configures how the API verifies tokens.
@@ -506,6 +512,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"EventService streams open at once on this instance (more are refused)"),
 			SendTimeout: r.duration("SECKILL_EVENT_SEND_TIMEOUT", 30*time.Second,
 				"how long one send of an event stream may take before the subscriber is cut off as too slow"),
+			Window: r.integer("SECKILL_EVENT_WINDOW", 10000,
+				"recent events kept in memory for the live event subscriptions, read once per move for all of them (0: none, each reads the store)"),
 		},
 		Failpoints: r.str("SECKILL_FAILPOINTS", "",
 			"named failure points for tests: \"name=action;name=action\" (empty: none)"),
@@ -607,6 +615,7 @@ func (c Config) validate() []error {
 	check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")
 	check(c.Events.MaxStreams >= 1, "SECKILL_EVENT_STREAMS must be >= 1")
 	check(c.Events.SendTimeout >= time.Second, "SECKILL_EVENT_SEND_TIMEOUT must be >= 1s")
+	check(c.Events.Window >= 0 && c.Events.Window <= 1_000_000, "SECKILL_EVENT_WINDOW must be 0..1000000")
 	return errs
 }
 

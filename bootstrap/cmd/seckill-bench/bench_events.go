@@ -180,7 +180,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer cleanup()
 	if o.subscribers == 0 {
-		keepWorkers(app, "backlog-gate", "sent-marker", "event-sequencer")
+		keepWorkers(app, "backlog-gate", "sent-marker", "event-tail", "event-sequencer")
 	}
 	base, stop, err := startInProcess(ctx, app, "events")
 	if err != nil {
