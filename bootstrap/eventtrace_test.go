@@ -3,6 +3,7 @@ package bootstrap_test
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,71 @@ func TestEventTraceWithExporter(t *testing.T) {
 		s.eventually(30*time.Second, "the recorded trace "+tp+" is exported", func() bool {
 			return find(sink.trace(id), "seckill.v1.OrderService/") != nil
 		})
+	}
+}
+
+// TestEventTraceConcurrentOrdersAndTimeouts: orders placed at once, each
+// with its own trace (the order-create consumer may take them in one batch
+// transaction, as the payment-timeout consumer may take their checks),
+// each have an ORDER_CREATED with their PlaceOrder trace and, once the
+// payment timeout cancels them, an ORDER_CANCELED with the same trace (the
+// timeout message carries the trace of the request that placed the
+// order).
+func TestEventTraceConcurrentOrdersAndTimeouts(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, options{})
+	const (
+		activity = 7303
+		n        = 8
+	)
+	s.activity(activity, n, 2*time.Second, time.Minute)
+	es := s.subscribeEvents(0)
+	answers := make([]string, n)
+	orderIDs := make([]string, n)
+	errs := make([]error, n)
+	concurrently(n, n, func(i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req := authed(&seckillv1.PlaceOrderRequest{ActivityId: activity, SkuId: 1, RequestId: fmt.Sprintf("req-trace-%d", i)},
+			s.token(int64(100+i), false))
+		req.Header().Set("traceparent", fmt.Sprintf("00-%032x-00f067aa0ba902b7-01", 0xabc000+i))
+		res, err := s.orders.PlaceOrder(ctx, req)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		orderIDs[i], answers[i] = res.Msg.GetOrderId(), res.Header().Get("traceparent")
+	})
+	want := map[string]string{} // "<order id> <event type>" -> traceparent
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("PlaceOrder %d: %v", i, errs[i])
+		}
+		if traceIDOf(answers[i]) != fmt.Sprintf("%032x", 0xabc000+i) {
+			t.Fatalf("PlaceOrder %d answered traceparent %q", i, answers[i])
+		}
+		want[orderIDs[i]+" ORDER_CREATED"] = answers[i]
+		want[orderIDs[i]+" ORDER_CANCELED"] = answers[i]
+	}
+	got := map[string]string{}
+	s.eventually(60*time.Second, "every order is created and canceled by its payment timeout", func() bool {
+		evs, err := es.snapshot()
+		if err != nil {
+			t.Fatalf("subscription ended: %v", err)
+		}
+		for _, e := range evs {
+			got[e.GetOrderId()+" "+e.GetEventType()] = e.GetTraceparent()
+		}
+		for k := range want {
+			if _, ok := got[k]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for k, tp := range want {
+		if got[k] != tp {
+			t.Errorf("%s traceparent %q, want %q", k, got[k], tp)
+		}
 	}
 }
