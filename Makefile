@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 40m
 # Stack exports (SECKILL_PG_DSN, ...) for one recipe line.
 WITH_STACK   := eval "$$($(STACK) up)" &&
 
-.PHONY: help run test unit up down status build generate check-generated check-breaking api-release lint bench-place bench-consume bench-events chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
+.PHONY: help run salesview test unit up down status build generate check-generated check-breaking api-release lint bench-place bench-consume bench-events chaos cluster-sale hot-sku bench-timeouts bench-sale observe observe-down
 
 ## help: list the targets with their one-line description.
 help:
@@ -23,6 +23,12 @@ run: build
 test:
 	@eval "$$(SECKILL_STACK_RABBITMQ=1 $(STACK) up)" && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory lint check-generated
+
+## salesview: the example projection consumer (examples/salesview) beside `make run`: its own database `salesview` on
+## the stack's PostgreSQL, its view served as JSON on 127.0.0.1:7090 (SALESVIEW_* variables; examples/salesview/README.md).
+salesview: build
+	@$(WITH_STACK) export SALESVIEW_TOKEN="$${SALESVIEW_TOKEN:-$$(./$(BIN) token --user 900000100 --events --ttl 24h)}" && \
+	  exec go run ./examples/salesview
 
 ## unit: the tests that need no local stack (domain, application, in-memory adapters, API, config); seconds.
 UNIT_PKGS = $$(go list ./... | grep -v -E '/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
