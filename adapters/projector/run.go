@@ -40,12 +40,12 @@ func Run(ctx context.Context, src Source, h Handler, store *Store, opt Options) 
 	backoff := opt.BackoffBase
 	for {
 		progressed, err := r.session(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
 		if errors.Is(err, ErrSuperseded) {
 			r.log.Info("projector: a newer version is active; this version stops")
 			return fmt.Errorf("projector: %s v%d: %w", opt.Name, opt.Version, err)
+		}
+		if ended(ctx) {
+			return nil // the errors of an ending context are not failures
 		}
 		if progressed {
 			backoff = opt.BackoffBase
@@ -482,6 +482,16 @@ func retryOrder(ctx context.Context, h Handler, store *Store, opt Options, order
 	}
 	callAfterCommit(ctx, h, done)
 	return n, left, nil
+}
+
+// ended reports whether ctx has ended.
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

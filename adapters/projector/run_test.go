@@ -315,3 +315,52 @@ func TestOptionsValidation(t *testing.T) {
 		t.Fatalf("Run without a Source: %v", err)
 	}
 }
+
+// gatedSource holds every subscription of src until open is closed;
+// entered is closed when the first one begins.
+type gatedSource struct {
+	src     projector.Source
+	open    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedSource) Stream(ctx context.Context, from int64, fn func(context.Context, projector.Item) error) error {
+	g.once.Do(func() { close(g.entered) })
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-g.open:
+	}
+	return g.src.Stream(ctx, from, fn)
+}
+
+// TestLowerVersionNeverSwitchesBack: a version that started rebuilding
+// while no version was active, and reaches its live checkpoint after a
+// higher version became active, leaves the higher one active and ends with
+// ErrSuperseded, its batch rolled back.
+func TestLowerVersionNeverSwitchesBack(t *testing.T) {
+	pool, store := newStore(t)
+	ctx := context.Background()
+	gate := &gatedSource{src: newFakeSource(events(1, 3, "A")...), open: make(chan struct{}), entered: make(chan struct{})}
+	r := start(t, gate, newCounter(), store, options("late", 1))
+	// Run has read its (rebuilding) state once it subscribes.
+	select {
+	case <-gate.entered:
+	case err := <-r.done:
+		t.Fatalf("Run returned %v before it subscribed", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO projector_active (name, version) VALUES ('late', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.open)
+	if err := r.wait(t); !errors.Is(err, projector.ErrSuperseded) {
+		t.Fatalf("Run of the lower version returned %v, want ErrSuperseded", err)
+	}
+	if v, ok, err := store.Active(ctx, "late"); err != nil || !ok || v != 2 {
+		t.Fatalf("active version %d, %v, %v; want 2", v, ok, err)
+	}
+	if got := position(t, store, "late", 1); got != 0 {
+		t.Fatalf("the superseded version committed up to %d, want nothing", got)
+	}
+}

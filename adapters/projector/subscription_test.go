@@ -280,3 +280,37 @@ func TestSubscriptionEndsWithContext(t *testing.T) {
 		t.Fatal("Stream without a token function: nil error")
 	}
 }
+
+// TestRunOverSubscription: Run over a Subscription to the real
+// EventService builds the view from the log, becomes active at the live
+// checkpoint and follows a new event with its side effect, each event
+// applied once, in order.
+func TestRunOverSubscription(t *testing.T) {
+	pool, store := newStore(t)
+	ctx := context.Background()
+	srv := startEventServer(t)
+	srv.log.Append(records()...)
+	sub := &projector.Subscription{Client: seckillv1connect.NewEventServiceClient(srv.client, srv.base, connect.WithGRPC()),
+		Token: (&tokens{tok: eventsToken(t, api.ScopeEvents)}).get}
+	h := newCounter()
+	r := start(t, sub, h, store, options("e2e", 1))
+	eventually(t, "version 1 active", func() bool { v, ok, err := store.Active(ctx, "e2e"); return err == nil && ok && v == 1 })
+	if got := h.afterCommits(); len(got) != 0 {
+		t.Fatalf("AfterCommit during the replay of history: %v", got)
+	}
+	srv.log.Append(records()[1]) // position 5
+	eventually(t, "checkpoint at 5", func() bool { return position(t, store, "e2e", 1) >= 5 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	view := projector.View{Name: "e2e", Version: 1}
+	if got := appliedIDs(t, pool, view); len(got) != 5 || got[0] != "ord_a:1" || got[4] != "ord_b:1" {
+		t.Fatalf("applied %v, want the five events in order", got)
+	}
+	if got := h.afterCommits(); len(got) != 1 || got[0] != "v1:ord_b:1" {
+		t.Fatalf("AfterCommit %v, want only the event after the switch", got)
+	}
+	if c := counts(t, pool, view); c["ord_a"] != 3 || c["ord_b"] != 2 {
+		t.Fatalf("counts %v", c)
+	}
+}
