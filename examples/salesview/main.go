@@ -16,7 +16,10 @@
 // print "salesview: failpoint before-checkpoint reached at position <P>" on
 // stderr and block, inside its transaction, until the process is killed
 // (crash tests). SIGINT and SIGTERM stop it gracefully; it also exits (0)
-// when a newer version of the view has become active.
+// when a newer version of the view has become active, and exits 1 with an
+// error naming --token when the service refuses the token
+// (Unauthenticated, PermissionDenied). Other stream errors are retried by
+// the kit (backoff, resubscribe from the checkpoint).
 package main
 
 import (
@@ -40,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -208,8 +212,13 @@ func serve(ctx context.Context, cfg config, src projector.Source, ln net.Listene
 	}()
 	log.Info("salesview: serving", "version", cfg.version, "http", ln.Addr().String(), "api", cfg.api)
 
-	live := &liveLog{src: src, log: log, version: cfg.version}
-	err = projector.Run(ctx, live, h, store, opt)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	live := &liveLog{src: src, log: log, version: cfg.version, refused: stopRun}
+	err = projector.Run(runCtx, live, h, store, opt)
+	if refused := live.refusal(); refused != nil && ctx.Err() == nil {
+		return fmt.Errorf("seckill refused the subscription (check --token: a token with the events scope, not expired): %w", refused)
+	}
 	switch {
 	case errors.Is(err, projector.ErrSuperseded):
 		active, _, aerr := store.Active(context.WithoutCancel(ctx), view.Name)
@@ -298,23 +307,45 @@ func (h *handler) failpoint(stderr io.Writer) func(ctx context.Context, position
 }
 
 // liveLog is a Source that logs once when the subscription first reaches
-// the log's head (its first live checkpoint).
+// the log's head (its first live checkpoint), and stops the program when
+// the service refuses the token: the kit resubscribes after any stream
+// error, but no retry fixes a missing, expired or under-scoped token.
 type liveLog struct {
 	src     projector.Source
 	log     *slog.Logger
 	version int
+	refused context.CancelFunc // ends Run
 	live    atomic.Bool
+	mu      sync.Mutex
+	err     error // the refusal, once
 }
 
-// Stream streams src and logs the first live checkpoint.
+// Stream streams src and logs the first live checkpoint. An Unauthenticated
+// or PermissionDenied stream error is recorded and ends Run.
 func (l *liveLog) Stream(ctx context.Context, from int64, fn func(context.Context, projector.Item) error) error {
-	return l.src.Stream(ctx, from, func(ctx context.Context, it projector.Item) error {
+	err := l.src.Stream(ctx, from, func(ctx context.Context, it projector.Item) error {
 		if it.Event == nil && it.Live && !l.live.Swap(true) {
 			l.log.Info("salesview: live: caught up with the log's head",
 				"version", l.version, "position", it.Position)
 		}
 		return fn(ctx, it)
 	})
+	if c := connect.CodeOf(err); err != nil && (c == connect.CodeUnauthenticated || c == connect.CodePermissionDenied) {
+		l.mu.Lock()
+		if l.err == nil {
+			l.err = err
+		}
+		l.mu.Unlock()
+		l.refused()
+	}
+	return err
+}
+
+// refusal is the token's refusal that ended Run, nil when none.
+func (l *liveLog) refusal() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // routes is the JSON API over the active version of the view (and this

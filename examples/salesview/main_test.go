@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -423,5 +424,30 @@ func checkOnce(t *testing.T, pool *pgxpool.Pool) {
 	}
 	if _, err := view.ActiveView(t.Context(), projector.NewStore(pool), view.Name); errors.Is(err, view.ErrNoActiveView) {
 		t.Error("no active version after the restart went live")
+	}
+}
+
+// refusingSource fails every stream with code.
+type refusingSource struct{ code connect.Code }
+
+func (s refusingSource) Stream(context.Context, int64, func(context.Context, projector.Item) error) error {
+	return fmt.Errorf("projector: subscription: %w", connect.NewError(s.code, errors.New("invalid token")))
+}
+
+// TestRefusedToken: a token the service refuses ends the program with an
+// error naming --token, instead of resubscribing forever.
+func TestRefusedToken(t *testing.T) {
+	dsn := newDatabaseName(t)
+	for _, code := range []connect.Code{connect.CodeUnauthenticated, connect.CodePermissionDenied} {
+		in := start(t, config{dsn: dsn, version: 1, token: "bad"}, refusingSource{code: code})
+		select {
+		case err := <-in.done:
+			in.done <- err
+			if err == nil || !strings.Contains(err.Error(), "--token") || connect.CodeOf(err) != code {
+				t.Errorf("serve with a refused token (%v) = %v, want an error naming --token with code %v", code, err, code)
+			}
+		case <-time.After(waitBound):
+			t.Fatalf("serve keeps running with a refused token (%v)", code)
+		}
 	}
 }
