@@ -19,6 +19,9 @@
 // again after a reconnect), so an event's effect is never lost and never
 // doubled. Checkpoint items advance the position too: they are batched
 // with the events, and an idle checkpoint alone is one small transaction.
+// Each batch locks its checkpoint row, so two Runs of one version (two
+// replicas) never apply an event twice: the one that waited finds the
+// position moved and resubscribes from it.
 //
 // # Batching
 //
@@ -55,7 +58,8 @@
 // A view is identified by its name and version, and each version has its
 // own tables (View.Table). A version is Rebuilding while projector_active
 // has no row for the name or a row with a lower version. At the first live
-// checkpoint (the subscription has caught up with the log's head) a
+// checkpoint (the subscription has caught up with the log's head; it may
+// repeat the last event's position) a
 // Rebuilding version records itself in projector_active, in the same
 // transaction as that checkpoint and only if no higher version is active,
 // logs the switch, and from then on is not Rebuilding. A Run whose version

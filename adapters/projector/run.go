@@ -205,6 +205,22 @@ func (r *runner) commitBatch(ctx context.Context, pos int64, rebuilding bool, ba
 		return pos, rebuilding, nil, fmt.Errorf("projector: begin batch: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// The checkpoint row, locked for the batch, guards against a second
+	// Run of this version (another replica): the one that waited sees a
+	// moved position and resubscribes from it instead of applying again.
+	if _, err := tx.Exec(ctx, `INSERT INTO projector_checkpoints (name, version, position) VALUES ($1, $2, 0)
+		ON CONFLICT (name, version) DO NOTHING`, r.opt.Name, r.opt.Version); err != nil {
+		return pos, rebuilding, nil, fmt.Errorf("projector: create checkpoint: %w", err)
+	}
+	var stored int64
+	if err := tx.QueryRow(ctx, `SELECT position FROM projector_checkpoints WHERE name = $1 AND version = $2 FOR UPDATE`,
+		r.opt.Name, r.opt.Version).Scan(&stored); err != nil {
+		return pos, rebuilding, nil, fmt.Errorf("projector: lock checkpoint: %w", err)
+	}
+	if stored != pos {
+		return pos, rebuilding, nil, fmt.Errorf("projector: the checkpoint moved from %d to %d (another Run of %s v%d?)",
+			pos, stored, r.opt.Name, r.opt.Version)
+	}
 	view := View{Name: r.opt.Name, Version: r.opt.Version, Rebuilding: rebuilding}
 	start := pos
 	var done []applied

@@ -364,3 +364,24 @@ func TestLowerVersionNeverSwitchesBack(t *testing.T) {
 		t.Fatalf("the superseded version committed up to %d, want nothing", got)
 	}
 }
+
+// TestTwoRunsOfOneVersion: two Runs of the same version at once (two
+// replicas) over one log apply every event once: the checkpoint's row
+// lock makes the one that waited resubscribe from the moved position.
+func TestTwoRunsOfOneVersion(t *testing.T) {
+	pool, store := newStore(t)
+	want := events(1, 40, "ord_a", "ord_b", "ord_c")
+	h := newCounter()
+	opt := options("twins", 1)
+	opt.Batch = 2
+	a := start(t, newFakeSource(want...), h, store, opt)
+	b := start(t, newFakeSource(want...), h, store, opt)
+	eventually(t, "checkpoint at 40", func() bool { return position(t, store, "twins", 1) == 40 })
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	onceEach(t, appliedIDs(t, pool, projector.View{Name: "twins", Version: 1}), want)
+}
