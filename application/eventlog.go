@@ -388,29 +388,31 @@ func matches(f ports.EventFilter, r *ports.EventRecord) bool {
 }
 
 // page is the result of one read: the events, the head they were read
-// with, the channel that wakes a subscription waiting after this read,
-// and whether the store was read.
+// with, the limit of the read (a page of limit events is full: the head
+// may be further), the channel that wakes a subscription waiting after
+// this read, and whether the store was read.
 type page struct {
 	events []ports.EventRecord
 	head   int64
+	limit  int
 	wake   <-chan struct{}
 	store  bool
 	err    error
 }
 
-// read reads up to Page events after last matching f, from the window
+// read reads up to limit events after last matching f, from the window
 // when it follows the log, holds last and has reached seen (the highest
 // head the subscription was told: a window behind it would move the
 // subscription's head back), else from the store. Its contract is
 // ports.EventLog.ReadEvents'.
-func (s *EventSubscriptions) read(ctx context.Context, last, seen int64, f ports.EventFilter) page {
+func (s *EventSubscriptions) read(ctx context.Context, last, seen int64, f ports.EventFilter, limit int) page {
 	if t := s.tail; t != nil {
 		t.mu.RLock()
 		if t.active && t.after <= last && last <= t.head && t.head >= seen {
 			events, head := t.events, t.head
 			wake := t.moved
 			t.mu.RUnlock()
-			return page{events: window(events, last, f, s.cfg.Page), head: head, wake: wake}
+			return page{events: window(events, last, f, limit), head: head, limit: limit, wake: wake}
 		}
 		var wake <-chan struct{}
 		if t.active {
@@ -418,17 +420,17 @@ func (s *EventSubscriptions) read(ctx context.Context, last, seen int64, f ports
 		}
 		t.mu.RUnlock()
 		if wake != nil {
-			return s.readStore(ctx, last, f, wake)
+			return s.readStore(ctx, last, f, wake, limit)
 		}
 	}
 	// Take the signal channel before the read, so that positions assigned
 	// after it wake the wait that follows a short page.
-	return s.readStore(ctx, last, f, s.moved())
+	return s.readStore(ctx, last, f, s.moved(), limit)
 }
 
-func (s *EventSubscriptions) readStore(ctx context.Context, last int64, f ports.EventFilter, wake <-chan struct{}) page {
-	events, head, err := s.log.ReadEvents(ctx, last, f, s.cfg.Page)
-	return page{events: events, head: head, wake: wake, store: true, err: err}
+func (s *EventSubscriptions) readStore(ctx context.Context, last int64, f ports.EventFilter, wake <-chan struct{}, limit int) page {
+	events, head, err := s.log.ReadEvents(ctx, last, f, limit)
+	return page{events: events, head: head, limit: limit, wake: wake, store: true, err: err}
 }
 
 // window returns up to limit events of events (a window's, in position
@@ -449,6 +451,12 @@ func window(events []ports.EventRecord, last int64, f ports.EventFilter, limit i
 	return out
 }
 
+// catchUpPages bounds a catch-up read (below the window, after a full
+// page) to that many pages: fewer statements for a long catch-up, a
+// bounded buffer (two reads of it at most: the one delivered and the one
+// in flight).
+const catchUpPages = 4
+
 // prefetch is the one read a subscription may have in flight: the next
 // page, read while the current one is delivered.
 type prefetch struct {
@@ -458,11 +466,11 @@ type prefetch struct {
 
 // start reads the page after last in a goroutine owned by the prefetch
 // (stop or take ends it).
-func (p *prefetch) start(ctx context.Context, s *EventSubscriptions, last, seen int64, f ports.EventFilter) {
+func (p *prefetch) start(ctx context.Context, s *EventSubscriptions, last, seen int64, f ports.EventFilter, limit int) {
 	pctx, cancel := context.WithCancel(ctx)
 	p.cancel, p.done = cancel, make(chan page, 1)
 	done := p.done
-	go func() { done <- s.read(pctx, last, seen, f) }()
+	go func() { done <- s.read(pctx, last, seen, f, limit) }()
 }
 
 // take waits for the read in flight and returns it.
@@ -516,7 +524,7 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 	if wake == nil {
 		wake = s.moved()
 	}
-	p := s.readStore(ctx, from, f, wake)
+	p := s.readStore(ctx, from, f, wake, s.cfg.Page)
 	if p.err != nil {
 		return s.endErr(ctx, fmt.Errorf("read the event log: %w", p.err))
 	}
@@ -537,11 +545,13 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 	lastSend := time.Now()
 	live := false // set when the subscription first reached the head
 	for {
-		full := len(p.events) >= s.cfg.Page
+		full := len(p.events) >= p.limit
+		limit := s.cfg.Page
 		if full && p.store {
-			// Catch-up: the next page is read while this one is
-			// delivered.
-			next.start(ctx, s, p.events[len(p.events)-1].Position, seen, f)
+			// Catch-up: the next page, up to twice as large (at most
+			// catchUpPages pages), is read while this one is delivered.
+			limit = min(2*p.limit, catchUpPages*s.cfg.Page)
+			next.start(ctx, s, p.events[len(p.events)-1].Position, seen, f, limit)
 		}
 		if err := deliver(ctx, sink, batch, p.events); err != nil {
 			return s.endErr(ctx, err)
@@ -576,7 +586,7 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 		if next.done != nil {
 			p = next.take()
 		} else {
-			p = s.read(ctx, last, seen, f)
+			p = s.read(ctx, last, seen, f, limit)
 		}
 		if p.err != nil {
 			return s.endErr(ctx, fmt.Errorf("read the event log after %d: %w", last, p.err))

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type eventsOptions struct {
 	subscribers  int
 	saleClients  int
 	saleDuration time.Duration
+	cpuProfile   string
 }
 
 // eventsResult is the JSON line `seckill-bench events` ends with.
@@ -105,6 +107,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.subscribers, "subscribers", 20, "live subscribers attached during the sale comparison (0: no sale comparison)")
 	fs.IntVar(&o.saleClients, "sale-clients", 64, "PlaceOrder clients of the sale comparison")
 	fs.DurationVar(&o.saleDuration, "sale-duration", 5*time.Second, "measuring time of each sale level")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the catch-up rounds (this process: service and client) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -197,8 +200,19 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	// Catch-up from position 0 to the head, both ways, interleaved.
-	direct := application.NewEventSubscriptions(store, nil, nil, log, application.SubscriptionConfig{})
+	// Catch-up from position 0 to the head, both ways, interleaved (the
+	// direct subscriptions have no window: every read is the store's).
+	direct := application.NewEventSubscriptions(store, nil, nil, log, application.SubscriptionConfig{Window: -1})
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	for r := range o.rounds {
 		d, err := catchUpDirect(ctx, direct, head)
 		if err != nil {
@@ -211,6 +225,9 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		res.CatchUpAPI = append(res.CatchUpAPI, float64(head)/a.Seconds())
 		log.Info("events bench: catch-up round", "round", r+1, "direct", d, "api", a)
+	}
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	res.CatchUpDirectMed, res.CatchUpAPIMed = median(res.CatchUpDirect), median(res.CatchUpAPI)
 
