@@ -85,10 +85,9 @@ func (w *createWrites) rejected(m message.OrderCreateRequested, reason reservati
 
 // write stores the collected rows in tx, one call per non-empty kind, in
 // this order: events, ledger, outbox, rejections, reservation outcomes,
-// inbox results (of consumer group group). The events are the exception:
-// they are appended with appendTraced, one call per message trace, so that
-// each order's ORDER_CREATED records the trace of the request that placed
-// it.
+// inbox results (of consumer group group). The events are appended with
+// appendTraced, still one call for the batch, so that each order's
+// ORDER_CREATED records the trace of the request that placed it.
 func (w *createWrites) write(ctx context.Context, tx ports.Tx, group string) error {
 	if len(w.events) > 0 {
 		if err := appendTraced(ctx, tx, w.events); err != nil {

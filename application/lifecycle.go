@@ -371,7 +371,7 @@ func (l *OrderLifecycle) cancelExpiredTx(ctx context.Context, tx ports.Tx, group
 	}
 	if len(events) > 0 {
 		// Each order's ORDER_CANCELED records the trace of the check
-		// that canceled it.
+		// that canceled it, in one AppendEvents call for the batch.
 		if err := appendTraced(ctx, tx, events); err != nil {
 			return nil, fmt.Errorf("append events: %w", err)
 		}

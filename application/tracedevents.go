@@ -15,26 +15,38 @@ type tracedEvents struct {
 	events []order.Event
 }
 
-// appendTraced appends the events of runs, in order, within tx. The store
-// records with every event the trace found in the context of its append
-// (ports.TraceFrom), so each AppendEvents call is made under ctx carrying
-// its run's trace (ports.WithTrace; a run without one appends without any,
-// whatever ctx held); consecutive runs with the same traceparent share one
-// call. A batch of operations with distinct traces therefore costs one
-// call per operation.
+// appendTraced appends the events of runs, in order, within tx, each
+// recording the trace of its run: the store takes an event's trace from
+// its order's entry in ports.WithEventTraces, so the runs share one
+// AppendEvents call under ctx carrying a map from order id to run trace (a
+// run without a trace maps its orders to the zero one and records none,
+// whatever ctx held). Only an order that appears in two runs with
+// different traceparents, which the batched writers never produce, starts
+// a further call at the run where its trace changes, so every event still
+// records its own run's trace.
 func appendTraced(ctx context.Context, tx ports.Tx, runs []tracedEvents) error {
-	for i := 0; i < len(runs); {
-		tc := runs[i].trace
-		var events []order.Event
-		for ; i < len(runs) && runs[i].trace.Traceparent == tc.Traceparent; i++ {
-			events = append(events, runs[i].events...)
-		}
+	var (
+		events []order.Event
+		traces = make(map[string]message.TraceContext, len(runs))
+	)
+	flush := func() error {
 		if len(events) == 0 {
-			continue
+			return nil
 		}
-		if err := tx.AppendEvents(ports.WithTrace(ctx, tc), events); err != nil {
-			return err
+		err := tx.AppendEvents(ports.WithEventTraces(ctx, traces), events)
+		events, traces = nil, make(map[string]message.TraceContext, len(runs))
+		return err
+	}
+	for _, r := range runs {
+		for _, e := range r.events {
+			if tc, ok := traces[e.OrderID]; ok && tc.Traceparent != r.trace.Traceparent {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			traces[e.OrderID] = r.trace
+			events = append(events, e)
 		}
 	}
-	return nil
+	return flush()
 }

@@ -100,7 +100,11 @@ type OrderStore interface {
 	// AppendEvents appends events to their streams. For each order the
 	// first event's version must follow the stream's last version;
 	// otherwise nothing of the whole call is written and the error matches
-	// ErrConcurrencyConflict.
+	// ErrConcurrencyConflict. Every event records the trace context of
+	// its cause: its order's entry in the map of WithEventTraces when ctx
+	// carries one for it (EventTraceFrom), else TraceFrom(ctx); a store
+	// records only a valid W3C traceparent and none otherwise. One call
+	// thus appends the events of operations with different traces.
 	AppendEvents(ctx context.Context, events []order.Event) error
 	// LoadOrderEvents returns an order's stream, oldest first, or
 	// ErrNotFound.

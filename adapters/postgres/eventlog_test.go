@@ -448,10 +448,17 @@ func TestEventLogMigrationBackfillsExistingEvents(t *testing.T) {
 			break
 		}
 	}
+	// The events of that time are written as the service wrote them then
+	// (raw rows without the columns of later migrations, which the
+	// adapter's AppendEvents names).
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	before := []*order.Order{paidOrder(t, 1, 1, now), newOrder(t, 1, 1, 2, now), paidOrder(t, 1, 3, now)}
 	for _, o := range before {
-		e.inTx(t, func(ctx context.Context, tx ports.Tx) error { return writeOrder(ctx, tx, o) })
+		e.inTx(t, func(ctx context.Context, tx ports.Tx) error {
+			_, err := tx.InsertOrders(ctx, []order.Snapshot{o.Snapshot()})
+			return err
+		})
+		insertEventsRaw(t, e, o.Changes())
 	}
 	if _, err := m.Up(testCtx(t)); err != nil {
 		t.Fatalf("Up: %v", err)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,5 +143,87 @@ func TestEventTraceColumnCheck(t *testing.T) {
 	}
 	if err := insert("not-a-traceparent"); err == nil {
 		t.Fatal("a malformed traceparent was stored")
+	}
+}
+
+// insertEventsRaw inserts events into order_events with plain SQL, one
+// statement per event, naming only the columns of the table before
+// migration 00016 (so it works on a database migrated down that far): the
+// rows the service wrote before the later columns existed.
+func insertEventsRaw(t *testing.T, e *env, events []order.Event) {
+	t.Helper()
+	ctx := testCtx(t)
+	for _, ev := range events {
+		body, err := order.EncodePayload(ev.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.Exec(ctx, `
+			INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at)
+			VALUES ($1, $2, $3, $4, $5::jsonb, $6)`,
+			ev.OrderID, ev.Version, string(ev.Type), ev.SchemaVersion, string(body), ev.OccurredAt); err != nil {
+			t.Fatalf("insert event %s: %v", order.EventID(ev.OrderID, ev.Version), err)
+		}
+	}
+}
+
+// One AppendEvents call with the events of three orders, two mapped to
+// different traces by ports.WithEventTraces and one mapped to none (while
+// ctx itself carries a third trace, which only orders absent from the map
+// take), records each order's own: A's and B's traceparents, NULL for C,
+// the ctx trace for D, which is not in the map. All the rows come from a
+// single INSERT: they share the transaction's command id (cmin).
+func TestEventTracePerOrderInOneAppend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, postgres.Config{})
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	const (
+		tpA   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		tpB   = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+		tpCtx = "00-11111111111111111111111111111111-2222222222222222-01"
+	)
+	a, b, c, d := paidOrder(t, 1, 1, now), newOrder(t, 1, 1, 2, now), paidOrder(t, 1, 3, now), newOrder(t, 1, 1, 4, now)
+	id := func(o *order.Order) string { return o.Snapshot().OrderID }
+	traces := map[string]message.TraceContext{
+		id(a): {Traceparent: tpA, TraceID: tpA[3:35], SpanID: tpA[36:52]},
+		id(b): {Traceparent: tpB, TraceID: tpB[3:35], SpanID: tpB[36:52]},
+		id(c): {},
+	}
+	var events []order.Event
+	var snaps []order.Snapshot
+	for _, o := range []*order.Order{a, b, c, d} {
+		events = append(events, o.Changes()...)
+		snaps = append(snaps, o.Snapshot())
+	}
+	// Interleave the orders' events (each order's versions stay in order)
+	// so that the per-row mapping, not the position, decides.
+	slices.SortStableFunc(events, func(x, y order.Event) int { return int(x.Version - y.Version) })
+	e.inTx(t, func(ctx context.Context, tx ports.Tx) error {
+		if _, err := tx.InsertOrders(ctx, snaps); err != nil {
+			return err
+		}
+		return tx.AppendEvents(ports.WithEventTraces(withTraceparent(ctx, tpCtx), traces), events)
+	})
+	if n := e.count(t, `SELECT count(DISTINCT (xmin::text, cmin::text)) FROM order_events`); n != 1 {
+		t.Fatalf("the events came from %d statements, want 1", n)
+	}
+	got := traceparentsByOrder(t, e.store, len(events))
+	for _, w := range []struct {
+		name string
+		o    *order.Order
+		tp   string
+	}{{"A", a, tpA}, {"B", b, tpB}, {"C (mapped to no trace)", c, ""}, {"D (not mapped)", d, tpCtx}} {
+		tps, want := got[id(w.o)], len(w.o.Changes())
+		if len(tps) != want {
+			t.Fatalf("order %s: %d events, want %d", w.name, len(tps), want)
+		}
+		for i, tp := range tps {
+			if tp != w.tp {
+				t.Errorf("order %s: event %d traceparent %q, want %q", w.name, i+1, tp, w.tp)
+			}
+		}
+	}
+	if n := e.count(t, `SELECT count(*) FROM order_events WHERE traceparent IS NULL`); n != int64(len(c.Changes())) {
+		t.Fatalf("%d events stored NULL, want %d (order C's)", n, len(c.Changes()))
 	}
 }

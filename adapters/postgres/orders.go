@@ -146,12 +146,14 @@ func (t *tx) OrdersByReservation(ctx context.Context, reservationIDs []string) (
 // transaction on a conflict and retry from a fresh one, which is what
 // optimistic concurrency needs anyway (reload, decide again).
 //
-// Every event of the call is recorded with the traceparent of
-// ports.TraceFrom(ctx), the trace of the operation that caused them (read
-// back by ReadEvents as EventRecord.Traceparent); one that is not a valid
-// W3C version-00 traceparent (validTraceparent), or none, is recorded as
-// NULL. Without one the statement does not name the column, so the append
-// writes exactly what it wrote before migration 00018.
+// Every event is recorded with the traceparent of the operation that
+// caused it (read back by ReadEvents as EventRecord.Traceparent): its
+// order's entry in ports.WithEventTraces when ctx has one
+// (ports.EventTraceFrom), else ports.TraceFrom(ctx). One that is not a
+// valid W3C version-00 traceparent (validTraceparent), or none, is
+// recorded as NULL. The traceparents travel as one more array of the same
+// statement, so a batch of operations with as many traces is still one
+// INSERT.
 //
 // Events of one order must be consecutive versions in the input; anything
 // else is a caller bug and fails without touching the database.
@@ -164,6 +166,8 @@ func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
 	versions := make([]int64, n)
 	schemas := make([]int32, n)
 	occurred := make([]time.Time, n)
+	traceparents := make([]*string, n) // nil: NULL
+	fallback := ports.TraceFrom(ctx).Traceparent
 	prev := make(map[string]int64, n)
 	for i, e := range events {
 		if e.Payload == nil || e.Payload.EventType() != e.Type {
@@ -179,13 +183,34 @@ func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
 		}
 		ids[i], versions[i], types[i], schemas[i] = e.OrderID, e.Version, string(e.Type), int32(e.SchemaVersion)
 		payloads[i], occurred[i] = string(body), e.OccurredAt
+		tp := fallback
+		if tc, ok := ports.EventTraceFrom(ctx, e.OrderID); ok {
+			tp = tc.Traceparent
+		}
+		if validTraceparent(tp) {
+			traceparents[i] = &tp
+		}
 	}
-	stmt := appendEventsSQL
-	args := []any{ids, versions, types, schemas, payloads, occurred, t.nowArg()}
-	if tp := ports.TraceFrom(ctx).Traceparent; validTraceparent(tp) {
-		stmt, args = appendTracedEventsSQL, append(args, tp)
-	}
-	inserted, err := t.exec(ctx, "append events", stmt, args...)
+	inserted, err := t.exec(ctx, "append events", `
+		WITH input AS (
+		    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::timestamptz[], $8::text[])
+		         WITH ORDINALITY AS u(aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at,
+		                              traceparent, ord)
+		), heads AS (
+		    SELECT i.aggregate_id, min(i.aggregate_version) AS first_version,
+		           (SELECT coalesce(max(e.aggregate_version), 0) FROM order_events e
+		            WHERE e.aggregate_id = i.aggregate_id) AS head
+		    FROM input i
+		    GROUP BY i.aggregate_id
+		)
+		INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at,
+		                          recorded_at, traceparent)
+		SELECT i.aggregate_id, i.aggregate_version, i.event_type, i.schema_version, i.payload::jsonb, i.occurred_at,
+		       coalesce($7::timestamptz, now()), i.traceparent
+		FROM input i
+		WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.first_version <> h.head + 1)
+		ORDER BY i.ord`,
+		ids, versions, types, schemas, payloads, occurred, t.nowArg(), traceparents)
 	if err != nil {
 		if sqlState(err) == codeUniqueViolation && constraintOf(err) == streamVersionKey {
 			return fmt.Errorf("postgres: append events: %w: %w", ports.ErrConcurrencyConflict, err)
@@ -197,34 +222,6 @@ func (t *tx) AppendEvents(ctx context.Context, events []order.Event) error {
 	}
 	return nil
 }
-
-// The statements of AppendEvents: appendEventsSQL records no trace
-// (traceparent stays NULL); appendTracedEventsSQL records $8 with every
-// event.
-const (
-	appendEventsHead = `
-		WITH input AS (
-		    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::timestamptz[])
-		         WITH ORDINALITY AS u(aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at, ord)
-		), heads AS (
-		    SELECT i.aggregate_id, min(i.aggregate_version) AS first_version,
-		           (SELECT coalesce(max(e.aggregate_version), 0) FROM order_events e
-		            WHERE e.aggregate_id = i.aggregate_id) AS head
-		    FROM input i
-		    GROUP BY i.aggregate_id
-		)
-		INSERT INTO order_events (aggregate_id, aggregate_version, event_type, schema_version, payload, occurred_at,
-		                          recorded_at`
-	appendEventsValues = `)
-		SELECT i.aggregate_id, i.aggregate_version, i.event_type, i.schema_version, i.payload::jsonb, i.occurred_at,
-		       coalesce($7::timestamptz, now())`
-	appendEventsTail = `
-		FROM input i
-		WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.first_version <> h.head + 1)
-		ORDER BY i.ord`
-	appendEventsSQL       = appendEventsHead + appendEventsValues + appendEventsTail
-	appendTracedEventsSQL = appendEventsHead + ", traceparent" + appendEventsValues + ", $8::text" + appendEventsTail
-)
 
 // validTraceparent reports whether s is a W3C trace context traceparent of
 // version 00: "00-<32 hex>-<16 hex>-<2 hex>", lower-case hex, with a trace
