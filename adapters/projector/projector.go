@@ -51,7 +51,10 @@
 // A failing begin, savepoint or commit, a lost connection or a failing
 // stream is logged; Run backs off (BackoffBase doubling to BackoffMax,
 // reset by a committed batch) and resubscribes from the stored position.
-// Every wait ends with the context.
+// Every wait ends with the context. A refusal that resubscribing cannot
+// fix ends Run with the service's error (a *connect.Error): the token
+// refused (Unauthenticated, PermissionDenied) or the request
+// (InvalidArgument, for example an event type the service does not know).
 //
 // # Blue/green rebuilds
 //
@@ -64,7 +67,9 @@
 // transaction as that checkpoint and only if no higher version is active,
 // logs the switch, and from then on is not Rebuilding. A Run whose version
 // is lower than the active one returns ErrSuperseded: it checks at start
-// and in every batch transaction. So a new version is deployed beside the
+// and in every batch transaction, including that of an idle checkpoint
+// (the service sends one every few seconds), so an idle old version stops
+// within seconds of the switch. So a new version is deployed beside the
 // serving one: it builds from position 0 while the old one keeps serving,
 // switches once it is live, and the old version's Run ends with
 // ErrSuperseded. Readers call Store.Active to pick the tables to read.

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"connectrpc.com/connect"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,10 @@ func Run(ctx context.Context, src Source, h Handler, store *Store, opt Options) 
 		}
 		if ended(ctx) {
 			return nil // the errors of an ending context are not failures
+		}
+		if refused(err) {
+			r.log.Error("projector: the service refuses the subscription; this run stops", "err", err)
+			return fmt.Errorf("projector: %s v%d: %w", opt.Name, opt.Version, err)
 		}
 		if progressed {
 			backoff = opt.BackoffBase
@@ -251,6 +256,12 @@ func (r *runner) commitBatch(ctx context.Context, pos int64, rebuilding bool, ba
 		pos = it.Position
 	}
 	if pos == start && view.Rebuilding == rebuilding {
+		// Only duplicates (an idle checkpoint repeats the position): no
+		// write, but a newer active version still ends this one, so an
+		// idle superseded Run stops at its next checkpoint.
+		if _, err := r.rebuilding(ctx, tx); err != nil {
+			return start, rebuilding, nil, err
+		}
 		return start, rebuilding, nil, nil
 	}
 	if f := r.opt.BeforeCheckpoint; f != nil {
@@ -520,4 +531,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// refused reports a stream error that resubscribing cannot fix: the
+// service refused the token (Unauthenticated, PermissionDenied) or the
+// request (InvalidArgument: a filter it does not know, a position beyond
+// its head).
+func refused(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	switch ce.Code() {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeInvalidArgument:
+		return true
+	}
+	return false
 }

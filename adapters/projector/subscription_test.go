@@ -314,3 +314,29 @@ func TestRunOverSubscription(t *testing.T) {
 		t.Fatalf("counts %v", c)
 	}
 }
+
+// TestRunStopsWhenRefused: a token the service refuses (a buyer's, no
+// events scope) and a filter it does not know end Run with the service's
+// error instead of resubscribing for ever.
+func TestRunStopsWhenRefused(t *testing.T) {
+	_, store := newStore(t)
+	srv := startEventServer(t)
+	srv.log.Append(records()...)
+	client := seckillv1connect.NewEventServiceClient(srv.client, srv.base, connect.WithGRPC())
+	for _, c := range []struct {
+		name string
+		sub  *projector.Subscription
+		code connect.Code
+	}{
+		{"buyer token", &projector.Subscription{Client: client, Token: (&tokens{tok: eventsToken(t)}).get}, connect.CodePermissionDenied},
+		{"unknown type", &projector.Subscription{Client: client, Token: (&tokens{tok: eventsToken(t, api.ScopeEvents)}).get,
+			EventTypes: []string{"ORDER_SHIPPED"}}, connect.CodeInvalidArgument},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := projector.Run(ctx, c.sub, newCounter(), store, options("refused", 1))
+		cancel()
+		if connect.CodeOf(err) != c.code {
+			t.Fatalf("%s: Run = %v, want %v", c.name, err, c.code)
+		}
+	}
+}
