@@ -86,6 +86,10 @@ func violation(pkg, imp string) string {
 			!strings.HasPrefix(local, "proto/gen/") {
 			return "an example is outside code: it may import only the consumer kit (adapters/projector), the published API (proto/gen) and examples"
 		}
+		if !internal && !std && !strings.HasPrefix(imp, "github.com/jackc/pgx/v5") && imp != "connectrpc.com/connect" &&
+			!strings.HasPrefix(imp, "google.golang.org/protobuf/") {
+			return "an example is outside code: of the world it may import only the standard library, connect, pgx and protobuf"
+		}
 	case "adapters":
 		if !internal {
 			return ""
@@ -140,6 +144,10 @@ func TestViolationRules(t *testing.T) {
 		{"examples/salesview", module + "/domain/order", true},
 		{"examples/salesview", module + "/adapters/postgres", true},
 		{"examples/salesview", module + "/bootstrap/config", true},
+		{"examples/salesview", "connectrpc.com/connect", false},
+		{"examples/salesview", "net/http", false},
+		{"examples/salesview/view", "github.com/jackc/pgx/v5/pgxpool", false},
+		{"examples/salesview", "github.com/redis/go-redis/v9", true},
 	}
 	for _, c := range cases {
 		if got := violation(c.pkg, c.imp) != ""; got != c.bad {
