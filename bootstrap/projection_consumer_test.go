@@ -385,9 +385,10 @@ func buildSalesview(t *testing.T) string {
 // salesviewProcess is one run of the example's binary, stopped by PID at
 // cleanup at the latest; its stderr lines go to a channel.
 type salesviewProcess struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan error
+	cmd    *exec.Cmd
+	lines  chan string
+	done   chan error
+	killed sync.Once
 }
 
 func startSalesview(t *testing.T, bin string, env ...string) *salesviewProcess {
@@ -418,15 +419,15 @@ func startSalesview(t *testing.T, bin string, env ...string) *salesviewProcess {
 
 // kill sends SIGKILL to the process (by its PID) and waits for it.
 func (p *salesviewProcess) kill(t *testing.T) {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Errorf("salesview %d did not end after SIGKILL", p.cmd.Process.Pid)
-	}
+	p.killed.Do(func() {
+		_ = p.cmd.Process.Kill()
+		select {
+		case err := <-p.done:
+			_ = err // killed: the exit status is the signal
+		case <-time.After(30 * time.Second):
+			t.Errorf("salesview %d did not end after SIGKILL", p.cmd.Process.Pid)
+		}
+	})
 }
 
 // waitLine returns the first stderr line containing want (bounded).
