@@ -178,16 +178,6 @@ type SubscriptionConfig struct {
 // DefaultEventWindow is SubscriptionConfig.Window's default.
 const DefaultEventWindow = 10_000
 
-// EventBatchSink is an optional extension of ports.EventSink: a sink that
-// implements it is given each page of events in one Events call (in
-// position order, never empty) instead of one Event call per event, so it
-// can send them with one flush. Events must deliver every event of the
-// page or return an error (which ends the subscription as Event's would).
-type EventBatchSink interface {
-	ports.EventSink
-	Events(ctx context.Context, events []ports.EventRecord) error
-}
-
 // EventSubscriptions implements ports.EventSubscriptions on the event log.
 //
 // Catch-up and live are one loop: read a page of events after the last
@@ -497,7 +487,7 @@ func (p *prefetch) stop() {
 // CheckpointEvery while idle. The bound on a slow subscriber is the
 // sink's: it returns ports.ErrSubscriberTooSlow (the API's send bound),
 // which ends the subscription with that error; a sink error after ctx
-// ended ends it with nil. A sink that implements EventBatchSink gets each
+// ended ends it with nil. A sink that implements ports.EventBatchSink gets each
 // page in one call.
 func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.EventFilter, sink ports.EventSink) error {
 	if from < 0 {
@@ -539,7 +529,7 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 	}
 	var next prefetch
 	defer next.stop()
-	batch, _ := sink.(EventBatchSink)
+	batch, _ := sink.(ports.EventBatchSink)
 	last, sent := from, from // last: every match up to it delivered; sent: last position told the sink
 	seen := p.head           // the highest head read: the window serves only once it has reached it
 	lastSend := time.Now()
@@ -597,7 +587,7 @@ func (s *EventSubscriptions) Subscribe(ctx context.Context, from int64, f ports.
 
 // deliver hands events to the sink: in one call to a batch sink, else
 // one by one.
-func deliver(ctx context.Context, sink ports.EventSink, batch EventBatchSink, events []ports.EventRecord) error {
+func deliver(ctx context.Context, sink ports.EventSink, batch ports.EventBatchSink, events []ports.EventRecord) error {
 	if len(events) == 0 {
 		return nil
 	}

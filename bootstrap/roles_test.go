@@ -31,8 +31,8 @@ func TestRolesSplitTheWork(t *testing.T) {
 			}
 			return out
 		}
-		if got := names(front.app.Workers); !slices.Equal(got, []string{"backlog-gate", "sent-marker"}) {
-			t.Fatalf("api role runs %v, want the backlog gate and the sent marker only", got)
+		if got := names(front.app.Workers); !slices.Equal(got, []string{"backlog-gate", "sent-marker", "event-tail"}) {
+			t.Fatalf("api role runs %v, want the backlog gate, the sent marker and the event tail reader only", got)
 		}
 
 		var won atomic.Int64

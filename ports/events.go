@@ -88,6 +88,16 @@ type EventSink interface {
 	Checkpoint(ctx context.Context, c Checkpoint) error
 }
 
+// EventBatchSink is an optional extension of EventSink: a sink that
+// implements it is given each page of events in one Events call (in
+// position order, never empty) instead of one Event call per event, so it
+// can send them with one flush. Events must deliver every event of the
+// page or return an error (which ends the subscription as Event's would).
+type EventBatchSink interface {
+	EventSink
+	Events(ctx context.Context, events []EventRecord) error
+}
+
 // Checkpoint is a position a subscriber may advance to.
 type Checkpoint struct {
 	// Position: every event up to it matching the subscription's filter

@@ -133,7 +133,7 @@ func (h *EventHandler) fail(ctx context.Context, spec connect.Spec, err error) e
 }
 
 // streamSink sends a subscription's items on the stream, each within the
-// send bound. It implements application.EventBatchSink's Events too: a
+// send bound. It implements ports.EventBatchSink's Events too: a
 // page of events goes out with one flush.
 type streamSink struct {
 	stream  *connect.ServerStream[seckillv1.SubscribeResponse]
