@@ -31,6 +31,14 @@ type Activity struct {
 	// Currency is the ISO 4217 code of UnitPrice, three upper-case
 	// letters; required when UnitPrice > 0, empty when it is 0.
 	Currency string
+	// Paused is set while an operator has paused the sale
+	// (ActivityOperations.PauseActivity): the entry refuses with
+	// ErrActivityPaused. State, not a setting: CreateActivity ignores it.
+	Paused bool
+	// ClosedAt is when an operator closed the sale (zero: not closed);
+	// EndsAt was moved to it. State, not a setting: CreateActivity
+	// ignores it.
+	ClosedAt time.Time
 }
 
 // MaxStockLanes bounds Activity.StockLanes.

@@ -37,6 +37,7 @@ type Tx interface {
 	RejectionStore
 	QuarantineStore
 	ActivityStore
+	StockChangeStore
 	ReservationOutcomeStore
 	DeadLetterStore
 	AuditStore
