@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -22,6 +23,1107 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// ActivityState is where an activity SKU stands. When several hold, the
+// first of ENDED, SCHEDULED, PAUSED, SOLD_OUT applies, else ON_SALE.
+type ActivityState int32
+
+const (
+	// ACTIVITY_STATE_UNSPECIFIED is never returned; in a filter it is
+	// InvalidArgument.
+	ActivityState_ACTIVITY_STATE_UNSPECIFIED ActivityState = 0
+	// ACTIVITY_STATE_SCHEDULED: the sale has not started yet.
+	ActivityState_ACTIVITY_STATE_SCHEDULED ActivityState = 1
+	// ACTIVITY_STATE_ON_SALE: PlaceOrder accepts reservations.
+	ActivityState_ACTIVITY_STATE_ON_SALE ActivityState = 2
+	// ACTIVITY_STATE_PAUSED: an operator paused the sale; it may resume.
+	ActivityState_ACTIVITY_STATE_PAUSED ActivityState = 3
+	// ACTIVITY_STATE_SOLD_OUT: no unit is left to reserve (units may come
+	// back when reservations are released or stock is added).
+	ActivityState_ACTIVITY_STATE_SOLD_OUT ActivityState = 4
+	// ACTIVITY_STATE_ENDED: ends_at passed or an operator closed the sale.
+	ActivityState_ACTIVITY_STATE_ENDED ActivityState = 5
+)
+
+// Enum value maps for ActivityState.
+var (
+	ActivityState_name = map[int32]string{
+		0: "ACTIVITY_STATE_UNSPECIFIED",
+		1: "ACTIVITY_STATE_SCHEDULED",
+		2: "ACTIVITY_STATE_ON_SALE",
+		3: "ACTIVITY_STATE_PAUSED",
+		4: "ACTIVITY_STATE_SOLD_OUT",
+		5: "ACTIVITY_STATE_ENDED",
+	}
+	ActivityState_value = map[string]int32{
+		"ACTIVITY_STATE_UNSPECIFIED": 0,
+		"ACTIVITY_STATE_SCHEDULED":   1,
+		"ACTIVITY_STATE_ON_SALE":     2,
+		"ACTIVITY_STATE_PAUSED":      3,
+		"ACTIVITY_STATE_SOLD_OUT":    4,
+		"ACTIVITY_STATE_ENDED":       5,
+	}
+)
+
+func (x ActivityState) Enum() *ActivityState {
+	p := new(ActivityState)
+	*p = x
+	return p
+}
+
+func (x ActivityState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ActivityState) Descriptor() protoreflect.EnumDescriptor {
+	return file_seckill_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (ActivityState) Type() protoreflect.EnumType {
+	return &file_seckill_v1_admin_proto_enumTypes[0]
+}
+
+func (x ActivityState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ActivityState.Descriptor instead.
+func (ActivityState) EnumDescriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+// ActivityStatus is an activity SKU's settings with its state.
+type ActivityStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity holds the settings; ends_at and stock as changed by
+	// operators.
+	Activity *Activity `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	// state is the activity's state now.
+	State ActivityState `protobuf:"varint,2,opt,name=state,proto3,enum=seckill.v1.ActivityState" json:"state,omitempty"`
+	// paused is set while an operator has paused the sale (state shows
+	// PAUSED only while the sale is otherwise open).
+	Paused bool `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	// closed_at is when an operator closed the sale; unset when not closed.
+	ClosedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	// sold_out: no unit is left to reserve (as far as the entry knows).
+	SoldOut bool `protobuf:"varint,5,opt,name=sold_out,json=soldOut,proto3" json:"sold_out,omitempty"`
+	// updated_at is the last change by an operator, or the creation.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityStatus) Reset() {
+	*x = ActivityStatus{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityStatus) ProtoMessage() {}
+
+func (x *ActivityStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityStatus.ProtoReflect.Descriptor instead.
+func (*ActivityStatus) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ActivityStatus) GetActivity() *Activity {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+func (x *ActivityStatus) GetState() ActivityState {
+	if x != nil {
+		return x.State
+	}
+	return ActivityState_ACTIVITY_STATE_UNSPECIFIED
+}
+
+func (x *ActivityStatus) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *ActivityStatus) GetClosedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClosedAt
+	}
+	return nil
+}
+
+func (x *ActivityStatus) GetSoldOut() bool {
+	if x != nil {
+		return x.SoldOut
+	}
+	return false
+}
+
+func (x *ActivityStatus) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// ListActivitiesRequest pages through activities.
+type ListActivitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is 1..500; 0 means 50.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a previous listing with the same states.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// states keeps only activities in one of these states; empty: all.
+	States        []ActivityState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=seckill.v1.ActivityState" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActivitiesRequest) Reset() {
+	*x = ListActivitiesRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActivitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActivitiesRequest) ProtoMessage() {}
+
+func (x *ListActivitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActivitiesRequest.ProtoReflect.Descriptor instead.
+func (*ListActivitiesRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListActivitiesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListActivitiesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListActivitiesRequest) GetStates() []ActivityState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// ListActivitiesResponse is one page.
+type ListActivitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activities on this page, in (activity_id, sku_id) order.
+	Activities []*ActivityStatus `protobuf:"bytes,1,rep,name=activities,proto3" json:"activities,omitempty"`
+	// next_page_token is empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActivitiesResponse) Reset() {
+	*x = ListActivitiesResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActivitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActivitiesResponse) ProtoMessage() {}
+
+func (x *ListActivitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActivitiesResponse.ProtoReflect.Descriptor instead.
+func (*ListActivitiesResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListActivitiesResponse) GetActivities() []*ActivityStatus {
+	if x != nil {
+		return x.Activities
+	}
+	return nil
+}
+
+func (x *ListActivitiesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetActivityRequest names an activity SKU.
+type GetActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId         int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetActivityRequest) Reset() {
+	*x = GetActivityRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetActivityRequest) ProtoMessage() {}
+
+func (x *GetActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetActivityRequest.ProtoReflect.Descriptor instead.
+func (*GetActivityRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetActivityRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *GetActivityRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+// GetActivityResponse carries the activity and its books.
+type GetActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity is the settings and state.
+	Activity *ActivityStatus `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	// books is the stock report measured now.
+	Books         *StockReport `protobuf:"bytes,2,opt,name=books,proto3" json:"books,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetActivityResponse) Reset() {
+	*x = GetActivityResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetActivityResponse) ProtoMessage() {}
+
+func (x *GetActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetActivityResponse.ProtoReflect.Descriptor instead.
+func (*GetActivityResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetActivityResponse) GetActivity() *ActivityStatus {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+func (x *GetActivityResponse) GetBooks() *StockReport {
+	if x != nil {
+		return x.Books
+	}
+	return nil
+}
+
+// UpdateActivityRequest changes an activity SKU during a sale.
+type UpdateActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	// ends_at is the new end of the sale: in the future and after
+	// starts_at. Required when update_mask names it or is empty.
+	EndsAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=ends_at,json=endsAt,proto3" json:"ends_at,omitempty"`
+	// update_mask names the fields to change; the only path allowed is
+	// "ends_at" (any other is InvalidArgument). Empty: ends_at.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,4,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateActivityRequest) Reset() {
+	*x = UpdateActivityRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateActivityRequest) ProtoMessage() {}
+
+func (x *UpdateActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateActivityRequest.ProtoReflect.Descriptor instead.
+func (*UpdateActivityRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpdateActivityRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *UpdateActivityRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+func (x *UpdateActivityRequest) GetEndsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndsAt
+	}
+	return nil
+}
+
+func (x *UpdateActivityRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateActivityResponse carries the activity after the change.
+type UpdateActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity is the settings and state after the change.
+	Activity      *ActivityStatus `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateActivityResponse) Reset() {
+	*x = UpdateActivityResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateActivityResponse) ProtoMessage() {}
+
+func (x *UpdateActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateActivityResponse.ProtoReflect.Descriptor instead.
+func (*UpdateActivityResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpdateActivityResponse) GetActivity() *ActivityStatus {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+// PauseActivityRequest names the activity SKU to pause.
+type PauseActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId         int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseActivityRequest) Reset() {
+	*x = PauseActivityRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseActivityRequest) ProtoMessage() {}
+
+func (x *PauseActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseActivityRequest.ProtoReflect.Descriptor instead.
+func (*PauseActivityRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PauseActivityRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *PauseActivityRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+// PauseActivityResponse carries the paused activity.
+type PauseActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity is the settings and state after the pause.
+	Activity      *ActivityStatus `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseActivityResponse) Reset() {
+	*x = PauseActivityResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseActivityResponse) ProtoMessage() {}
+
+func (x *PauseActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseActivityResponse.ProtoReflect.Descriptor instead.
+func (*PauseActivityResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PauseActivityResponse) GetActivity() *ActivityStatus {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+// ResumeActivityRequest names the activity SKU to resume.
+type ResumeActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId         int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeActivityRequest) Reset() {
+	*x = ResumeActivityRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeActivityRequest) ProtoMessage() {}
+
+func (x *ResumeActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeActivityRequest.ProtoReflect.Descriptor instead.
+func (*ResumeActivityRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResumeActivityRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *ResumeActivityRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+// ResumeActivityResponse carries the resumed activity.
+type ResumeActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity is the settings and state after the resume.
+	Activity      *ActivityStatus `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeActivityResponse) Reset() {
+	*x = ResumeActivityResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeActivityResponse) ProtoMessage() {}
+
+func (x *ResumeActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeActivityResponse.ProtoReflect.Descriptor instead.
+func (*ResumeActivityResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ResumeActivityResponse) GetActivity() *ActivityStatus {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+// CloseActivityRequest names the activity SKU to close.
+type CloseActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId         int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseActivityRequest) Reset() {
+	*x = CloseActivityRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseActivityRequest) ProtoMessage() {}
+
+func (x *CloseActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseActivityRequest.ProtoReflect.Descriptor instead.
+func (*CloseActivityRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CloseActivityRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *CloseActivityRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+// CloseActivityResponse reports the closed sale.
+type CloseActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity is the settings and state after the close (ENDED, with
+	// closed_at and ends_at at the close).
+	Activity *ActivityStatus `protobuf:"bytes,1,opt,name=activity,proto3" json:"activity,omitempty"`
+	// unsold is the number of units no reservation took when the sale
+	// closed.
+	Unsold        int64 `protobuf:"varint,2,opt,name=unsold,proto3" json:"unsold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseActivityResponse) Reset() {
+	*x = CloseActivityResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseActivityResponse) ProtoMessage() {}
+
+func (x *CloseActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseActivityResponse.ProtoReflect.Descriptor instead.
+func (*CloseActivityResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CloseActivityResponse) GetActivity() *ActivityStatus {
+	if x != nil {
+		return x.Activity
+	}
+	return nil
+}
+
+func (x *CloseActivityResponse) GetUnsold() int64 {
+	if x != nil {
+		return x.Unsold
+	}
+	return 0
+}
+
+// AddStockRequest asks for units to be added.
+type AddStockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	// quantity of units to add; must be > 0.
+	Quantity int64 `protobuf:"varint,3,opt,name=quantity,proto3" json:"quantity,omitempty"`
+	// request_id identifies the change, 1..128 characters: a retry with
+	// the same id changes nothing more.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddStockRequest) Reset() {
+	*x = AddStockRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddStockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddStockRequest) ProtoMessage() {}
+
+func (x *AddStockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddStockRequest.ProtoReflect.Descriptor instead.
+func (*AddStockRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AddStockRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *AddStockRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+func (x *AddStockRequest) GetQuantity() int64 {
+	if x != nil {
+		return x.Quantity
+	}
+	return 0
+}
+
+func (x *AddStockRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// AddStockResponse reports the change.
+type AddStockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied is false for a retry of a change already applied.
+	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// stock is the activity SKU's initial stock after the change.
+	Stock int64 `protobuf:"varint,2,opt,name=stock,proto3" json:"stock,omitempty"`
+	// available is the stock Redis can still reserve after the change.
+	Available     int64 `protobuf:"varint,3,opt,name=available,proto3" json:"available,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddStockResponse) Reset() {
+	*x = AddStockResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddStockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddStockResponse) ProtoMessage() {}
+
+func (x *AddStockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddStockResponse.ProtoReflect.Descriptor instead.
+func (*AddStockResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AddStockResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *AddStockResponse) GetStock() int64 {
+	if x != nil {
+		return x.Stock
+	}
+	return 0
+}
+
+func (x *AddStockResponse) GetAvailable() int64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+// RemoveStockRequest asks for unreserved units to be removed.
+type RemoveStockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	// quantity of units to remove; must be > 0.
+	Quantity int64 `protobuf:"varint,3,opt,name=quantity,proto3" json:"quantity,omitempty"`
+	// request_id identifies the change, 1..128 characters: a retry with
+	// the same id changes nothing more.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveStockRequest) Reset() {
+	*x = RemoveStockRequest{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveStockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveStockRequest) ProtoMessage() {}
+
+func (x *RemoveStockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveStockRequest.ProtoReflect.Descriptor instead.
+func (*RemoveStockRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RemoveStockRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *RemoveStockRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+func (x *RemoveStockRequest) GetQuantity() int64 {
+	if x != nil {
+		return x.Quantity
+	}
+	return 0
+}
+
+func (x *RemoveStockRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// RemoveStockResponse reports the change.
+type RemoveStockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied is false for a retry of a change already applied.
+	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// stock is the activity SKU's initial stock after the change.
+	Stock int64 `protobuf:"varint,2,opt,name=stock,proto3" json:"stock,omitempty"`
+	// available is the stock Redis can still reserve after the change.
+	Available     int64 `protobuf:"varint,3,opt,name=available,proto3" json:"available,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveStockResponse) Reset() {
+	*x = RemoveStockResponse{}
+	mi := &file_seckill_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveStockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveStockResponse) ProtoMessage() {}
+
+func (x *RemoveStockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveStockResponse.ProtoReflect.Descriptor instead.
+func (*RemoveStockResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RemoveStockResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *RemoveStockResponse) GetStock() int64 {
+	if x != nil {
+		return x.Stock
+	}
+	return 0
+}
+
+func (x *RemoveStockResponse) GetAvailable() int64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
 
 // CreateActivityRequest describes a flash sale.
 type CreateActivityRequest struct {
@@ -60,7 +1162,7 @@ type CreateActivityRequest struct {
 
 func (x *CreateActivityRequest) Reset() {
 	*x = CreateActivityRequest{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[0]
+	mi := &file_seckill_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -72,7 +1174,7 @@ func (x *CreateActivityRequest) String() string {
 func (*CreateActivityRequest) ProtoMessage() {}
 
 func (x *CreateActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[0]
+	mi := &file_seckill_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -85,7 +1187,7 @@ func (x *CreateActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActivityRequest.ProtoReflect.Descriptor instead.
 func (*CreateActivityRequest) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateActivityRequest) GetActivityId() int64 {
@@ -169,7 +1271,7 @@ type CreateActivityResponse struct {
 
 func (x *CreateActivityResponse) Reset() {
 	*x = CreateActivityResponse{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[1]
+	mi := &file_seckill_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +1283,7 @@ func (x *CreateActivityResponse) String() string {
 func (*CreateActivityResponse) ProtoMessage() {}
 
 func (x *CreateActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[1]
+	mi := &file_seckill_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +1296,7 @@ func (x *CreateActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActivityResponse.ProtoReflect.Descriptor instead.
 func (*CreateActivityResponse) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateActivityResponse) GetActivity() *Activity {
@@ -234,7 +1336,7 @@ type Activity struct {
 
 func (x *Activity) Reset() {
 	*x = Activity{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[2]
+	mi := &file_seckill_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +1348,7 @@ func (x *Activity) String() string {
 func (*Activity) ProtoMessage() {}
 
 func (x *Activity) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[2]
+	mi := &file_seckill_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +1361,7 @@ func (x *Activity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Activity.ProtoReflect.Descriptor instead.
 func (*Activity) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Activity) GetActivityId() int64 {
@@ -345,7 +1447,7 @@ type GetStockReportRequest struct {
 
 func (x *GetStockReportRequest) Reset() {
 	*x = GetStockReportRequest{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[3]
+	mi := &file_seckill_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +1459,7 @@ func (x *GetStockReportRequest) String() string {
 func (*GetStockReportRequest) ProtoMessage() {}
 
 func (x *GetStockReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[3]
+	mi := &file_seckill_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +1472,7 @@ func (x *GetStockReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStockReportRequest.ProtoReflect.Descriptor instead.
 func (*GetStockReportRequest) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetStockReportRequest) GetActivityId() int64 {
@@ -398,7 +1500,7 @@ type GetStockReportResponse struct {
 
 func (x *GetStockReportResponse) Reset() {
 	*x = GetStockReportResponse{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[4]
+	mi := &file_seckill_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +1512,7 @@ func (x *GetStockReportResponse) String() string {
 func (*GetStockReportResponse) ProtoMessage() {}
 
 func (x *GetStockReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[4]
+	mi := &file_seckill_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +1525,7 @@ func (x *GetStockReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStockReportResponse.ProtoReflect.Descriptor instead.
 func (*GetStockReportResponse) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetStockReportResponse) GetReport() *StockReport {
@@ -464,7 +1566,7 @@ type StockReport struct {
 
 func (x *StockReport) Reset() {
 	*x = StockReport{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[5]
+	mi := &file_seckill_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +1578,7 @@ func (x *StockReport) String() string {
 func (*StockReport) ProtoMessage() {}
 
 func (x *StockReport) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[5]
+	mi := &file_seckill_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +1591,7 @@ func (x *StockReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StockReport.ProtoReflect.Descriptor instead.
 func (*StockReport) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StockReport) GetActivityId() int64 {
@@ -577,7 +1679,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[6]
+	mi := &file_seckill_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +1691,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[6]
+	mi := &file_seckill_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +1704,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListDeadLettersRequest) GetConsumerGroup() string {
@@ -639,7 +1741,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[7]
+	mi := &file_seckill_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +1753,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[7]
+	mi := &file_seckill_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +1766,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -712,7 +1814,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[8]
+	mi := &file_seckill_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +1826,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[8]
+	mi := &file_seckill_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +1839,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeadLetter) GetDeadLetterId() int64 {
@@ -830,7 +1932,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[9]
+	mi := &file_seckill_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1944,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[9]
+	mi := &file_seckill_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1957,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplayDeadLetterRequest) GetDeadLetterId() int64 {
@@ -888,7 +1990,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_seckill_v1_admin_proto_msgTypes[10]
+	mi := &file_seckill_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +2002,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seckill_v1_admin_proto_msgTypes[10]
+	mi := &file_seckill_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +2015,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_seckill_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplayDeadLetterResponse) GetReplayId() string {
@@ -942,7 +2044,82 @@ var File_seckill_v1_admin_proto protoreflect.FileDescriptor
 const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16seckill/v1/admin.proto\x12\n" +
-	"seckill.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb7\x03\n" +
+	"seckill.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x02\n" +
+	"\x0eActivityStatus\x120\n" +
+	"\bactivity\x18\x01 \x01(\v2\x14.seckill.v1.ActivityR\bactivity\x12/\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x19.seckill.v1.ActivityStateR\x05state\x12\x16\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused\x127\n" +
+	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12\x19\n" +
+	"\bsold_out\x18\x05 \x01(\bR\asoldOut\x129\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x86\x01\n" +
+	"\x15ListActivitiesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x121\n" +
+	"\x06states\x18\x03 \x03(\x0e2\x19.seckill.v1.ActivityStateR\x06states\"|\n" +
+	"\x16ListActivitiesResponse\x12:\n" +
+	"\n" +
+	"activities\x18\x01 \x03(\v2\x1a.seckill.v1.ActivityStatusR\n" +
+	"activities\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
+	"\x12GetActivityRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\"|\n" +
+	"\x13GetActivityResponse\x126\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1a.seckill.v1.ActivityStatusR\bactivity\x12-\n" +
+	"\x05books\x18\x02 \x01(\v2\x17.seckill.v1.StockReportR\x05books\"\xc1\x01\n" +
+	"\x15UpdateActivityRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\x123\n" +
+	"\aends_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06endsAt\x12;\n" +
+	"\vupdate_mask\x18\x04 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"P\n" +
+	"\x16UpdateActivityResponse\x126\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1a.seckill.v1.ActivityStatusR\bactivity\"N\n" +
+	"\x14PauseActivityRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\"O\n" +
+	"\x15PauseActivityResponse\x126\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1a.seckill.v1.ActivityStatusR\bactivity\"O\n" +
+	"\x15ResumeActivityRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\"P\n" +
+	"\x16ResumeActivityResponse\x126\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1a.seckill.v1.ActivityStatusR\bactivity\"N\n" +
+	"\x14CloseActivityRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\"g\n" +
+	"\x15CloseActivityResponse\x126\n" +
+	"\bactivity\x18\x01 \x01(\v2\x1a.seckill.v1.ActivityStatusR\bactivity\x12\x16\n" +
+	"\x06unsold\x18\x02 \x01(\x03R\x06unsold\"\x84\x01\n" +
+	"\x0fAddStockRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\x12\x1a\n" +
+	"\bquantity\x18\x03 \x01(\x03R\bquantity\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"`\n" +
+	"\x10AddStockResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
+	"\x05stock\x18\x02 \x01(\x03R\x05stock\x12\x1c\n" +
+	"\tavailable\x18\x03 \x01(\x03R\tavailable\"\x87\x01\n" +
+	"\x12RemoveStockRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\x12\x1a\n" +
+	"\bquantity\x18\x03 \x01(\x03R\bquantity\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"c\n" +
+	"\x13RemoveStockResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
+	"\x05stock\x18\x02 \x01(\x03R\x05stock\x12\x1c\n" +
+	"\tavailable\x18\x03 \x01(\x03R\tavailable\"\xb7\x03\n" +
 	"\x15CreateActivityRequest\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +
@@ -1027,12 +2204,27 @@ const file_seckill_v1_admin_proto_rawDesc = "" +
 	"\x18ReplayDeadLetterResponse\x12\x1b\n" +
 	"\treplay_id\x18\x01 \x01(\tR\breplayId\x12!\n" +
 	"\freplay_count\x18\x02 \x01(\x05R\vreplayCount\x12\x18\n" +
-	"\aoutcome\x18\x03 \x01(\tR\aoutcome2\x89\x03\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome*\xbb\x01\n" +
+	"\rActivityState\x12\x1e\n" +
+	"\x1aACTIVITY_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18ACTIVITY_STATE_SCHEDULED\x10\x01\x12\x1a\n" +
+	"\x16ACTIVITY_STATE_ON_SALE\x10\x02\x12\x19\n" +
+	"\x15ACTIVITY_STATE_PAUSED\x10\x03\x12\x1b\n" +
+	"\x17ACTIVITY_STATE_SOLD_OUT\x10\x04\x12\x18\n" +
+	"\x14ACTIVITY_STATE_ENDED\x10\x052\xbd\b\n" +
 	"\fAdminService\x12Y\n" +
 	"\x0eCreateActivity\x12!.seckill.v1.CreateActivityRequest\x1a\".seckill.v1.CreateActivityResponse\"\x00\x12\\\n" +
 	"\x0eGetStockReport\x12!.seckill.v1.GetStockReportRequest\x1a\".seckill.v1.GetStockReportResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\x0fListDeadLetters\x12\".seckill.v1.ListDeadLettersRequest\x1a#.seckill.v1.ListDeadLettersResponse\"\x03\x90\x02\x01\x12_\n" +
-	"\x10ReplayDeadLetter\x12#.seckill.v1.ReplayDeadLetterRequest\x1a$.seckill.v1.ReplayDeadLetterResponse\"\x00B\xa4\x01\n" +
+	"\x10ReplayDeadLetter\x12#.seckill.v1.ReplayDeadLetterRequest\x1a$.seckill.v1.ReplayDeadLetterResponse\"\x00\x12\\\n" +
+	"\x0eListActivities\x12!.seckill.v1.ListActivitiesRequest\x1a\".seckill.v1.ListActivitiesResponse\"\x03\x90\x02\x01\x12S\n" +
+	"\vGetActivity\x12\x1e.seckill.v1.GetActivityRequest\x1a\x1f.seckill.v1.GetActivityResponse\"\x03\x90\x02\x01\x12Y\n" +
+	"\x0eUpdateActivity\x12!.seckill.v1.UpdateActivityRequest\x1a\".seckill.v1.UpdateActivityResponse\"\x00\x12V\n" +
+	"\rPauseActivity\x12 .seckill.v1.PauseActivityRequest\x1a!.seckill.v1.PauseActivityResponse\"\x00\x12Y\n" +
+	"\x0eResumeActivity\x12!.seckill.v1.ResumeActivityRequest\x1a\".seckill.v1.ResumeActivityResponse\"\x00\x12V\n" +
+	"\rCloseActivity\x12 .seckill.v1.CloseActivityRequest\x1a!.seckill.v1.CloseActivityResponse\"\x00\x12G\n" +
+	"\bAddStock\x12\x1b.seckill.v1.AddStockRequest\x1a\x1c.seckill.v1.AddStockResponse\"\x00\x12P\n" +
+	"\vRemoveStock\x12\x1e.seckill.v1.RemoveStockRequest\x1a\x1f.seckill.v1.RemoveStockResponse\"\x00B\xa4\x01\n" +
 	"\x0ecom.seckill.v1B\n" +
 	"AdminProtoP\x01Z=github.com/seckill-dev/seckill/proto/gen/seckill/v1;seckillv1\xa2\x02\x03SXX\xaa\x02\n" +
 	"Seckill.V1\xca\x02\n" +
@@ -1050,50 +2242,100 @@ func file_seckill_v1_admin_proto_rawDescGZIP() []byte {
 	return file_seckill_v1_admin_proto_rawDescData
 }
 
-var file_seckill_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_seckill_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_seckill_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_seckill_v1_admin_proto_goTypes = []any{
-	(*CreateActivityRequest)(nil),    // 0: seckill.v1.CreateActivityRequest
-	(*CreateActivityResponse)(nil),   // 1: seckill.v1.CreateActivityResponse
-	(*Activity)(nil),                 // 2: seckill.v1.Activity
-	(*GetStockReportRequest)(nil),    // 3: seckill.v1.GetStockReportRequest
-	(*GetStockReportResponse)(nil),   // 4: seckill.v1.GetStockReportResponse
-	(*StockReport)(nil),              // 5: seckill.v1.StockReport
-	(*ListDeadLettersRequest)(nil),   // 6: seckill.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 7: seckill.v1.ListDeadLettersResponse
-	(*DeadLetter)(nil),               // 8: seckill.v1.DeadLetter
-	(*ReplayDeadLetterRequest)(nil),  // 9: seckill.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 10: seckill.v1.ReplayDeadLetterResponse
-	(*timestamppb.Timestamp)(nil),    // 11: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 12: google.protobuf.Duration
+	(ActivityState)(0),               // 0: seckill.v1.ActivityState
+	(*ActivityStatus)(nil),           // 1: seckill.v1.ActivityStatus
+	(*ListActivitiesRequest)(nil),    // 2: seckill.v1.ListActivitiesRequest
+	(*ListActivitiesResponse)(nil),   // 3: seckill.v1.ListActivitiesResponse
+	(*GetActivityRequest)(nil),       // 4: seckill.v1.GetActivityRequest
+	(*GetActivityResponse)(nil),      // 5: seckill.v1.GetActivityResponse
+	(*UpdateActivityRequest)(nil),    // 6: seckill.v1.UpdateActivityRequest
+	(*UpdateActivityResponse)(nil),   // 7: seckill.v1.UpdateActivityResponse
+	(*PauseActivityRequest)(nil),     // 8: seckill.v1.PauseActivityRequest
+	(*PauseActivityResponse)(nil),    // 9: seckill.v1.PauseActivityResponse
+	(*ResumeActivityRequest)(nil),    // 10: seckill.v1.ResumeActivityRequest
+	(*ResumeActivityResponse)(nil),   // 11: seckill.v1.ResumeActivityResponse
+	(*CloseActivityRequest)(nil),     // 12: seckill.v1.CloseActivityRequest
+	(*CloseActivityResponse)(nil),    // 13: seckill.v1.CloseActivityResponse
+	(*AddStockRequest)(nil),          // 14: seckill.v1.AddStockRequest
+	(*AddStockResponse)(nil),         // 15: seckill.v1.AddStockResponse
+	(*RemoveStockRequest)(nil),       // 16: seckill.v1.RemoveStockRequest
+	(*RemoveStockResponse)(nil),      // 17: seckill.v1.RemoveStockResponse
+	(*CreateActivityRequest)(nil),    // 18: seckill.v1.CreateActivityRequest
+	(*CreateActivityResponse)(nil),   // 19: seckill.v1.CreateActivityResponse
+	(*Activity)(nil),                 // 20: seckill.v1.Activity
+	(*GetStockReportRequest)(nil),    // 21: seckill.v1.GetStockReportRequest
+	(*GetStockReportResponse)(nil),   // 22: seckill.v1.GetStockReportResponse
+	(*StockReport)(nil),              // 23: seckill.v1.StockReport
+	(*ListDeadLettersRequest)(nil),   // 24: seckill.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 25: seckill.v1.ListDeadLettersResponse
+	(*DeadLetter)(nil),               // 26: seckill.v1.DeadLetter
+	(*ReplayDeadLetterRequest)(nil),  // 27: seckill.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 28: seckill.v1.ReplayDeadLetterResponse
+	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 30: google.protobuf.FieldMask
+	(*durationpb.Duration)(nil),      // 31: google.protobuf.Duration
 }
 var file_seckill_v1_admin_proto_depIdxs = []int32{
-	11, // 0: seckill.v1.CreateActivityRequest.starts_at:type_name -> google.protobuf.Timestamp
-	11, // 1: seckill.v1.CreateActivityRequest.ends_at:type_name -> google.protobuf.Timestamp
-	12, // 2: seckill.v1.CreateActivityRequest.payment_timeout:type_name -> google.protobuf.Duration
-	12, // 3: seckill.v1.CreateActivityRequest.reservation_ttl:type_name -> google.protobuf.Duration
-	2,  // 4: seckill.v1.CreateActivityResponse.activity:type_name -> seckill.v1.Activity
-	11, // 5: seckill.v1.Activity.starts_at:type_name -> google.protobuf.Timestamp
-	11, // 6: seckill.v1.Activity.ends_at:type_name -> google.protobuf.Timestamp
-	12, // 7: seckill.v1.Activity.payment_timeout:type_name -> google.protobuf.Duration
-	12, // 8: seckill.v1.Activity.reservation_ttl:type_name -> google.protobuf.Duration
-	5,  // 9: seckill.v1.GetStockReportResponse.report:type_name -> seckill.v1.StockReport
-	11, // 10: seckill.v1.StockReport.measured_at:type_name -> google.protobuf.Timestamp
-	8,  // 11: seckill.v1.ListDeadLettersResponse.dead_letters:type_name -> seckill.v1.DeadLetter
-	11, // 12: seckill.v1.DeadLetter.first_seen_at:type_name -> google.protobuf.Timestamp
-	11, // 13: seckill.v1.DeadLetter.last_seen_at:type_name -> google.protobuf.Timestamp
-	0,  // 14: seckill.v1.AdminService.CreateActivity:input_type -> seckill.v1.CreateActivityRequest
-	3,  // 15: seckill.v1.AdminService.GetStockReport:input_type -> seckill.v1.GetStockReportRequest
-	6,  // 16: seckill.v1.AdminService.ListDeadLetters:input_type -> seckill.v1.ListDeadLettersRequest
-	9,  // 17: seckill.v1.AdminService.ReplayDeadLetter:input_type -> seckill.v1.ReplayDeadLetterRequest
-	1,  // 18: seckill.v1.AdminService.CreateActivity:output_type -> seckill.v1.CreateActivityResponse
-	4,  // 19: seckill.v1.AdminService.GetStockReport:output_type -> seckill.v1.GetStockReportResponse
-	7,  // 20: seckill.v1.AdminService.ListDeadLetters:output_type -> seckill.v1.ListDeadLettersResponse
-	10, // 21: seckill.v1.AdminService.ReplayDeadLetter:output_type -> seckill.v1.ReplayDeadLetterResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	20, // 0: seckill.v1.ActivityStatus.activity:type_name -> seckill.v1.Activity
+	0,  // 1: seckill.v1.ActivityStatus.state:type_name -> seckill.v1.ActivityState
+	29, // 2: seckill.v1.ActivityStatus.closed_at:type_name -> google.protobuf.Timestamp
+	29, // 3: seckill.v1.ActivityStatus.updated_at:type_name -> google.protobuf.Timestamp
+	0,  // 4: seckill.v1.ListActivitiesRequest.states:type_name -> seckill.v1.ActivityState
+	1,  // 5: seckill.v1.ListActivitiesResponse.activities:type_name -> seckill.v1.ActivityStatus
+	1,  // 6: seckill.v1.GetActivityResponse.activity:type_name -> seckill.v1.ActivityStatus
+	23, // 7: seckill.v1.GetActivityResponse.books:type_name -> seckill.v1.StockReport
+	29, // 8: seckill.v1.UpdateActivityRequest.ends_at:type_name -> google.protobuf.Timestamp
+	30, // 9: seckill.v1.UpdateActivityRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 10: seckill.v1.UpdateActivityResponse.activity:type_name -> seckill.v1.ActivityStatus
+	1,  // 11: seckill.v1.PauseActivityResponse.activity:type_name -> seckill.v1.ActivityStatus
+	1,  // 12: seckill.v1.ResumeActivityResponse.activity:type_name -> seckill.v1.ActivityStatus
+	1,  // 13: seckill.v1.CloseActivityResponse.activity:type_name -> seckill.v1.ActivityStatus
+	29, // 14: seckill.v1.CreateActivityRequest.starts_at:type_name -> google.protobuf.Timestamp
+	29, // 15: seckill.v1.CreateActivityRequest.ends_at:type_name -> google.protobuf.Timestamp
+	31, // 16: seckill.v1.CreateActivityRequest.payment_timeout:type_name -> google.protobuf.Duration
+	31, // 17: seckill.v1.CreateActivityRequest.reservation_ttl:type_name -> google.protobuf.Duration
+	20, // 18: seckill.v1.CreateActivityResponse.activity:type_name -> seckill.v1.Activity
+	29, // 19: seckill.v1.Activity.starts_at:type_name -> google.protobuf.Timestamp
+	29, // 20: seckill.v1.Activity.ends_at:type_name -> google.protobuf.Timestamp
+	31, // 21: seckill.v1.Activity.payment_timeout:type_name -> google.protobuf.Duration
+	31, // 22: seckill.v1.Activity.reservation_ttl:type_name -> google.protobuf.Duration
+	23, // 23: seckill.v1.GetStockReportResponse.report:type_name -> seckill.v1.StockReport
+	29, // 24: seckill.v1.StockReport.measured_at:type_name -> google.protobuf.Timestamp
+	26, // 25: seckill.v1.ListDeadLettersResponse.dead_letters:type_name -> seckill.v1.DeadLetter
+	29, // 26: seckill.v1.DeadLetter.first_seen_at:type_name -> google.protobuf.Timestamp
+	29, // 27: seckill.v1.DeadLetter.last_seen_at:type_name -> google.protobuf.Timestamp
+	18, // 28: seckill.v1.AdminService.CreateActivity:input_type -> seckill.v1.CreateActivityRequest
+	21, // 29: seckill.v1.AdminService.GetStockReport:input_type -> seckill.v1.GetStockReportRequest
+	24, // 30: seckill.v1.AdminService.ListDeadLetters:input_type -> seckill.v1.ListDeadLettersRequest
+	27, // 31: seckill.v1.AdminService.ReplayDeadLetter:input_type -> seckill.v1.ReplayDeadLetterRequest
+	2,  // 32: seckill.v1.AdminService.ListActivities:input_type -> seckill.v1.ListActivitiesRequest
+	4,  // 33: seckill.v1.AdminService.GetActivity:input_type -> seckill.v1.GetActivityRequest
+	6,  // 34: seckill.v1.AdminService.UpdateActivity:input_type -> seckill.v1.UpdateActivityRequest
+	8,  // 35: seckill.v1.AdminService.PauseActivity:input_type -> seckill.v1.PauseActivityRequest
+	10, // 36: seckill.v1.AdminService.ResumeActivity:input_type -> seckill.v1.ResumeActivityRequest
+	12, // 37: seckill.v1.AdminService.CloseActivity:input_type -> seckill.v1.CloseActivityRequest
+	14, // 38: seckill.v1.AdminService.AddStock:input_type -> seckill.v1.AddStockRequest
+	16, // 39: seckill.v1.AdminService.RemoveStock:input_type -> seckill.v1.RemoveStockRequest
+	19, // 40: seckill.v1.AdminService.CreateActivity:output_type -> seckill.v1.CreateActivityResponse
+	22, // 41: seckill.v1.AdminService.GetStockReport:output_type -> seckill.v1.GetStockReportResponse
+	25, // 42: seckill.v1.AdminService.ListDeadLetters:output_type -> seckill.v1.ListDeadLettersResponse
+	28, // 43: seckill.v1.AdminService.ReplayDeadLetter:output_type -> seckill.v1.ReplayDeadLetterResponse
+	3,  // 44: seckill.v1.AdminService.ListActivities:output_type -> seckill.v1.ListActivitiesResponse
+	5,  // 45: seckill.v1.AdminService.GetActivity:output_type -> seckill.v1.GetActivityResponse
+	7,  // 46: seckill.v1.AdminService.UpdateActivity:output_type -> seckill.v1.UpdateActivityResponse
+	9,  // 47: seckill.v1.AdminService.PauseActivity:output_type -> seckill.v1.PauseActivityResponse
+	11, // 48: seckill.v1.AdminService.ResumeActivity:output_type -> seckill.v1.ResumeActivityResponse
+	13, // 49: seckill.v1.AdminService.CloseActivity:output_type -> seckill.v1.CloseActivityResponse
+	15, // 50: seckill.v1.AdminService.AddStock:output_type -> seckill.v1.AddStockResponse
+	17, // 51: seckill.v1.AdminService.RemoveStock:output_type -> seckill.v1.RemoveStockResponse
+	40, // [40:52] is the sub-list for method output_type
+	28, // [28:40] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_seckill_v1_admin_proto_init() }
@@ -1106,13 +2348,14 @@ func file_seckill_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seckill_v1_admin_proto_rawDesc), len(file_seckill_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_seckill_v1_admin_proto_goTypes,
 		DependencyIndexes: file_seckill_v1_admin_proto_depIdxs,
+		EnumInfos:         file_seckill_v1_admin_proto_enumTypes,
 		MessageInfos:      file_seckill_v1_admin_proto_msgTypes,
 	}.Build()
 	File_seckill_v1_admin_proto = out.File

@@ -671,12 +671,297 @@ func (x *Order) GetCanceledAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// OrderServiceGetActivityRequest names an activity SKU.
+type OrderServiceGetActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id; must be > 0.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id; must be > 0.
+	SkuId         int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderServiceGetActivityRequest) Reset() {
+	*x = OrderServiceGetActivityRequest{}
+	mi := &file_seckill_v1_order_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderServiceGetActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderServiceGetActivityRequest) ProtoMessage() {}
+
+func (x *OrderServiceGetActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_order_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderServiceGetActivityRequest.ProtoReflect.Descriptor instead.
+func (*OrderServiceGetActivityRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_order_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *OrderServiceGetActivityRequest) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *OrderServiceGetActivityRequest) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+// OrderServiceGetActivityResponse is the buyer's view of an activity SKU.
+type OrderServiceGetActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// activity_id of the activity.
+	ActivityId int64 `protobuf:"varint,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// sku_id of the activity.
+	SkuId int64 `protobuf:"varint,2,opt,name=sku_id,json=skuId,proto3" json:"sku_id,omitempty"`
+	// state is the activity's state now.
+	State ActivityState `protobuf:"varint,3,opt,name=state,proto3,enum=seckill.v1.ActivityState" json:"state,omitempty"`
+	// starts_at opens the sale.
+	StartsAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=starts_at,json=startsAt,proto3" json:"starts_at,omitempty"`
+	// ends_at closes the sale (moved by operators: earlier or later, or to
+	// the close).
+	EndsAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=ends_at,json=endsAt,proto3" json:"ends_at,omitempty"`
+	// server_time is the service's clock when it answered.
+	ServerTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// sold_out: no unit is left to reserve now (units may come back).
+	SoldOut bool `protobuf:"varint,7,opt,name=sold_out,json=soldOut,proto3" json:"sold_out,omitempty"`
+	// unit_price is the price of one unit in minor units of currency; 0
+	// means not priced.
+	UnitPrice int64 `protobuf:"varint,8,opt,name=unit_price,json=unitPrice,proto3" json:"unit_price,omitempty"`
+	// currency is the ISO 4217 code of unit_price, empty when it is 0.
+	Currency      string `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderServiceGetActivityResponse) Reset() {
+	*x = OrderServiceGetActivityResponse{}
+	mi := &file_seckill_v1_order_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderServiceGetActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderServiceGetActivityResponse) ProtoMessage() {}
+
+func (x *OrderServiceGetActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_order_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderServiceGetActivityResponse.ProtoReflect.Descriptor instead.
+func (*OrderServiceGetActivityResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_order_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *OrderServiceGetActivityResponse) GetActivityId() int64 {
+	if x != nil {
+		return x.ActivityId
+	}
+	return 0
+}
+
+func (x *OrderServiceGetActivityResponse) GetSkuId() int64 {
+	if x != nil {
+		return x.SkuId
+	}
+	return 0
+}
+
+func (x *OrderServiceGetActivityResponse) GetState() ActivityState {
+	if x != nil {
+		return x.State
+	}
+	return ActivityState_ACTIVITY_STATE_UNSPECIFIED
+}
+
+func (x *OrderServiceGetActivityResponse) GetStartsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartsAt
+	}
+	return nil
+}
+
+func (x *OrderServiceGetActivityResponse) GetEndsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndsAt
+	}
+	return nil
+}
+
+func (x *OrderServiceGetActivityResponse) GetServerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
+func (x *OrderServiceGetActivityResponse) GetSoldOut() bool {
+	if x != nil {
+		return x.SoldOut
+	}
+	return false
+}
+
+func (x *OrderServiceGetActivityResponse) GetUnitPrice() int64 {
+	if x != nil {
+		return x.UnitPrice
+	}
+	return 0
+}
+
+func (x *OrderServiceGetActivityResponse) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+// ListMyOrdersRequest pages through the caller's orders.
+type ListMyOrdersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is 1..100; 0 means 20.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a previous listing.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMyOrdersRequest) Reset() {
+	*x = ListMyOrdersRequest{}
+	mi := &file_seckill_v1_order_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMyOrdersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMyOrdersRequest) ProtoMessage() {}
+
+func (x *ListMyOrdersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_order_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMyOrdersRequest.ProtoReflect.Descriptor instead.
+func (*ListMyOrdersRequest) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_order_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListMyOrdersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMyOrdersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMyOrdersResponse is one page of the caller's orders.
+type ListMyOrdersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// orders on this page, newest first.
+	Orders []*Order `protobuf:"bytes,1,rep,name=orders,proto3" json:"orders,omitempty"`
+	// next_page_token is empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMyOrdersResponse) Reset() {
+	*x = ListMyOrdersResponse{}
+	mi := &file_seckill_v1_order_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMyOrdersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMyOrdersResponse) ProtoMessage() {}
+
+func (x *ListMyOrdersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seckill_v1_order_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMyOrdersResponse.ProtoReflect.Descriptor instead.
+func (*ListMyOrdersResponse) Descriptor() ([]byte, []int) {
+	return file_seckill_v1_order_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListMyOrdersResponse) GetOrders() []*Order {
+	if x != nil {
+		return x.Orders
+	}
+	return nil
+}
+
+func (x *ListMyOrdersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_seckill_v1_order_proto protoreflect.FileDescriptor
 
 const file_seckill_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"\x16seckill/v1/order.proto\x12\n" +
-	"seckill.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n" +
+	"seckill.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16seckill/v1/admin.proto\"j\n" +
 	"\x11PlaceOrderRequest\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\x03R\n" +
 	"activityId\x12\x15\n" +
@@ -722,20 +1007,46 @@ const file_seckill_v1_order_proto_rawDesc = "" +
 	"expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x123\n" +
 	"\apaid_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x06paidAt\x12;\n" +
 	"\vcanceled_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"canceledAt*\xac\x01\n" +
+	"canceledAt\"X\n" +
+	"\x1eOrderServiceGetActivityRequest\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\"\x8b\x03\n" +
+	"\x1fOrderServiceGetActivityResponse\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\x03R\n" +
+	"activityId\x12\x15\n" +
+	"\x06sku_id\x18\x02 \x01(\x03R\x05skuId\x12/\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x19.seckill.v1.ActivityStateR\x05state\x127\n" +
+	"\tstarts_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bstartsAt\x123\n" +
+	"\aends_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06endsAt\x12;\n" +
+	"\vserver_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"serverTime\x12\x19\n" +
+	"\bsold_out\x18\a \x01(\bR\asoldOut\x12\x1d\n" +
+	"\n" +
+	"unit_price\x18\b \x01(\x03R\tunitPrice\x12\x1a\n" +
+	"\bcurrency\x18\t \x01(\tR\bcurrency\"Q\n" +
+	"\x13ListMyOrdersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
+	"\x14ListMyOrdersResponse\x12)\n" +
+	"\x06orders\x18\x01 \x03(\v2\x11.seckill.v1.OrderR\x06orders\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xac\x01\n" +
 	"\vOrderStatus\x12\x1c\n" +
 	"\x18ORDER_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ORDER_STATUS_QUEUING\x10\x01\x12\x18\n" +
 	"\x14ORDER_STATUS_CREATED\x10\x02\x12\x15\n" +
 	"\x11ORDER_STATUS_PAID\x10\x03\x12\x19\n" +
 	"\x15ORDER_STATUS_CANCELED\x10\x04\x12\x19\n" +
-	"\x15ORDER_STATUS_REJECTED\x10\x052\xc4\x02\n" +
+	"\x15ORDER_STATUS_REJECTED\x10\x052\x89\x04\n" +
 	"\fOrderService\x12M\n" +
 	"\n" +
 	"PlaceOrder\x12\x1d.seckill.v1.PlaceOrderRequest\x1a\x1e.seckill.v1.PlaceOrderResponse\"\x00\x12J\n" +
 	"\bGetOrder\x12\x1b.seckill.v1.GetOrderRequest\x1a\x1c.seckill.v1.GetOrderResponse\"\x03\x90\x02\x01\x12G\n" +
 	"\bPayOrder\x12\x1b.seckill.v1.PayOrderRequest\x1a\x1c.seckill.v1.PayOrderResponse\"\x00\x12P\n" +
-	"\vCancelOrder\x12\x1e.seckill.v1.CancelOrderRequest\x1a\x1f.seckill.v1.CancelOrderResponse\"\x00B\xa4\x01\n" +
+	"\vCancelOrder\x12\x1e.seckill.v1.CancelOrderRequest\x1a\x1f.seckill.v1.CancelOrderResponse\"\x00\x12k\n" +
+	"\vGetActivity\x12*.seckill.v1.OrderServiceGetActivityRequest\x1a+.seckill.v1.OrderServiceGetActivityResponse\"\x03\x90\x02\x01\x12V\n" +
+	"\fListMyOrders\x12\x1f.seckill.v1.ListMyOrdersRequest\x1a .seckill.v1.ListMyOrdersResponse\"\x03\x90\x02\x01B\xa4\x01\n" +
 	"\x0ecom.seckill.v1B\n" +
 	"OrderProtoP\x01Z=github.com/seckill-dev/seckill/proto/gen/seckill/v1;seckillv1\xa2\x02\x03SXX\xaa\x02\n" +
 	"Seckill.V1\xca\x02\n" +
@@ -754,19 +1065,24 @@ func file_seckill_v1_order_proto_rawDescGZIP() []byte {
 }
 
 var file_seckill_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_seckill_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_seckill_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_seckill_v1_order_proto_goTypes = []any{
-	(OrderStatus)(0),              // 0: seckill.v1.OrderStatus
-	(*PlaceOrderRequest)(nil),     // 1: seckill.v1.PlaceOrderRequest
-	(*PlaceOrderResponse)(nil),    // 2: seckill.v1.PlaceOrderResponse
-	(*GetOrderRequest)(nil),       // 3: seckill.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),      // 4: seckill.v1.GetOrderResponse
-	(*PayOrderRequest)(nil),       // 5: seckill.v1.PayOrderRequest
-	(*PayOrderResponse)(nil),      // 6: seckill.v1.PayOrderResponse
-	(*CancelOrderRequest)(nil),    // 7: seckill.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),   // 8: seckill.v1.CancelOrderResponse
-	(*Order)(nil),                 // 9: seckill.v1.Order
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(OrderStatus)(0),                        // 0: seckill.v1.OrderStatus
+	(*PlaceOrderRequest)(nil),               // 1: seckill.v1.PlaceOrderRequest
+	(*PlaceOrderResponse)(nil),              // 2: seckill.v1.PlaceOrderResponse
+	(*GetOrderRequest)(nil),                 // 3: seckill.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),                // 4: seckill.v1.GetOrderResponse
+	(*PayOrderRequest)(nil),                 // 5: seckill.v1.PayOrderRequest
+	(*PayOrderResponse)(nil),                // 6: seckill.v1.PayOrderResponse
+	(*CancelOrderRequest)(nil),              // 7: seckill.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),             // 8: seckill.v1.CancelOrderResponse
+	(*Order)(nil),                           // 9: seckill.v1.Order
+	(*OrderServiceGetActivityRequest)(nil),  // 10: seckill.v1.OrderServiceGetActivityRequest
+	(*OrderServiceGetActivityResponse)(nil), // 11: seckill.v1.OrderServiceGetActivityResponse
+	(*ListMyOrdersRequest)(nil),             // 12: seckill.v1.ListMyOrdersRequest
+	(*ListMyOrdersResponse)(nil),            // 13: seckill.v1.ListMyOrdersResponse
+	(*timestamppb.Timestamp)(nil),           // 14: google.protobuf.Timestamp
+	(ActivityState)(0),                      // 15: seckill.v1.ActivityState
 }
 var file_seckill_v1_order_proto_depIdxs = []int32{
 	0,  // 0: seckill.v1.PlaceOrderResponse.status:type_name -> seckill.v1.OrderStatus
@@ -774,24 +1090,33 @@ var file_seckill_v1_order_proto_depIdxs = []int32{
 	9,  // 2: seckill.v1.PayOrderResponse.order:type_name -> seckill.v1.Order
 	9,  // 3: seckill.v1.CancelOrderResponse.order:type_name -> seckill.v1.Order
 	0,  // 4: seckill.v1.Order.status:type_name -> seckill.v1.OrderStatus
-	10, // 5: seckill.v1.Order.created_at:type_name -> google.protobuf.Timestamp
-	10, // 6: seckill.v1.Order.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 7: seckill.v1.Order.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 8: seckill.v1.Order.paid_at:type_name -> google.protobuf.Timestamp
-	10, // 9: seckill.v1.Order.canceled_at:type_name -> google.protobuf.Timestamp
-	1,  // 10: seckill.v1.OrderService.PlaceOrder:input_type -> seckill.v1.PlaceOrderRequest
-	3,  // 11: seckill.v1.OrderService.GetOrder:input_type -> seckill.v1.GetOrderRequest
-	5,  // 12: seckill.v1.OrderService.PayOrder:input_type -> seckill.v1.PayOrderRequest
-	7,  // 13: seckill.v1.OrderService.CancelOrder:input_type -> seckill.v1.CancelOrderRequest
-	2,  // 14: seckill.v1.OrderService.PlaceOrder:output_type -> seckill.v1.PlaceOrderResponse
-	4,  // 15: seckill.v1.OrderService.GetOrder:output_type -> seckill.v1.GetOrderResponse
-	6,  // 16: seckill.v1.OrderService.PayOrder:output_type -> seckill.v1.PayOrderResponse
-	8,  // 17: seckill.v1.OrderService.CancelOrder:output_type -> seckill.v1.CancelOrderResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 5: seckill.v1.Order.created_at:type_name -> google.protobuf.Timestamp
+	14, // 6: seckill.v1.Order.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 7: seckill.v1.Order.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 8: seckill.v1.Order.paid_at:type_name -> google.protobuf.Timestamp
+	14, // 9: seckill.v1.Order.canceled_at:type_name -> google.protobuf.Timestamp
+	15, // 10: seckill.v1.OrderServiceGetActivityResponse.state:type_name -> seckill.v1.ActivityState
+	14, // 11: seckill.v1.OrderServiceGetActivityResponse.starts_at:type_name -> google.protobuf.Timestamp
+	14, // 12: seckill.v1.OrderServiceGetActivityResponse.ends_at:type_name -> google.protobuf.Timestamp
+	14, // 13: seckill.v1.OrderServiceGetActivityResponse.server_time:type_name -> google.protobuf.Timestamp
+	9,  // 14: seckill.v1.ListMyOrdersResponse.orders:type_name -> seckill.v1.Order
+	1,  // 15: seckill.v1.OrderService.PlaceOrder:input_type -> seckill.v1.PlaceOrderRequest
+	3,  // 16: seckill.v1.OrderService.GetOrder:input_type -> seckill.v1.GetOrderRequest
+	5,  // 17: seckill.v1.OrderService.PayOrder:input_type -> seckill.v1.PayOrderRequest
+	7,  // 18: seckill.v1.OrderService.CancelOrder:input_type -> seckill.v1.CancelOrderRequest
+	10, // 19: seckill.v1.OrderService.GetActivity:input_type -> seckill.v1.OrderServiceGetActivityRequest
+	12, // 20: seckill.v1.OrderService.ListMyOrders:input_type -> seckill.v1.ListMyOrdersRequest
+	2,  // 21: seckill.v1.OrderService.PlaceOrder:output_type -> seckill.v1.PlaceOrderResponse
+	4,  // 22: seckill.v1.OrderService.GetOrder:output_type -> seckill.v1.GetOrderResponse
+	6,  // 23: seckill.v1.OrderService.PayOrder:output_type -> seckill.v1.PayOrderResponse
+	8,  // 24: seckill.v1.OrderService.CancelOrder:output_type -> seckill.v1.CancelOrderResponse
+	11, // 25: seckill.v1.OrderService.GetActivity:output_type -> seckill.v1.OrderServiceGetActivityResponse
+	13, // 26: seckill.v1.OrderService.ListMyOrders:output_type -> seckill.v1.ListMyOrdersResponse
+	21, // [21:27] is the sub-list for method output_type
+	15, // [15:21] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_seckill_v1_order_proto_init() }
@@ -799,13 +1124,14 @@ func file_seckill_v1_order_proto_init() {
 	if File_seckill_v1_order_proto != nil {
 		return
 	}
+	file_seckill_v1_admin_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seckill_v1_order_proto_rawDesc), len(file_seckill_v1_order_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

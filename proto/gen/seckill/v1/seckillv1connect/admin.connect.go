@@ -45,6 +45,29 @@ const (
 	// AdminServiceReplayDeadLetterProcedure is the fully-qualified name of the AdminService's
 	// ReplayDeadLetter RPC.
 	AdminServiceReplayDeadLetterProcedure = "/seckill.v1.AdminService/ReplayDeadLetter"
+	// AdminServiceListActivitiesProcedure is the fully-qualified name of the AdminService's
+	// ListActivities RPC.
+	AdminServiceListActivitiesProcedure = "/seckill.v1.AdminService/ListActivities"
+	// AdminServiceGetActivityProcedure is the fully-qualified name of the AdminService's GetActivity
+	// RPC.
+	AdminServiceGetActivityProcedure = "/seckill.v1.AdminService/GetActivity"
+	// AdminServiceUpdateActivityProcedure is the fully-qualified name of the AdminService's
+	// UpdateActivity RPC.
+	AdminServiceUpdateActivityProcedure = "/seckill.v1.AdminService/UpdateActivity"
+	// AdminServicePauseActivityProcedure is the fully-qualified name of the AdminService's
+	// PauseActivity RPC.
+	AdminServicePauseActivityProcedure = "/seckill.v1.AdminService/PauseActivity"
+	// AdminServiceResumeActivityProcedure is the fully-qualified name of the AdminService's
+	// ResumeActivity RPC.
+	AdminServiceResumeActivityProcedure = "/seckill.v1.AdminService/ResumeActivity"
+	// AdminServiceCloseActivityProcedure is the fully-qualified name of the AdminService's
+	// CloseActivity RPC.
+	AdminServiceCloseActivityProcedure = "/seckill.v1.AdminService/CloseActivity"
+	// AdminServiceAddStockProcedure is the fully-qualified name of the AdminService's AddStock RPC.
+	AdminServiceAddStockProcedure = "/seckill.v1.AdminService/AddStock"
+	// AdminServiceRemoveStockProcedure is the fully-qualified name of the AdminService's RemoveStock
+	// RPC.
+	AdminServiceRemoveStockProcedure = "/seckill.v1.AdminService/RemoveStock"
 )
 
 // AdminServiceClient is a client for the seckill.v1.AdminService service.
@@ -63,6 +86,53 @@ type AdminServiceClient interface {
 	// ReplayDeadLetter republishes a dead letter with its original message_id
 	// and a new replay_id, after the pre-checks pass. Every call is audited.
 	ReplayDeadLetter(context.Context, *connect.Request[v1.ReplayDeadLetterRequest]) (*connect.Response[v1.ReplayDeadLetterResponse], error)
+	// ListActivities pages through activity SKUs in (activity_id, sku_id)
+	// order with their state, optionally only those in the given states.
+	// InvalidArgument names page_size, page_token or states when they are
+	// bad.
+	ListActivities(context.Context, *connect.Request[v1.ListActivitiesRequest]) (*connect.Response[v1.ListActivitiesResponse], error)
+	// GetActivity returns one activity SKU's settings and state with the
+	// stock report's books measured now. NotFound (reason ACTIVITY_NOT_FOUND)
+	// for an unknown activity SKU; InvalidArgument for a bad id.
+	GetActivity(context.Context, *connect.Request[v1.GetActivityRequest]) (*connect.Response[v1.GetActivityResponse], error)
+	// UpdateActivity changes what is safe to change during a sale: today
+	// ends_at (later, or earlier but not in the past; use CloseActivity to
+	// end the sale now). InvalidArgument names a field that may not change
+	// (an update_mask path other than ends_at) or a bad value;
+	// NotFound for an unknown activity SKU; FailedPrecondition (reason
+	// ACTIVITY_ENDED) when the sale has ended. Audited, a refused change too.
+	UpdateActivity(context.Context, *connect.Request[v1.UpdateActivityRequest]) (*connect.Response[v1.UpdateActivityResponse], error)
+	// PauseActivity stops the entry of the sale: once it answers, every
+	// PlaceOrder of the SKU fails with FailedPrecondition reason
+	// ACTIVITY_PAUSED until ResumeActivity; reservations accepted before go
+	// on to become orders. Pausing a paused sale succeeds and changes
+	// nothing. NotFound for an unknown activity SKU; FailedPrecondition
+	// (reason ACTIVITY_ENDED) for an ended sale. Audited.
+	PauseActivity(context.Context, *connect.Request[v1.PauseActivityRequest]) (*connect.Response[v1.PauseActivityResponse], error)
+	// ResumeActivity undoes PauseActivity. FailedPrecondition when the sale
+	// is not paused, or has ended (reason ACTIVITY_ENDED); NotFound for an
+	// unknown activity SKU. Audited.
+	ResumeActivity(context.Context, *connect.Request[v1.ResumeActivityRequest]) (*connect.Response[v1.ResumeActivityResponse], error)
+	// CloseActivity ends the sale now (ends_at moves to now): once it
+	// answers, every PlaceOrder fails with FailedPrecondition reason
+	// ACTIVITY_ENDED; reservations accepted before still become orders or
+	// are released. It reports the units left unsold. FailedPrecondition
+	// (reason ACTIVITY_ENDED) when the sale has already ended; NotFound for
+	// an unknown activity SKU. Audited.
+	CloseActivity(context.Context, *connect.Request[v1.CloseActivityRequest]) (*connect.Response[v1.CloseActivityResponse], error)
+	// AddStock adds quantity units to the sale's stock, exactly once per
+	// request_id (a retry answers the first outcome with applied = false).
+	// InvalidArgument for a quantity <= 0 or a missing request_id;
+	// AlreadyExists (reason REQUEST_ID_REUSED) for a request_id used by
+	// another change; NotFound; FailedPrecondition (reason ACTIVITY_ENDED)
+	// for an ended sale; Unimplemented when the server has no stock
+	// operations. Audited.
+	AddStock(context.Context, *connect.Request[v1.AddStockRequest]) (*connect.Response[v1.AddStockResponse], error)
+	// RemoveStock removes quantity units not yet reserved, exactly once per
+	// request_id, never below zero: when fewer are unreserved it removes
+	// nothing and fails with InvalidArgument on quantity saying how many
+	// could be removed. Otherwise its errors are AddStock's. Audited.
+	RemoveStock(context.Context, *connect.Request[v1.RemoveStockRequest]) (*connect.Response[v1.RemoveStockResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the seckill.v1.AdminService service. By default, it
@@ -102,6 +172,56 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ReplayDeadLetter")),
 			connect.WithClientOptions(opts...),
 		),
+		listActivities: connect.NewClient[v1.ListActivitiesRequest, v1.ListActivitiesResponse](
+			httpClient,
+			baseURL+AdminServiceListActivitiesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListActivities")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getActivity: connect.NewClient[v1.GetActivityRequest, v1.GetActivityResponse](
+			httpClient,
+			baseURL+AdminServiceGetActivityProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetActivity")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateActivity: connect.NewClient[v1.UpdateActivityRequest, v1.UpdateActivityResponse](
+			httpClient,
+			baseURL+AdminServiceUpdateActivityProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UpdateActivity")),
+			connect.WithClientOptions(opts...),
+		),
+		pauseActivity: connect.NewClient[v1.PauseActivityRequest, v1.PauseActivityResponse](
+			httpClient,
+			baseURL+AdminServicePauseActivityProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("PauseActivity")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeActivity: connect.NewClient[v1.ResumeActivityRequest, v1.ResumeActivityResponse](
+			httpClient,
+			baseURL+AdminServiceResumeActivityProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ResumeActivity")),
+			connect.WithClientOptions(opts...),
+		),
+		closeActivity: connect.NewClient[v1.CloseActivityRequest, v1.CloseActivityResponse](
+			httpClient,
+			baseURL+AdminServiceCloseActivityProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CloseActivity")),
+			connect.WithClientOptions(opts...),
+		),
+		addStock: connect.NewClient[v1.AddStockRequest, v1.AddStockResponse](
+			httpClient,
+			baseURL+AdminServiceAddStockProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("AddStock")),
+			connect.WithClientOptions(opts...),
+		),
+		removeStock: connect.NewClient[v1.RemoveStockRequest, v1.RemoveStockResponse](
+			httpClient,
+			baseURL+AdminServiceRemoveStockProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("RemoveStock")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -111,6 +231,14 @@ type adminServiceClient struct {
 	getStockReport   *connect.Client[v1.GetStockReportRequest, v1.GetStockReportResponse]
 	listDeadLetters  *connect.Client[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse]
 	replayDeadLetter *connect.Client[v1.ReplayDeadLetterRequest, v1.ReplayDeadLetterResponse]
+	listActivities   *connect.Client[v1.ListActivitiesRequest, v1.ListActivitiesResponse]
+	getActivity      *connect.Client[v1.GetActivityRequest, v1.GetActivityResponse]
+	updateActivity   *connect.Client[v1.UpdateActivityRequest, v1.UpdateActivityResponse]
+	pauseActivity    *connect.Client[v1.PauseActivityRequest, v1.PauseActivityResponse]
+	resumeActivity   *connect.Client[v1.ResumeActivityRequest, v1.ResumeActivityResponse]
+	closeActivity    *connect.Client[v1.CloseActivityRequest, v1.CloseActivityResponse]
+	addStock         *connect.Client[v1.AddStockRequest, v1.AddStockResponse]
+	removeStock      *connect.Client[v1.RemoveStockRequest, v1.RemoveStockResponse]
 }
 
 // CreateActivity calls seckill.v1.AdminService.CreateActivity.
@@ -133,6 +261,46 @@ func (c *adminServiceClient) ReplayDeadLetter(ctx context.Context, req *connect.
 	return c.replayDeadLetter.CallUnary(ctx, req)
 }
 
+// ListActivities calls seckill.v1.AdminService.ListActivities.
+func (c *adminServiceClient) ListActivities(ctx context.Context, req *connect.Request[v1.ListActivitiesRequest]) (*connect.Response[v1.ListActivitiesResponse], error) {
+	return c.listActivities.CallUnary(ctx, req)
+}
+
+// GetActivity calls seckill.v1.AdminService.GetActivity.
+func (c *adminServiceClient) GetActivity(ctx context.Context, req *connect.Request[v1.GetActivityRequest]) (*connect.Response[v1.GetActivityResponse], error) {
+	return c.getActivity.CallUnary(ctx, req)
+}
+
+// UpdateActivity calls seckill.v1.AdminService.UpdateActivity.
+func (c *adminServiceClient) UpdateActivity(ctx context.Context, req *connect.Request[v1.UpdateActivityRequest]) (*connect.Response[v1.UpdateActivityResponse], error) {
+	return c.updateActivity.CallUnary(ctx, req)
+}
+
+// PauseActivity calls seckill.v1.AdminService.PauseActivity.
+func (c *adminServiceClient) PauseActivity(ctx context.Context, req *connect.Request[v1.PauseActivityRequest]) (*connect.Response[v1.PauseActivityResponse], error) {
+	return c.pauseActivity.CallUnary(ctx, req)
+}
+
+// ResumeActivity calls seckill.v1.AdminService.ResumeActivity.
+func (c *adminServiceClient) ResumeActivity(ctx context.Context, req *connect.Request[v1.ResumeActivityRequest]) (*connect.Response[v1.ResumeActivityResponse], error) {
+	return c.resumeActivity.CallUnary(ctx, req)
+}
+
+// CloseActivity calls seckill.v1.AdminService.CloseActivity.
+func (c *adminServiceClient) CloseActivity(ctx context.Context, req *connect.Request[v1.CloseActivityRequest]) (*connect.Response[v1.CloseActivityResponse], error) {
+	return c.closeActivity.CallUnary(ctx, req)
+}
+
+// AddStock calls seckill.v1.AdminService.AddStock.
+func (c *adminServiceClient) AddStock(ctx context.Context, req *connect.Request[v1.AddStockRequest]) (*connect.Response[v1.AddStockResponse], error) {
+	return c.addStock.CallUnary(ctx, req)
+}
+
+// RemoveStock calls seckill.v1.AdminService.RemoveStock.
+func (c *adminServiceClient) RemoveStock(ctx context.Context, req *connect.Request[v1.RemoveStockRequest]) (*connect.Response[v1.RemoveStockResponse], error) {
+	return c.removeStock.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the seckill.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateActivity opens a flash sale for one SKU with a fixed stock. It
@@ -149,6 +317,53 @@ type AdminServiceHandler interface {
 	// ReplayDeadLetter republishes a dead letter with its original message_id
 	// and a new replay_id, after the pre-checks pass. Every call is audited.
 	ReplayDeadLetter(context.Context, *connect.Request[v1.ReplayDeadLetterRequest]) (*connect.Response[v1.ReplayDeadLetterResponse], error)
+	// ListActivities pages through activity SKUs in (activity_id, sku_id)
+	// order with their state, optionally only those in the given states.
+	// InvalidArgument names page_size, page_token or states when they are
+	// bad.
+	ListActivities(context.Context, *connect.Request[v1.ListActivitiesRequest]) (*connect.Response[v1.ListActivitiesResponse], error)
+	// GetActivity returns one activity SKU's settings and state with the
+	// stock report's books measured now. NotFound (reason ACTIVITY_NOT_FOUND)
+	// for an unknown activity SKU; InvalidArgument for a bad id.
+	GetActivity(context.Context, *connect.Request[v1.GetActivityRequest]) (*connect.Response[v1.GetActivityResponse], error)
+	// UpdateActivity changes what is safe to change during a sale: today
+	// ends_at (later, or earlier but not in the past; use CloseActivity to
+	// end the sale now). InvalidArgument names a field that may not change
+	// (an update_mask path other than ends_at) or a bad value;
+	// NotFound for an unknown activity SKU; FailedPrecondition (reason
+	// ACTIVITY_ENDED) when the sale has ended. Audited, a refused change too.
+	UpdateActivity(context.Context, *connect.Request[v1.UpdateActivityRequest]) (*connect.Response[v1.UpdateActivityResponse], error)
+	// PauseActivity stops the entry of the sale: once it answers, every
+	// PlaceOrder of the SKU fails with FailedPrecondition reason
+	// ACTIVITY_PAUSED until ResumeActivity; reservations accepted before go
+	// on to become orders. Pausing a paused sale succeeds and changes
+	// nothing. NotFound for an unknown activity SKU; FailedPrecondition
+	// (reason ACTIVITY_ENDED) for an ended sale. Audited.
+	PauseActivity(context.Context, *connect.Request[v1.PauseActivityRequest]) (*connect.Response[v1.PauseActivityResponse], error)
+	// ResumeActivity undoes PauseActivity. FailedPrecondition when the sale
+	// is not paused, or has ended (reason ACTIVITY_ENDED); NotFound for an
+	// unknown activity SKU. Audited.
+	ResumeActivity(context.Context, *connect.Request[v1.ResumeActivityRequest]) (*connect.Response[v1.ResumeActivityResponse], error)
+	// CloseActivity ends the sale now (ends_at moves to now): once it
+	// answers, every PlaceOrder fails with FailedPrecondition reason
+	// ACTIVITY_ENDED; reservations accepted before still become orders or
+	// are released. It reports the units left unsold. FailedPrecondition
+	// (reason ACTIVITY_ENDED) when the sale has already ended; NotFound for
+	// an unknown activity SKU. Audited.
+	CloseActivity(context.Context, *connect.Request[v1.CloseActivityRequest]) (*connect.Response[v1.CloseActivityResponse], error)
+	// AddStock adds quantity units to the sale's stock, exactly once per
+	// request_id (a retry answers the first outcome with applied = false).
+	// InvalidArgument for a quantity <= 0 or a missing request_id;
+	// AlreadyExists (reason REQUEST_ID_REUSED) for a request_id used by
+	// another change; NotFound; FailedPrecondition (reason ACTIVITY_ENDED)
+	// for an ended sale; Unimplemented when the server has no stock
+	// operations. Audited.
+	AddStock(context.Context, *connect.Request[v1.AddStockRequest]) (*connect.Response[v1.AddStockResponse], error)
+	// RemoveStock removes quantity units not yet reserved, exactly once per
+	// request_id, never below zero: when fewer are unreserved it removes
+	// nothing and fails with InvalidArgument on quantity saying how many
+	// could be removed. Otherwise its errors are AddStock's. Audited.
+	RemoveStock(context.Context, *connect.Request[v1.RemoveStockRequest]) (*connect.Response[v1.RemoveStockResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -184,6 +399,56 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ReplayDeadLetter")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListActivitiesHandler := connect.NewUnaryHandler(
+		AdminServiceListActivitiesProcedure,
+		svc.ListActivities,
+		connect.WithSchema(adminServiceMethods.ByName("ListActivities")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetActivityHandler := connect.NewUnaryHandler(
+		AdminServiceGetActivityProcedure,
+		svc.GetActivity,
+		connect.WithSchema(adminServiceMethods.ByName("GetActivity")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUpdateActivityHandler := connect.NewUnaryHandler(
+		AdminServiceUpdateActivityProcedure,
+		svc.UpdateActivity,
+		connect.WithSchema(adminServiceMethods.ByName("UpdateActivity")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServicePauseActivityHandler := connect.NewUnaryHandler(
+		AdminServicePauseActivityProcedure,
+		svc.PauseActivity,
+		connect.WithSchema(adminServiceMethods.ByName("PauseActivity")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceResumeActivityHandler := connect.NewUnaryHandler(
+		AdminServiceResumeActivityProcedure,
+		svc.ResumeActivity,
+		connect.WithSchema(adminServiceMethods.ByName("ResumeActivity")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceCloseActivityHandler := connect.NewUnaryHandler(
+		AdminServiceCloseActivityProcedure,
+		svc.CloseActivity,
+		connect.WithSchema(adminServiceMethods.ByName("CloseActivity")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceAddStockHandler := connect.NewUnaryHandler(
+		AdminServiceAddStockProcedure,
+		svc.AddStock,
+		connect.WithSchema(adminServiceMethods.ByName("AddStock")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceRemoveStockHandler := connect.NewUnaryHandler(
+		AdminServiceRemoveStockProcedure,
+		svc.RemoveStock,
+		connect.WithSchema(adminServiceMethods.ByName("RemoveStock")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seckill.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateActivityProcedure:
@@ -194,6 +459,22 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListDeadLettersHandler.ServeHTTP(w, r)
 		case AdminServiceReplayDeadLetterProcedure:
 			adminServiceReplayDeadLetterHandler.ServeHTTP(w, r)
+		case AdminServiceListActivitiesProcedure:
+			adminServiceListActivitiesHandler.ServeHTTP(w, r)
+		case AdminServiceGetActivityProcedure:
+			adminServiceGetActivityHandler.ServeHTTP(w, r)
+		case AdminServiceUpdateActivityProcedure:
+			adminServiceUpdateActivityHandler.ServeHTTP(w, r)
+		case AdminServicePauseActivityProcedure:
+			adminServicePauseActivityHandler.ServeHTTP(w, r)
+		case AdminServiceResumeActivityProcedure:
+			adminServiceResumeActivityHandler.ServeHTTP(w, r)
+		case AdminServiceCloseActivityProcedure:
+			adminServiceCloseActivityHandler.ServeHTTP(w, r)
+		case AdminServiceAddStockProcedure:
+			adminServiceAddStockHandler.ServeHTTP(w, r)
+		case AdminServiceRemoveStockProcedure:
+			adminServiceRemoveStockHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -217,4 +498,36 @@ func (UnimplementedAdminServiceHandler) ListDeadLetters(context.Context, *connec
 
 func (UnimplementedAdminServiceHandler) ReplayDeadLetter(context.Context, *connect.Request[v1.ReplayDeadLetterRequest]) (*connect.Response[v1.ReplayDeadLetterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.ReplayDeadLetter is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListActivities(context.Context, *connect.Request[v1.ListActivitiesRequest]) (*connect.Response[v1.ListActivitiesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.ListActivities is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetActivity(context.Context, *connect.Request[v1.GetActivityRequest]) (*connect.Response[v1.GetActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.GetActivity is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UpdateActivity(context.Context, *connect.Request[v1.UpdateActivityRequest]) (*connect.Response[v1.UpdateActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.UpdateActivity is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) PauseActivity(context.Context, *connect.Request[v1.PauseActivityRequest]) (*connect.Response[v1.PauseActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.PauseActivity is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ResumeActivity(context.Context, *connect.Request[v1.ResumeActivityRequest]) (*connect.Response[v1.ResumeActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.ResumeActivity is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CloseActivity(context.Context, *connect.Request[v1.CloseActivityRequest]) (*connect.Response[v1.CloseActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.CloseActivity is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) AddStock(context.Context, *connect.Request[v1.AddStockRequest]) (*connect.Response[v1.AddStockResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.AddStock is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) RemoveStock(context.Context, *connect.Request[v1.RemoveStockRequest]) (*connect.Response[v1.RemoveStockResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.AdminService.RemoveStock is not implemented"))
 }

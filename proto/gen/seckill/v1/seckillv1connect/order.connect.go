@@ -42,6 +42,12 @@ const (
 	// OrderServiceCancelOrderProcedure is the fully-qualified name of the OrderService's CancelOrder
 	// RPC.
 	OrderServiceCancelOrderProcedure = "/seckill.v1.OrderService/CancelOrder"
+	// OrderServiceGetActivityProcedure is the fully-qualified name of the OrderService's GetActivity
+	// RPC.
+	OrderServiceGetActivityProcedure = "/seckill.v1.OrderService/GetActivity"
+	// OrderServiceListMyOrdersProcedure is the fully-qualified name of the OrderService's ListMyOrders
+	// RPC.
+	OrderServiceListMyOrdersProcedure = "/seckill.v1.OrderService/ListMyOrders"
 )
 
 // OrderServiceClient is a client for the seckill.v1.OrderService service.
@@ -62,6 +68,16 @@ type OrderServiceClient interface {
 	// Canceling a paid order fails with FailedPrecondition reason
 	// ORDER_NOT_CANCELABLE; canceling a canceled order is a no-op.
 	CancelOrder(context.Context, *connect.Request[v1.CancelOrderRequest]) (*connect.Response[v1.CancelOrderResponse], error)
+	// GetActivity returns what a buyer may know of an activity SKU: its
+	// state, window, price and the server's clock (count down against
+	// server_time, not the device's clock); never the stock. NotFound
+	// (reason ACTIVITY_NOT_FOUND) for an unknown activity SKU;
+	// InvalidArgument for a bad id.
+	GetActivity(context.Context, *connect.Request[v1.OrderServiceGetActivityRequest]) (*connect.Response[v1.OrderServiceGetActivityResponse], error)
+	// ListMyOrders pages through the caller's own orders (the token's
+	// `sub`), newest first. InvalidArgument names page_size or page_token
+	// when they are bad.
+	ListMyOrders(context.Context, *connect.Request[v1.ListMyOrdersRequest]) (*connect.Response[v1.ListMyOrdersResponse], error)
 }
 
 // NewOrderServiceClient constructs a client for the seckill.v1.OrderService service. By default, it
@@ -100,15 +116,31 @@ func NewOrderServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(orderServiceMethods.ByName("CancelOrder")),
 			connect.WithClientOptions(opts...),
 		),
+		getActivity: connect.NewClient[v1.OrderServiceGetActivityRequest, v1.OrderServiceGetActivityResponse](
+			httpClient,
+			baseURL+OrderServiceGetActivityProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("GetActivity")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listMyOrders: connect.NewClient[v1.ListMyOrdersRequest, v1.ListMyOrdersResponse](
+			httpClient,
+			baseURL+OrderServiceListMyOrdersProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("ListMyOrders")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // orderServiceClient implements OrderServiceClient.
 type orderServiceClient struct {
-	placeOrder  *connect.Client[v1.PlaceOrderRequest, v1.PlaceOrderResponse]
-	getOrder    *connect.Client[v1.GetOrderRequest, v1.GetOrderResponse]
-	payOrder    *connect.Client[v1.PayOrderRequest, v1.PayOrderResponse]
-	cancelOrder *connect.Client[v1.CancelOrderRequest, v1.CancelOrderResponse]
+	placeOrder   *connect.Client[v1.PlaceOrderRequest, v1.PlaceOrderResponse]
+	getOrder     *connect.Client[v1.GetOrderRequest, v1.GetOrderResponse]
+	payOrder     *connect.Client[v1.PayOrderRequest, v1.PayOrderResponse]
+	cancelOrder  *connect.Client[v1.CancelOrderRequest, v1.CancelOrderResponse]
+	getActivity  *connect.Client[v1.OrderServiceGetActivityRequest, v1.OrderServiceGetActivityResponse]
+	listMyOrders *connect.Client[v1.ListMyOrdersRequest, v1.ListMyOrdersResponse]
 }
 
 // PlaceOrder calls seckill.v1.OrderService.PlaceOrder.
@@ -131,6 +163,16 @@ func (c *orderServiceClient) CancelOrder(ctx context.Context, req *connect.Reque
 	return c.cancelOrder.CallUnary(ctx, req)
 }
 
+// GetActivity calls seckill.v1.OrderService.GetActivity.
+func (c *orderServiceClient) GetActivity(ctx context.Context, req *connect.Request[v1.OrderServiceGetActivityRequest]) (*connect.Response[v1.OrderServiceGetActivityResponse], error) {
+	return c.getActivity.CallUnary(ctx, req)
+}
+
+// ListMyOrders calls seckill.v1.OrderService.ListMyOrders.
+func (c *orderServiceClient) ListMyOrders(ctx context.Context, req *connect.Request[v1.ListMyOrdersRequest]) (*connect.Response[v1.ListMyOrdersResponse], error) {
+	return c.listMyOrders.CallUnary(ctx, req)
+}
+
 // OrderServiceHandler is an implementation of the seckill.v1.OrderService service.
 type OrderServiceHandler interface {
 	// PlaceOrder reserves one unit of the activity's SKU for the caller and
@@ -149,6 +191,16 @@ type OrderServiceHandler interface {
 	// Canceling a paid order fails with FailedPrecondition reason
 	// ORDER_NOT_CANCELABLE; canceling a canceled order is a no-op.
 	CancelOrder(context.Context, *connect.Request[v1.CancelOrderRequest]) (*connect.Response[v1.CancelOrderResponse], error)
+	// GetActivity returns what a buyer may know of an activity SKU: its
+	// state, window, price and the server's clock (count down against
+	// server_time, not the device's clock); never the stock. NotFound
+	// (reason ACTIVITY_NOT_FOUND) for an unknown activity SKU;
+	// InvalidArgument for a bad id.
+	GetActivity(context.Context, *connect.Request[v1.OrderServiceGetActivityRequest]) (*connect.Response[v1.OrderServiceGetActivityResponse], error)
+	// ListMyOrders pages through the caller's own orders (the token's
+	// `sub`), newest first. InvalidArgument names page_size or page_token
+	// when they are bad.
+	ListMyOrders(context.Context, *connect.Request[v1.ListMyOrdersRequest]) (*connect.Response[v1.ListMyOrdersResponse], error)
 }
 
 // NewOrderServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -183,6 +235,20 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(orderServiceMethods.ByName("CancelOrder")),
 		connect.WithHandlerOptions(opts...),
 	)
+	orderServiceGetActivityHandler := connect.NewUnaryHandler(
+		OrderServiceGetActivityProcedure,
+		svc.GetActivity,
+		connect.WithSchema(orderServiceMethods.ByName("GetActivity")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceListMyOrdersHandler := connect.NewUnaryHandler(
+		OrderServiceListMyOrdersProcedure,
+		svc.ListMyOrders,
+		connect.WithSchema(orderServiceMethods.ByName("ListMyOrders")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seckill.v1.OrderService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OrderServicePlaceOrderProcedure:
@@ -193,6 +259,10 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 			orderServicePayOrderHandler.ServeHTTP(w, r)
 		case OrderServiceCancelOrderProcedure:
 			orderServiceCancelOrderHandler.ServeHTTP(w, r)
+		case OrderServiceGetActivityProcedure:
+			orderServiceGetActivityHandler.ServeHTTP(w, r)
+		case OrderServiceListMyOrdersProcedure:
+			orderServiceListMyOrdersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -216,4 +286,12 @@ func (UnimplementedOrderServiceHandler) PayOrder(context.Context, *connect.Reque
 
 func (UnimplementedOrderServiceHandler) CancelOrder(context.Context, *connect.Request[v1.CancelOrderRequest]) (*connect.Response[v1.CancelOrderResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.OrderService.CancelOrder is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) GetActivity(context.Context, *connect.Request[v1.OrderServiceGetActivityRequest]) (*connect.Response[v1.OrderServiceGetActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.OrderService.GetActivity is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) ListMyOrders(context.Context, *connect.Request[v1.ListMyOrdersRequest]) (*connect.Response[v1.ListMyOrdersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seckill.v1.OrderService.ListMyOrders is not implemented"))
 }
