@@ -228,8 +228,53 @@ type ActivityStore interface {
 	// CreateActivity stores a and its final stock. It returns created =
 	// false and the stored activity when one with the same ids exists.
 	CreateActivity(ctx context.Context, a Activity) (stored Activity, created bool, err error)
-	// GetActivity returns an activity or ErrNotFound.
+	// GetActivity returns an activity, with its operator state (Paused,
+	// ClosedAt, EndsAt as moved), or ErrNotFound.
 	GetActivity(ctx context.Context, activityID, skuID int64) (Activity, error)
+	// GetActivityRecord returns an activity with its UpdatedAt, or
+	// ErrNotFound. With lock it locks the row until the transaction ends
+	// (SELECT ... FOR UPDATE), so that a read-change-write of an operator
+	// is not interleaved with another one of the same activity SKU.
+	GetActivityRecord(ctx context.Context, activityID, skuID int64, lock bool) (ActivityRecord, error)
+	// ChangeActivity stores a's operator state: EndsAt, Paused and
+	// ClosedAt (zero: not closed); every other field of a is ignored. It
+	// sets updated_at to the transaction's now and returns the stored
+	// record (the "after" of the audit). ErrNotFound for an unknown
+	// activity SKU.
+	ChangeActivity(ctx context.Context, a Activity) (ActivityRecord, error)
+	// ListActivityRecords returns up to q.Limit activities after q.After
+	// in (activity_id, sku_id) order, keeping those whose stored state at
+	// q.Now is one of q.States (empty: all). The store tells apart what
+	// PostgreSQL knows: ActivityEnded (ends_at <= now or closed),
+	// ActivityScheduled (not ended, starts_at > now) and ActivityPaused
+	// (started, not ended, paused); ActivityOnSale and ActivitySoldOut
+	// both select the started, open, unpaused ones (Redis tells them
+	// apart, so the caller filters those further).
+	ListActivityRecords(ctx context.Context, q ActivityListQuery) ([]ActivityRecord, error)
+}
+
+// ActivityRecord is a stored activity with the time of its last change by
+// an operator (or its creation).
+type ActivityRecord struct {
+	Activity  Activity
+	UpdatedAt time.Time
+}
+
+// ActivityKey addresses an activity SKU; the zero key is before every
+// activity.
+type ActivityKey struct{ ActivityID, SKUID int64 }
+
+// ActivityListQuery selects a page of ListActivityRecords.
+type ActivityListQuery struct {
+	// After is the last key of the previous page (zero: from the first).
+	After ActivityKey
+	// Limit is the page's size, > 0.
+	Limit int
+	// States keeps activities in these states (empty: all); see
+	// ListActivityRecords for how the store reads them.
+	States []ActivityState
+	// Now is the instant the states are computed at.
+	Now time.Time
 }
 
 // OrderQueries reads order state outside transactions.
@@ -238,6 +283,19 @@ type OrderQueries interface {
 	// CREATED), or its rejection as a REJECTED view (AggregateVersion 0,
 	// CreatedAt = UpdatedAt = rejected_at), or ErrNotFound.
 	GetOrderView(ctx context.Context, orderID string) (OrderView, error)
+	// ListUserOrders returns up to limit (> 0) of userID's orders (the
+	// orders projection, as GetOrderView shows them: rejections and
+	// reservations still queuing are not orders) newest first, by
+	// (CreatedAt, OrderID) descending, strictly after the cursor (zero:
+	// from the newest).
+	ListUserOrders(ctx context.Context, userID int64, after OrderCursor, limit int) ([]OrderView, error)
+}
+
+// OrderCursor is the place of an order in a buyer's orders newest first:
+// the (CreatedAt, OrderID) of the last order of a page.
+type OrderCursor struct {
+	CreatedAt time.Time
+	OrderID   string
 }
 
 // ReservationClaim asks to decide a reservation's fate in this

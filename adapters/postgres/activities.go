@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/seckill-dev/seckill/ports"
@@ -51,20 +48,14 @@ func (t *tx) CreateActivity(ctx context.Context, a ports.Activity) (ports.Activi
 }
 
 // GetActivity implements ports.ActivityStore, with the activity's unit
-// price and currency.
+// price and currency and its operator state (paused, closed_at, ends_at as
+// moved).
 func (t *tx) GetActivity(ctx context.Context, activityID, skuID int64) (ports.Activity, error) {
-	a, err := scanActivity(t.queryRow(ctx, "get activity", `
-		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes,
-		       unit_price, currency
-		FROM activities WHERE activity_id = $1 AND sku_id = $2`,
-		activityID, skuID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ports.Activity{}, fmt.Errorf("postgres: activity %d sku %d: %w", activityID, skuID, ports.ErrNotFound)
-	}
+	rec, err := t.GetActivityRecord(ctx, activityID, skuID, false)
 	if err != nil {
 		return ports.Activity{}, err
 	}
-	return a, nil
+	return rec.Activity, nil
 }
 
 // interval encodes a duration as a PostgreSQL interval (microseconds).
