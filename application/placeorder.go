@@ -65,8 +65,8 @@ func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, p
 //
 // The user's rate limit (inside ClaimRequest) is the first work done, so
 // no database or stock work is spent on a caller beyond its budget. A
-// request that reserves nothing (unknown or closed activity, backlog, sold
-// out, already purchased) has its claim forgotten (see forgetTTL): it
+// request that reserves nothing (unknown, scheduled, ended or paused
+// activity, backlog, sold out, already purchased) has its claim forgotten (see forgetTTL): it
 // leaves no long-lived key in Redis.
 func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
 	if err := validatePlace(cmd); err != nil {
@@ -114,7 +114,7 @@ const forgetTTL = 5 * time.Second
 func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, claim ports.RequestClaim, existing bool) (ports.PlaceOrderResult, bool, error) {
 	act, err := p.activities.Get(ctx, cmd.ActivityID, cmd.SKUID)
 	if errors.Is(err, ports.ErrNotFound) {
-		return ports.PlaceOrderResult{}, false, fmt.Errorf("activity %d/%d: %w", cmd.ActivityID, cmd.SKUID, ports.ErrActivityClosed)
+		return ports.PlaceOrderResult{}, false, fmt.Errorf("activity %d/%d: %w", cmd.ActivityID, cmd.SKUID, ports.ErrActivityNotFound)
 	}
 	if err != nil {
 		return ports.PlaceOrderResult{}, existing, err
@@ -139,7 +139,10 @@ func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, c
 	case err == nil:
 		p.soldOut.clear(cmd.ActivityID, cmd.SKUID)
 	}
-	if errors.Is(err, ports.ErrSoldOut) || errors.Is(err, ports.ErrAlreadyPurchased) || errors.Is(err, ports.ErrActivityClosed) {
+	if errors.Is(err, ports.ErrAlreadyPurchased) {
+		return ports.PlaceOrderResult{}, false, p.alreadyPurchased(ctx, cmd, err)
+	}
+	if refused(err) {
 		return ports.PlaceOrderResult{}, false, fmt.Errorf("reserve: %w", err)
 	}
 	if err != nil {
@@ -159,6 +162,57 @@ func (p *PlaceOrder) reserve(ctx context.Context, cmd ports.PlaceOrderCommand, c
 		return ports.PlaceOrderResult{}, true, err
 	}
 	return res, true, nil
+}
+
+// refused reports whether err is an answer of the reservation store that
+// reserved nothing: the activity SKU is unknown, not started, ended or
+// paused, or sold out.
+func refused(err error) bool {
+	for _, target := range []error{ports.ErrSoldOut, ports.ErrActivityNotFound, ports.ErrActivityNotStarted,
+		ports.ErrActivityEnded, ports.ErrActivityPaused} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// ReleaseRetryAfter is the retry hint of ErrReleaseInFlight: the time a
+// canceled order's unit usually takes to go back to the entry (the
+// cancel's outbox row relayed within the relay interval, the compensation
+// task delivered and released in one Redis round trip: well under a second
+// when the pipeline keeps up), with room for a backlog of a few hundred
+// milliseconds. A retry that comes too early is answered the same way
+// again, so the hint errs on the short side rather than make the buyer
+// wait.
+const ReleaseRetryAfter = 2 * time.Second
+
+// alreadyPurchased answers a Reserve refused because the buyer holds a
+// unit (err matches ErrAlreadyPurchased). When the holding reservation's
+// order is canceled or rejected, its unit is on its way back (the
+// release removes the holder entry; a canceled order always has a release
+// task): the answer is then a *ports.RetryAfterError wrapping
+// ErrReleaseInFlight and ErrAlreadyPurchased. When the order cannot be
+// read the plain ErrAlreadyPurchased stands.
+func (p *PlaceOrder) alreadyPurchased(ctx context.Context, cmd ports.PlaceOrderCommand, err error) error {
+	var held *ports.HolderError
+	if !errors.As(err, &held) || held.OrderID == "" {
+		return fmt.Errorf("reserve: %w", err)
+	}
+	v, gerr := p.queries.GetOrder(ctx, cmd.UserID, held.OrderID)
+	if gerr != nil {
+		p.log.DebugContext(ctx, "read the holder's order to tell a release in flight; answering already purchased",
+			"user_id", cmd.UserID, "order_id", held.OrderID, "error", gerr)
+		return fmt.Errorf("reserve: %w", err)
+	}
+	if v.Status != ports.OrderCanceled && v.Status != ports.OrderRejected {
+		return fmt.Errorf("reserve: %w", err)
+	}
+	return &ports.RetryAfterError{
+		Err: fmt.Errorf("reserve activity %d sku %d: order %s is %s: %w: %w", cmd.ActivityID, cmd.SKUID,
+			held.OrderID, v.Status, ports.ErrReleaseInFlight, ports.ErrAlreadyPurchased),
+		After: ReleaseRetryAfter,
+	}
 }
 
 // send publishes the order-create message and records the outcome. Only a

@@ -20,12 +20,13 @@ var (
 
 	// ErrSoldOut: no stock left to reserve.
 	ErrSoldOut = errors.New("sold out")
-	// ErrAlreadyPurchased: the user already holds a non-canceled
-	// reservation or order for the activity SKU.
+	// ErrAlreadyPurchased: the user already holds a unit of the activity
+	// SKU (a reservation or an order whose stock was not given back; the
+	// reservation store answers it in a *HolderError naming the holder).
+	// The other refusals of the entry are in activities.go
+	// (ErrActivityNotFound, ErrActivityNotStarted, ErrActivityEnded,
+	// ErrActivityPaused, ErrReleaseInFlight).
 	ErrAlreadyPurchased = errors.New("already purchased")
-	// ErrActivityClosed: the activity is not open (unknown, not started or
-	// ended).
-	ErrActivityClosed = errors.New("activity closed")
 	// ErrBacklog: admission is closed because the order-create backlog is
 	// too old compared to reservation validity.
 	ErrBacklog = errors.New("backlog too old, admission closed")
@@ -76,6 +77,23 @@ var (
 	// (topic missing, forbidden, invalid message).
 	ErrSendRejected = errors.New("send definitely failed")
 )
+
+// HolderError is ErrAlreadyPurchased with the reservation that holds the
+// buyer's unit of the activity SKU (Reservations.Reserve answers it), so
+// the caller can tell a live purchase from a canceled one whose unit is
+// still being given back (ErrReleaseInFlight).
+type HolderError struct {
+	// ReservationID and OrderID are the holding reservation's ids.
+	ReservationID, OrderID string
+}
+
+// Error implements error.
+func (e *HolderError) Error() string {
+	return fmt.Sprintf("%v (held by reservation %s, order %s)", ErrAlreadyPurchased, e.ReservationID, e.OrderID)
+}
+
+// Unwrap makes errors.Is(err, ErrAlreadyPurchased) hold.
+func (e *HolderError) Unwrap() error { return ErrAlreadyPurchased }
 
 // FieldError reports an invalid request field. Field is the field's name as
 // the client spelled it (for example "request_id").

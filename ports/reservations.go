@@ -190,13 +190,18 @@ type Reservations interface {
 	// resets an existing counter; seeding twice is a no-op.
 	SeedActivity(ctx context.Context, a Activity) error
 
-	// Reserve atomically checks the activity window against r.CreatedAt
-	// (starts_at <= created_at < ends_at; ErrActivityClosed, also for an
-	// unknown activity), one holder per user (ErrAlreadyPurchased),
-	// stock > 0 (ErrSoldOut), then decrements the stock, stores r (status
+	// Reserve atomically checks, in this order: that the activity SKU is
+	// seeded (ErrActivityNotFound), that r.CreatedAt is before ends_at
+	// (ErrActivityEnded; ends_at as last set by ActivitySwitch.SetEndsAt)
+	// and not before starts_at (a *NotStartedError, which matches
+	// ErrActivityNotStarted), that no operator paused the sale
+	// (ErrActivityPaused, ActivitySwitch.SetPaused), one holder per user
+	// (a *HolderError, which matches ErrAlreadyPurchased) and stock > 0
+	// (ErrSoldOut); then it decrements the stock, stores r (status
 	// PENDING) and indexes it as pending send, first due at
 	// firstAttemptAt. When a reservation with r's id exists it changes
-	// nothing and returns the stored one.
+	// nothing and returns the stored one. (A slot frozen for verification
+	// answers ErrStockPaused before any of these: see StockBooks.)
 	Reserve(ctx context.Context, r reservation.Snapshot, firstAttemptAt time.Time) (reservation.Snapshot, error)
 
 	// Get returns a stored reservation or ErrNotFound.

@@ -54,8 +54,12 @@ type PlaceOrderResult struct {
 // OrderService is the buyer-facing driving port.
 type OrderService interface {
 	// PlaceOrder reserves one unit and queues the order's creation.
-	// Errors: *FieldError, ErrSoldOut, ErrAlreadyPurchased,
-	// ErrActivityClosed, ErrBacklog, ErrRateLimited, ErrRequestIDReused.
+	// Errors: *FieldError, ErrSoldOut, ErrAlreadyPurchased (wrapped in a
+	// *RetryAfterError with ErrReleaseInFlight while the buyer's canceled
+	// purchase is still being given back), ErrActivityNotFound,
+	// ErrActivityNotStarted (a *NotStartedError), ErrActivityEnded,
+	// ErrActivityPaused, ErrStockPaused, ErrBacklog, ErrRateLimited,
+	// ErrRequestIDReused.
 	PlaceOrder(ctx context.Context, cmd PlaceOrderCommand) (PlaceOrderResult, error)
 	// GetOrder returns userID's order. ErrNotFound also when the order
 	// belongs to someone else.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/seckill-dev/seckill/domain/clientid"
 	"github.com/seckill-dev/seckill/domain/order"
@@ -20,9 +22,30 @@ const ErrorDomain = "seckill.v1"
 
 // The ErrorInfo reasons clients can rely on.
 const (
-	ReasonSoldOut            = "SOLD_OUT"
-	ReasonAlreadyPurchased   = "ALREADY_PURCHASED"
-	ReasonActivityClosed     = "ACTIVITY_CLOSED"
+	ReasonSoldOut = "SOLD_OUT"
+	// ReasonAlreadyPurchased: the buyer holds a unit of the SKU. While the
+	// buyer's canceled purchase is still being given back, the ErrorInfo
+	// carries metadata release_in_flight "true" and retry_after (a
+	// duration such as "2s"), and a google.rpc.RetryInfo detail says the
+	// same: a retry after it may succeed.
+	ReasonAlreadyPurchased = "ALREADY_PURCHASED"
+	// ReasonActivityNotFound: PlaceOrder for an activity SKU that does
+	// not exist (code FailedPrecondition, as the retired ACTIVITY_CLOSED
+	// had: the order cannot be placed; NotFound stays the code of reads
+	// of an entity).
+	ReasonActivityNotFound = "ACTIVITY_NOT_FOUND"
+	// ReasonActivityNotStarted: the sale has not started; metadata
+	// starts_at is its start (RFC 3339, UTC).
+	ReasonActivityNotStarted = "ACTIVITY_NOT_STARTED"
+	// ReasonActivityEnded: the sale ended (its end passed or an operator
+	// closed it).
+	ReasonActivityEnded = "ACTIVITY_ENDED"
+	// ReasonActivityPaused: an operator paused the sale; it may resume.
+	ReasonActivityPaused = "ACTIVITY_PAUSED"
+	// ReasonActivityState: an operator's call does not apply to the
+	// activity in its state (pausing an ended sale, resuming one that is
+	// not paused).
+	ReasonActivityState      = "ACTIVITY_STATE"
 	ReasonBacklog            = "BACKLOG"
 	ReasonRateLimited        = "RATE_LIMITED"
 	ReasonRequestIDReused    = "REQUEST_ID_REUSED"
@@ -37,16 +60,36 @@ const (
 	ReasonSubscriberTooSlow = "SUBSCRIBER_TOO_SLOW"
 )
 
+// MetadataStartsAt, MetadataRetryAfter and MetadataReleaseInFlight are the
+// ErrorInfo metadata keys of ACTIVITY_NOT_STARTED and of ALREADY_PURCHASED
+// with a release in flight.
+const (
+	MetadataStartsAt        = "starts_at"
+	MetadataRetryAfter      = "retry_after"
+	MetadataReleaseInFlight = "release_in_flight"
+)
+
 // businessError maps a business sentinel to its code, ErrorInfo reason and
 // the message clients see.
 func businessError(err error) (code connect.Code, reason, msg string, ok bool) {
 	switch {
 	case errors.Is(err, ports.ErrSoldOut):
 		return connect.CodeFailedPrecondition, ReasonSoldOut, "sold out", true
+	case errors.Is(err, ports.ErrReleaseInFlight):
+		return connect.CodeAlreadyExists, ReasonAlreadyPurchased,
+			"your canceled order's item is still being given back; retry in a few seconds", true
 	case errors.Is(err, ports.ErrAlreadyPurchased):
 		return connect.CodeAlreadyExists, ReasonAlreadyPurchased, "you already hold an order for this item", true
-	case errors.Is(err, ports.ErrActivityClosed):
-		return connect.CodeFailedPrecondition, ReasonActivityClosed, "the activity is not open", true
+	case errors.Is(err, ports.ErrActivityNotFound):
+		return connect.CodeFailedPrecondition, ReasonActivityNotFound, "no such activity", true
+	case errors.Is(err, ports.ErrActivityNotStarted):
+		return connect.CodeFailedPrecondition, ReasonActivityNotStarted, "the sale has not started yet", true
+	case errors.Is(err, ports.ErrActivityEnded):
+		return connect.CodeFailedPrecondition, ReasonActivityEnded, "the sale has ended", true
+	case errors.Is(err, ports.ErrActivityPaused):
+		return connect.CodeFailedPrecondition, ReasonActivityPaused, "the sale is paused", true
+	case errors.Is(err, ports.ErrActivityState):
+		return connect.CodeFailedPrecondition, ReasonActivityState, "not allowed in the activity's state", true
 	case errors.Is(err, ports.ErrBacklog):
 		return connect.CodeResourceExhausted, ReasonBacklog, "the queue is too long, try again later", true
 	case errors.Is(err, ports.ErrStockPaused):
@@ -90,7 +133,11 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 	}
 	if code, reason, msg, ok := businessError(err); ok {
 		ce := connect.NewError(code, errors.New(msg))
-		addDetail(ce, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
+		meta, retry := businessMetadata(err)
+		addDetail(ce, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta})
+		if retry > 0 {
+			addDetail(ce, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
+		}
 		if reason == ReasonRequestIDReused {
 			addDetail(ce, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
 				{Field: "request_id", Description: msg},
@@ -119,6 +166,27 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 	}
 	log.ErrorContext(ctx, "internal error", "procedure", procedure, "error", err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+// businessMetadata returns the ErrorInfo metadata of a business error (nil
+// when it has none) and the retry hint of a *ports.RetryAfterError (0
+// without one): starts_at of a *ports.NotStartedError; release_in_flight
+// and retry_after of ports.ErrReleaseInFlight.
+func businessMetadata(err error) (map[string]string, time.Duration) {
+	var ns *ports.NotStartedError
+	if errors.As(err, &ns) {
+		return map[string]string{MetadataStartsAt: ns.StartsAt.UTC().Format(time.RFC3339Nano)}, 0
+	}
+	if !errors.Is(err, ports.ErrReleaseInFlight) {
+		return nil, 0
+	}
+	meta := map[string]string{MetadataReleaseInFlight: "true"}
+	var ra *ports.RetryAfterError
+	if errors.As(err, &ra) && ra.After > 0 {
+		meta[MetadataRetryAfter] = ra.After.String()
+		return meta, ra.After
+	}
+	return meta, 0
 }
 
 func addDetail(ce *connect.Error, m proto.Message) {

@@ -327,7 +327,7 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{ports.ErrSoldOut, connect.CodeFailedPrecondition, "SOLD_OUT"},
 		{ports.ErrAlreadyPurchased, connect.CodeAlreadyExists, "ALREADY_PURCHASED"},
-		{ports.ErrActivityClosed, connect.CodeFailedPrecondition, "ACTIVITY_CLOSED"},
+		{ports.ErrActivityNotFound, connect.CodeFailedPrecondition, "ACTIVITY_NOT_FOUND"},
 		{ports.ErrBacklog, connect.CodeResourceExhausted, "BACKLOG"},
 		{ports.ErrRateLimited, connect.CodeResourceExhausted, "RATE_LIMITED"},
 		{ports.ErrRequestIDReused, connect.CodeInvalidArgument, "REQUEST_ID_REUSED"},

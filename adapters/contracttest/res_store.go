@@ -36,11 +36,17 @@ func testReserveGuards(t *testing.T, rs ports.Reservations) {
 	unknown := a
 	unknown.ActivityID = a.ActivityID + 1
 	_, err := rs.Reserve(ctx, newReservation(t, unknown, 1, in), in)
-	wantErr(t, "Reserve in an unseeded activity", err, ports.ErrActivityClosed)
+	wantErr(t, "Reserve in an unseeded activity", err, ports.ErrActivityNotFound)
 	_, err = rs.Reserve(ctx, newReservation(t, a, 1, a.StartsAt.Add(-time.Minute)), in)
-	wantErr(t, "Reserve created before the window", err, ports.ErrActivityClosed)
+	wantErr(t, "Reserve created before the window", err, ports.ErrActivityNotStarted)
+	var ns *ports.NotStartedError
+	if !errors.As(err, &ns) || !ns.StartsAt.Equal(a.StartsAt) {
+		t.Fatalf("Reserve created before the window: %v, want a *ports.NotStartedError with StartsAt %s", err, a.StartsAt)
+	}
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, a.EndsAt), in)
+	wantErr(t, "Reserve created at ends_at (exclusive)", err, ports.ErrActivityEnded)
 	_, err = rs.Reserve(ctx, newReservation(t, a, 1, a.EndsAt.Add(time.Minute)), in)
-	wantErr(t, "Reserve created after the window", err, ports.ErrActivityClosed)
+	wantErr(t, "Reserve created after the window", err, ports.ErrActivityEnded)
 
 	r1 := newReservation(t, a, 1, in)
 	got, err := rs.Reserve(ctx, r1, in)
@@ -53,6 +59,10 @@ func testReserveGuards(t *testing.T, rs ports.Reservations) {
 
 	_, err = rs.Reserve(ctx, newReservation(t, a, 1, in), in)
 	wantErr(t, "second reservation of one user", err, ports.ErrAlreadyPurchased)
+	var held *ports.HolderError
+	if !errors.As(err, &held) || held.ReservationID != r1.ReservationID || held.OrderID != r1.OrderID {
+		t.Fatalf("second reservation of one user: %v, want a *ports.HolderError naming %s / %s", err, r1.ReservationID, r1.OrderID)
+	}
 	reserve(t, rs, a, 2, in, in)
 	_, err = rs.Reserve(ctx, newReservation(t, a, 3, in), in)
 	wantErr(t, "Reserve without stock", err, ports.ErrSoldOut)
@@ -65,6 +75,89 @@ func testReserveGuards(t *testing.T, rs ports.Reservations) {
 	}
 	_, err = rs.Get(ctx, ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: "rsv_" + uniq()})
 	wantErr(t, "Get of an unknown reservation", err, ports.ErrNotFound)
+
+	t.Run("ActivitySwitch", func(t *testing.T) { testActivitySwitch(t, rs) })
+}
+
+// testActivitySwitch checks ports.ActivitySwitch on the adapter (every
+// reservation adapter implements it) and the order of the entry's
+// answers: ended, not started, paused, already purchased, sold out.
+func testActivitySwitch(t *testing.T, rs ports.Reservations) {
+	ctx := t.Context()
+	sw := activitySwitch(t, rs)
+	in := baseTime.Add(time.Minute)
+
+	unknown := testActivity(1)
+	wantErr(t, "SetPaused of an unseeded activity SKU", sw.SetPaused(ctx, unknown, true), ports.ErrNotFound)
+	wantErr(t, "SetEndsAt of an unseeded activity SKU", sw.SetEndsAt(ctx, unknown, in), ports.ErrNotFound)
+	_, err := rs.Reserve(ctx, newReservation(t, unknown, 1, in), in)
+	wantErr(t, "Reserve after a switch of an unseeded activity SKU (nothing seeded)", err, ports.ErrActivityNotFound)
+
+	a := seeded(t, rs, 3)
+	held := reserve(t, rs, a, 1, in, in)
+	noErr(t, "SetPaused", sw.SetPaused(ctx, a, true))
+	noErr(t, "SetPaused again (idempotent)", sw.SetPaused(ctx, a, true))
+	for user := int64(2); user <= 7; user++ { // every lane of a laned SKU
+		_, err = rs.Reserve(ctx, newReservation(t, a, user, in), in)
+		wantErr(t, "Reserve of a paused sale", err, ports.ErrActivityPaused)
+	}
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, in), in)
+	wantErr(t, "Reserve of a paused sale by its holder (paused before already purchased)", err, ports.ErrActivityPaused)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 2, a.StartsAt.Add(-time.Second)), in)
+	wantErr(t, "Reserve of a paused sale before it starts (not started before paused)", err, ports.ErrActivityNotStarted)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 2, a.EndsAt), in)
+	wantErr(t, "Reserve of a paused sale after it ended (ended before paused)", err, ports.ErrActivityEnded)
+	got, err := rs.Reserve(ctx, held, in)
+	noErr(t, "Reserve repeated with a stored reservation id while paused", err)
+	checkReservation(t, got, held, reservation.StatusPending)
+	if inv := available(t, rs, a); inv.Available != 2 {
+		t.Fatalf("Inventory of a paused sale = %+v, want the 2 units left untouched", inv)
+	}
+
+	noErr(t, "SetPaused false", sw.SetPaused(ctx, a, false))
+	noErr(t, "SetPaused false again (idempotent)", sw.SetPaused(ctx, a, false))
+	reserve(t, rs, a, 2, in, in)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, in), in)
+	wantErr(t, "Reserve by the holder after the resume", err, ports.ErrAlreadyPurchased)
+
+	end := in.Add(10 * time.Minute)
+	noErr(t, "SetEndsAt earlier", sw.SetEndsAt(ctx, a, end))
+	noErr(t, "SetEndsAt earlier again (idempotent)", sw.SetEndsAt(ctx, a, end))
+	reserve(t, rs, a, 3, end.Add(-time.Millisecond), in)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 4, end), in)
+	wantErr(t, "Reserve at the moved ends_at", err, ports.ErrActivityEnded)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 5, end.Add(time.Minute)), in)
+	wantErr(t, "Reserve after the moved ends_at (ended before sold out)", err, ports.ErrActivityEnded)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 5, end.Add(-time.Minute)), in)
+	wantErr(t, "Reserve before the moved ends_at without stock", err, ports.ErrSoldOut)
+	_, err = rs.Reserve(ctx, newReservation(t, a, 1, end.Add(-time.Minute)), in)
+	wantErr(t, "Reserve by a holder of a sold-out sale (already purchased before sold out)", err, ports.ErrAlreadyPurchased)
+	later := a.EndsAt.Add(time.Hour)
+	noErr(t, "SetEndsAt later", sw.SetEndsAt(ctx, a, later))
+	_, err = rs.Reserve(ctx, newReservation(t, a, 6, end.Add(time.Minute)), in)
+	wantErr(t, "Reserve after ends_at moved later again, without stock", err, ports.ErrSoldOut)
+
+	p := a
+	p.ActivityID = randomID()
+	p.Paused = true
+	noErr(t, "SeedActivity paused", rs.SeedActivity(ctx, p))
+	_, err = rs.Reserve(ctx, newReservation(t, p, 1, in), in)
+	wantErr(t, "Reserve of a sale seeded paused", err, ports.ErrActivityPaused)
+	noErr(t, "SetPaused false of a sale seeded paused", sw.SetPaused(ctx, p, false))
+	reserve(t, rs, p, 1, in, in)
+}
+
+// activitySwitch returns the adapter's ports.ActivitySwitch.
+func activitySwitch(t *testing.T, rs ports.Reservations) ports.ActivitySwitch {
+	t.Helper()
+	if l, ok := rs.(lanedReservations); ok {
+		rs = l.Reservations
+	}
+	sw, ok := rs.(ports.ActivitySwitch)
+	if !ok {
+		t.Fatalf("%T does not implement ports.ActivitySwitch", rs)
+	}
+	return sw
 }
 
 // checkReservation compares a stored reservation with the one reserved.

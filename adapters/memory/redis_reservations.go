@@ -14,7 +14,8 @@ import (
 )
 
 // SeedActivity creates the activity SKU's stock counter and rules if
-// absent; seeding again changes nothing, whatever a holds. Invalid
+// absent (paused when a.Paused); seeding again changes nothing, whatever
+// a holds. Invalid
 // settings fail with a *ports.FieldError.
 func (r *Redis) SeedActivity(ctx context.Context, a ports.Activity) error {
 	if err := a.ValidateSlot(); err != nil {
@@ -40,10 +41,13 @@ func (r *Redis) SeedActivity(ctx context.Context, a ports.Activity) error {
 }
 
 // Reserve returns the stored reservation unchanged when one with r's id
-// exists in the activity SKU. Otherwise it checks the activity window
-// against snap.CreatedAt (starts_at <= created_at < ends_at; an unseeded
-// activity is closed too: ports.ErrActivityClosed), one holder per user
-// (ports.ErrAlreadyPurchased) and stock > 0 (ports.ErrSoldOut), then takes
+// exists in the activity SKU. Otherwise it answers, checked in this order
+// (as the Redis script does), ports.ErrActivityNotFound for an unseeded
+// activity SKU, ports.ErrActivityEnded when snap.CreatedAt is at or after
+// ends_at, a *ports.NotStartedError before starts_at,
+// ports.ErrActivityPaused while SetPaused paused the sale, a
+// *ports.HolderError (ports.ErrAlreadyPurchased) naming the user's holding
+// reservation and ports.ErrSoldOut without stock; then it takes
 // one unit, records the user as holder and stores snap as PENDING, due for
 // its first send at firstAttemptAt, with times at millisecond precision.
 // snap must be a new PENDING reservation with all ids and times set;
@@ -68,10 +72,21 @@ func (r *Redis) Reserve(ctx context.Context, snap reservation.Snapshot, firstAtt
 	}
 	created := msTime(snap.CreatedAt)
 	switch {
-	case s == nil || created.Before(s.activity.StartsAt) || !created.Before(s.activity.EndsAt):
-		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrActivityClosed)
+	case s == nil:
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrActivityNotFound)
+	case !created.Before(s.activity.EndsAt):
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrActivityEnded)
+	case created.Before(s.activity.StartsAt):
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID,
+			&ports.NotStartedError{StartsAt: s.activity.StartsAt})
+	case s.activity.Paused:
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrActivityPaused)
 	case s.holders[snap.UserID] != "":
-		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", snap.ActivityID, snap.SKUID, snap.UserID, ports.ErrAlreadyPurchased)
+		h := &ports.HolderError{ReservationID: s.holders[snap.UserID]}
+		if e, ok := s.rsv[h.ReservationID]; ok {
+			h.OrderID = e.snap.OrderID
+		}
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", snap.ActivityID, snap.SKUID, snap.UserID, h)
 	case s.stock <= 0:
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", snap.ActivityID, snap.SKUID, ports.ErrSoldOut)
 	}
@@ -89,6 +104,41 @@ func (r *Redis) Reserve(ctx context.Context, snap reservation.Snapshot, firstAtt
 	}
 	return snap, nil
 }
+
+// SetPaused implements ports.ActivitySwitch: while paused, Reserve of the
+// activity SKU answers ports.ErrActivityPaused. Idempotent;
+// ports.ErrNotFound when the SKU is not seeded.
+func (r *Redis) SetPaused(ctx context.Context, a ports.Activity, paused bool) error {
+	return r.setSwitch(ctx, "SetPaused", a, func(act *ports.Activity) { act.Paused = paused })
+}
+
+// SetEndsAt implements ports.ActivitySwitch: Reserve answers
+// ports.ErrActivityEnded for a reservation created at or after endsAt
+// (kept at millisecond precision). Idempotent; ports.ErrNotFound when the
+// SKU is not seeded; a zero endsAt is a *ports.FieldError on "ends_at".
+func (r *Redis) SetEndsAt(ctx context.Context, a ports.Activity, endsAt time.Time) error {
+	if endsAt.IsZero() {
+		return ports.InvalidField("ends_at", "must be set")
+	}
+	return r.setSwitch(ctx, "SetEndsAt", a, func(act *ports.Activity) { act.EndsAt = msTime(endsAt) })
+}
+
+// setSwitch applies set to the seeded activity of a.
+func (r *Redis) setSwitch(ctx context.Context, method string, a ports.Activity, set func(*ports.Activity)) error {
+	after, err := r.enter(ctx, method)
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	s := r.slots[SKU{a.ActivityID, a.SKUID}]
+	if s == nil {
+		return fmt.Errorf("activity switch of activity %d sku %d: not seeded: %w", a.ActivityID, a.SKUID, ports.ErrNotFound)
+	}
+	set(&s.activity)
+	return after
+}
+
+var _ ports.ActivitySwitch = (*Redis)(nil)
 
 // entry returns the stored reservation of ref or ports.ErrNotFound. The
 // caller holds r.mu.

@@ -232,7 +232,9 @@ func (s *Store) laneInFlight(ctx context.Context, activityID, skuID int64, lane,
 	return out, nil
 }
 
-// Rebuild implements ports.StockBooks with rebuild.lua. An activity SKU
+// Rebuild implements ports.StockBooks with rebuild.lua; the rules get
+// r.Activity's EndsAt and Paused (the switch as PostgreSQL stores it) even
+// when Redis kept them. An activity SKU
 // with several lanes is rebuilt in two steps (rebuildLanes): every lane
 // written and left frozen, then every lane opened.
 func (s *Store) Rebuild(ctx context.Context, r ports.StockRebuild) (ports.RebuildResult, error) {
@@ -268,11 +270,11 @@ func (s *Store) rebuildLane(ctx context.Context, r ports.StockRebuild, lane, n i
 	if int64(lane) < a.Stock%int64(n) {
 		share++
 	}
-	args := make([]any, 0, 15+len(ids)+2*len(holders))
+	args := make([]any, 0, 16+len(ids)+2*len(holders))
 	args = append(args, r.Generation, itoa(s.now().UnixMilli()), itoa(base),
 		itoa(int64(len(r.InFlight))), itoa(int64(len(r.Ordered))), itoa(int64(len(r.Released))),
 		itoa(share), itoa(ms(a.StartsAt)), itoa(ms(a.EndsAt)), itoa(a.ReservationTTL.Milliseconds()),
-		itoa(a.PaymentTimeout.Milliseconds()), s.callToken(), mode, strconv.Itoa(n), strconv.Itoa(lane))
+		itoa(a.PaymentTimeout.Milliseconds()), s.callToken(), mode, strconv.Itoa(n), strconv.Itoa(lane), flag(a.Paused))
 	for _, id := range ids {
 		keys = append(keys, sk.rsv(id))
 		args = append(args, id)
@@ -426,7 +428,7 @@ func (s *Store) FinishRecovery(ctx context.Context, generation string) (bool, er
 // paused reports whether reservations of the slot whose rules key is rules
 // (an activity SKU's, or one lane's) wait for a
 // recovery this process knows about (an unseeded activity SKU then answers
-// ErrStockPaused, not ErrActivityClosed: a Redis that lost everything has
+// ErrStockPaused, not ErrActivityNotFound: a Redis that lost everything has
 // no rules yet). On a cluster only the SKUs of a pending master wait.
 func (s *Store) paused(ctx context.Context, rules string) bool {
 	if s.cfg.Guard == nil || !s.cfg.Guard.pending.Load() {

@@ -171,7 +171,7 @@ func TestGuardFreezesANewRedisProcessAndRebuildReopensTheBooks(t *testing.T) {
 }
 
 // TestRebuildSeedsAnActivityRedisLostEntirely covers a Redis that came back
-// empty: Reserve answers ErrStockPaused (not ACTIVITY_CLOSED) until the
+// empty: Reserve answers ErrStockPaused (not ACTIVITY_NOT_FOUND) until the
 // rebuild seeded the activity from PostgreSQL.
 func TestRebuildSeedsAnActivityRedisLostEntirely(t *testing.T) {
 	t.Parallel()

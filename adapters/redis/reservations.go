@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/seckill-dev/seckill/domain/reservation"
@@ -13,7 +14,7 @@ import (
 // SeedActivity creates the stock counter and rules hash of each of the
 // activity SKU's lanes if absent (one script per lane, each with its share
 // of the stock; an existing counter is never reset and existing rules are
-// kept even when a differs) and then adds the lanes' slots to <ns>:slots.
+// kept even when a differs; a new lane starts paused when a.Paused) and then adds the lanes' slots to <ns>:slots.
 // It fails with a *ports.FieldError for invalid settings.
 func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 	if err := a.ValidateSlot(); err != nil {
@@ -29,7 +30,7 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 		}
 		sk := s.keys.slotByID(id)
 		c, err := s.run(ctx, scriptSeed, []string{sk.rules, sk.stock},
-			share, ms(a.StartsAt), ms(a.EndsAt), a.ReservationTTL.Milliseconds(), a.PaymentTimeout.Milliseconds(), n, k,
+			share, ms(a.StartsAt), ms(a.EndsAt), a.ReservationTTL.Milliseconds(), a.PaymentTimeout.Milliseconds(), n, k, flag(a.Paused),
 		).Int64()
 		if err != nil {
 			return wrapErr("seed activity", err)
@@ -60,16 +61,23 @@ func (s *Store) SeedActivity(ctx context.Context, a ports.Activity) error {
 }
 
 // Reserve runs the reserve script: when r's reservation exists it returns
-// the stored one unchanged; otherwise it checks the activity window against
-// r.CreatedAt (ports.ErrActivityClosed, also for an unknown activity), one
-// holder per user (ports.ErrAlreadyPurchased) and stock > 0
-// (ports.ErrSoldOut), then decrements the stock, records the user as holder,
+// the stored one unchanged; otherwise it answers, checked in this order,
+// ports.ErrActivityNotFound for an activity SKU without rules (or
+// ports.ErrStockPaused while a recovery this process knows of is pending:
+// a Redis that lost its data has no rules yet), ports.ErrStockPaused for a
+// slot frozen for verification, ports.ErrActivityEnded when r.CreatedAt
+// is at or after ends_at, a *ports.NotStartedError before starts_at,
+// ports.ErrActivityPaused while an operator paused the sale (switch.go),
+// a *ports.HolderError (ports.ErrAlreadyPurchased) when the user holds a
+// unit and ports.ErrSoldOut without stock; then it decrements the stock,
+// records the user as holder,
 // stores r (status PENDING, send_attempt, next_retry_at = firstAttemptAt, no
 // lease) and adds it to the pending (score firstAttemptAt), unresolved and
 // pending_created (score CreatedAt) indexes. r must be a new PENDING
 // reservation (reservation.New(...).Snapshot()); otherwise the error wraps
 // reservation.ErrInvalid. With several stock lanes it reserves in the
-// user's lane and, when that lane is empty, moves stock over from the
+// user's lane (every lane carries the same rules) and, when that lane is
+// empty, moves stock over from the
 // fullest other lane first (lanes.go); ports.ErrSoldOut then means every
 // lane was empty at one moment, nothing in transit. When other buyers of the lane
 // keep taking the stock moved in (maxLaneAttempts times) it answers
@@ -135,19 +143,50 @@ func (s *Store) reserveAnswer(ctx context.Context, r reservation.Snapshot, sk sl
 			return reservation.Snapshot{}, fmt.Errorf("redis reserve: %w", err)
 		}
 		return stored.Snapshot, nil
-	case "CLOSED":
+	case "NOT_FOUND":
 		if s.paused(ctx, sk.rules) {
 			return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrStockPaused)
 		}
-		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityClosed)
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityNotFound)
 	case "PAUSED":
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrStockPaused)
+	case "ENDED":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityEnded)
+	case "NOT_STARTED":
+		starts, err := replyInt(reply, 1)
+		if err != nil {
+			return reservation.Snapshot{}, unexpected("reserve", reply)
+		}
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID,
+			&ports.NotStartedError{StartsAt: fromMS(starts)})
+	case "HALTED":
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrActivityPaused)
 	case "HOLDER":
-		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", r.ActivityID, r.SKUID, r.UserID, ports.ErrAlreadyPurchased)
+		h := &ports.HolderError{}
+		if len(reply) == 4 {
+			h.ReservationID, _ = reply[1].(string)
+			h.OrderID, _ = reply[3].(string)
+		}
+		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d user %d: %w", r.ActivityID, r.SKUID, r.UserID, h)
 	case "SOLD_OUT":
 		return reservation.Snapshot{}, fmt.Errorf("reserve activity %d sku %d: %w", r.ActivityID, r.SKUID, ports.ErrSoldOut)
 	}
 	return reservation.Snapshot{}, unexpected("reserve", reply)
+}
+
+// replyInt reads element i of a script reply as an integer (Redis returns
+// a Lua string as a bulk string).
+func replyInt(reply []any, i int) (int64, error) {
+	if i >= len(reply) {
+		return 0, fmt.Errorf("redis: reply has no element %d", i)
+	}
+	switch v := reply[i].(type) {
+	case int64:
+		return v, nil
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	}
+	return 0, fmt.Errorf("redis: reply element %d is %T", i, reply[i])
 }
 
 // Get returns a stored reservation or ports.ErrNotFound.

@@ -111,10 +111,10 @@ func TestReserveRejections(t *testing.T) {
 		at       time.Time
 		want     error
 	}{
-		{"unknown activity", 99, testBase, ports.ErrActivityClosed},
-		{"before start", 1, testBase.Add(-time.Hour - time.Millisecond), ports.ErrActivityClosed},
-		{"at end (exclusive)", 1, testBase.Add(time.Hour), ports.ErrActivityClosed},
-		{"after end", 1, testBase.Add(2 * time.Hour), ports.ErrActivityClosed},
+		{"unknown activity", 99, testBase, ports.ErrActivityNotFound},
+		{"before start", 1, testBase.Add(-time.Hour - time.Millisecond), ports.ErrActivityNotStarted},
+		{"at end (exclusive)", 1, testBase.Add(time.Hour), ports.ErrActivityEnded},
+		{"after end", 1, testBase.Add(2 * time.Hour), ports.ErrActivityEnded},
 	}
 	for _, c := range cases {
 		_, err := f.s.Reserve(ctx, f.newRsv(c.activity, 1, 5, c.at), c.at)

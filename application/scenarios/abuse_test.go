@@ -29,18 +29,18 @@ func TestRateLimitRunsBeforeAnyDatabaseWork(t *testing.T) {
 }
 
 // TestUnknownActivitiesAreCachedNegatively: once an activity SKU is known
-// not to exist, further requests for it are answered ACTIVITY_CLOSED
+// not to exist, further requests for it are answered ACTIVITY_NOT_FOUND
 // without reaching the database (which now fails every lookup); an
 // activity created through the admin use case is sellable at once.
 func TestUnknownActivitiesAreCachedNegatively(t *testing.T) {
 	h := newHarness(t)
-	if _, err := h.placeOrder(6, 778, "first"); !errors.Is(err, ports.ErrActivityClosed) {
-		t.Fatalf("unknown activity: %v, want ErrActivityClosed", err)
+	if _, err := h.placeOrder(6, 778, "first"); !errors.Is(err, ports.ErrActivityNotFound) {
+		t.Fatalf("unknown activity: %v, want ErrActivityNotFound", err)
 	}
 	h.store.FailGetActivity(errDatabaseDown)
 	for user := int64(7); user < 10; user++ {
-		if _, err := h.placeOrder(user, 778, "again"); !errors.Is(err, ports.ErrActivityClosed) {
-			t.Fatalf("unknown activity, cached: %v, want ErrActivityClosed without a lookup", err)
+		if _, err := h.placeOrder(user, 778, "again"); !errors.Is(err, ports.ErrActivityNotFound) {
+			t.Fatalf("unknown activity, cached: %v, want ErrActivityNotFound without a lookup", err)
 		}
 	}
 	h.store.FailGetActivity(nil)

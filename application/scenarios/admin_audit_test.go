@@ -123,8 +123,8 @@ func TestCreateActivityLeavesASellableActivityOrNothing(t *testing.T) {
 		t.Fatalf("a failed create left activities %+v and audit %+v", acts, h.auditLog())
 	}
 	h.measure()
-	if _, err := h.placeOrder(1, 6, req1); !errors.Is(err, ports.ErrActivityClosed) {
-		t.Fatalf("order on a failed create: %v, want ErrActivityClosed", err)
+	if _, err := h.placeOrder(1, 6, req1); !errors.Is(err, ports.ErrActivityNotFound) {
+		t.Fatalf("order on a failed create: %v, want ErrActivityNotFound", err)
 	}
 
 	h.store.FailNextCommit(fmt.Errorf("%w: connection lost", ports.ErrTransient))
@@ -134,8 +134,8 @@ func TestCreateActivityLeavesASellableActivityOrNothing(t *testing.T) {
 	if acts := h.activityRows(); len(acts) != 0 || len(h.auditLog()) != 0 {
 		t.Fatalf("a failed commit left activities %+v and audit %+v", acts, h.auditLog())
 	}
-	if _, err := h.placeOrder(1, 6, "req-after-commit-failure"); !errors.Is(err, ports.ErrActivityClosed) {
-		t.Fatalf("order after a failed commit: %v, want ErrActivityClosed", err)
+	if _, err := h.placeOrder(1, 6, "req-after-commit-failure"); !errors.Is(err, ports.ErrActivityNotFound) {
+		t.Fatalf("order after a failed commit: %v, want ErrActivityNotFound", err)
 	}
 
 	if _, err := h.admin.CreateActivity(ctx, actor, req); err != nil {

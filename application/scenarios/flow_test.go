@@ -72,7 +72,7 @@ func TestPlaceOrderErrors(t *testing.T) {
 	if _, err := h.placeOrder(2, 1, req(3)); !errors.Is(err, ports.ErrSoldOut) {
 		t.Fatalf("sold out: %v", err)
 	}
-	if _, err := h.placeOrder(2, 99, req(4)); !errors.Is(err, ports.ErrActivityClosed) {
+	if _, err := h.placeOrder(2, 99, req(4)); !errors.Is(err, ports.ErrActivityNotFound) {
 		t.Fatalf("unknown activity: %v", err)
 	}
 	var fe *ports.FieldError

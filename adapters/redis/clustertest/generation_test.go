@@ -50,7 +50,7 @@ func reserveSettled(t *testing.T, s *redis.Store, r reservation.Snapshot) error 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		_, err := s.Reserve(ctx, r, r.CreatedAt)
-		if err == nil || errors.Is(err, ports.ErrStockPaused) || errors.Is(err, ports.ErrActivityClosed) ||
+		if err == nil || errors.Is(err, ports.ErrStockPaused) || errors.Is(err, ports.ErrActivityNotFound) ||
 			errors.Is(err, ports.ErrSoldOut) || errors.Is(err, ports.ErrAlreadyPurchased) || time.Now().After(deadline) {
 			return err
 		}
@@ -82,7 +82,7 @@ func drift(t *testing.T, s *redis.Store, a ports.Activity, orders []string) int6
 // of its AOF (the acknowledged reservations of the last moments, and an
 // activity SKU seeded since, are gone) or on no data at all, and requires:
 // the SKUs that master serves answer ErrStockPaused (the SKU it lost
-// entirely too, not ErrActivityClosed) while the other masters' SKUs keep
+// entirely too, not ErrActivityNotFound) while the other masters' SKUs keep
 // selling; the pending generation is that master's new run_id; a rebuild
 // for it refuses the other masters' SKUs (they were never frozen) and
 // rebuilds its own from PostgreSQL's facts; after it the I6 drift of every

@@ -10,9 +10,13 @@
 -- lost), ARGV[12] call token (new per call), ARGV[13] mode: 'open'
 -- unfreezes the slot, 'keep' leaves it frozen by ARGV[1] (one lane of
 -- several: open_lane.lua opens them once every lane is rebuilt),
--- ARGV[14] the number of lanes, ARGV[15] this lane, ARGV[16..] the ids of
+-- ARGV[14] the number of lanes, ARGV[15] this lane, ARGV[16] '1' when an
+-- operator paused the sale (Activity.Paused), ARGV[17..] the ids of
 -- KEYS[7..] in the same order, then user_id/reservation_id pairs of
 -- PostgreSQL's holders of this lane
+-- The switch of the sale is PostgreSQL's: ends_ms becomes ARGV[9] and the
+-- 'paused' field ARGV[16] also when the rules were kept (a Redis restored
+-- from an older copy may hold an older switch; switch.lua).
 -- The rules' epoch becomes ARGV[1]: stock transfers between lanes logged
 -- before the rebuild are dropped (transfer_in.lua).
 -- Returns {available, in flight, overdraft}, or {'STALE'} (nothing written)
@@ -34,6 +38,12 @@ else
   redis.call('HSET', KEYS[1], 'initial', ARGV[7], 'starts_ms', ARGV[8], 'ends_ms', ARGV[9],
     'reservation_ttl_ms', ARGV[10], 'payment_timeout_ms', ARGV[11], 'lanes', ARGV[14], 'lane', ARGV[15])
 end
+redis.call('HSET', KEYS[1], 'ends_ms', ARGV[9])
+if ARGV[16] == '1' then
+  redis.call('HSET', KEYS[1], 'paused', '1')
+else
+  redis.call('HDEL', KEYS[1], 'paused')
+end
 local nIn, nOrd, nRel = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function drop(id)
   redis.call('ZREM', KEYS[4], id)
@@ -43,7 +53,7 @@ end
 redis.call('DEL', KEYS[3])
 local held = 0
 for i = 1, nIn do
-  local key, id = KEYS[6 + i], ARGV[15 + i]
+  local key, id = KEYS[6 + i], ARGV[16 + i]
   local v = redis.call('HMGET', key, 'status', 'user_id')
   if v[1] and v[1] ~= 'RELEASED' then
     held = held + 1
@@ -51,7 +61,7 @@ for i = 1, nIn do
   end
 end
 for i = nIn + 1, nIn + nOrd do
-  local key, id = KEYS[6 + i], ARGV[15 + i]
+  local key, id = KEYS[6 + i], ARGV[16 + i]
   local status = redis.call('HGET', key, 'status')
   if status == 'PENDING' or status == 'SENT' then
     redis.call('HSET', key, 'status', 'ORDERED', 'lease_owner', '', 'lease_until', '0')
@@ -60,7 +70,7 @@ for i = nIn + 1, nIn + nOrd do
   end
 end
 for i = nIn + nOrd + 1, nIn + nOrd + nRel do
-  local key, id = KEYS[6 + i], ARGV[15 + i]
+  local key, id = KEYS[6 + i], ARGV[16 + i]
   local status = redis.call('HGET', key, 'status')
   if status and status ~= 'RELEASED' then
     redis.call('HSET', key, 'status', 'RELEASED', 'release_reason', 'BOOKS_REBUILT',
@@ -69,7 +79,7 @@ for i = nIn + nOrd + 1, nIn + nOrd + nRel do
     drop(id)
   end
 end
-local first = 16 + nIn + nOrd + nRel
+local first = 17 + nIn + nOrd + nRel
 for i = first, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end

@@ -3,27 +3,41 @@
 -- KEYS[5] pending, KEYS[6] unresolved, KEYS[7] pending_created
 -- ARGV[1] user_id, ARGV[2] created_at ms, ARGV[3] first attempt ms,
 -- ARGV[4] reservation_id, ARGV[5..] field/value pairs of the reservation hash
--- Returns {'EXISTS', HGETALL} when the reservation is stored already (nothing
--- changes), {'CLOSED'} outside the activity window or for an unknown
--- activity, {'PAUSED'} while the activity SKU is frozen for verification
--- (guard.lua, rebuild.lua), {'HOLDER'} when the user holds a unit, {'SOLD_OUT'} without
--- stock, {'CREATED'} after the reservation was stored.
+-- Returns, checked in this order: {'EXISTS', HGETALL} when the reservation
+-- is stored already (nothing changes); {'NOT_FOUND'} for an activity SKU
+-- without rules (unknown, or lost by a restarted Redis); {'PAUSED'} while
+-- the activity SKU is frozen for verification (guard.lua, rebuild.lua);
+-- {'ENDED'} at and after ends_ms; {'NOT_STARTED', starts_ms} before
+-- starts_ms; {'HALTED'} while an operator paused the sale (the rules'
+-- 'paused' field, switch.lua); {'HOLDER', reservation_id, status,
+-- order_id} when the user holds a unit (the holder's reservation, read in
+-- this slot: its hash shares KEYS[1]'s prefix); {'SOLD_OUT'} without
+-- stock; {'CREATED'} after the reservation was stored.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {'EXISTS', redis.call('HGETALL', KEYS[1])}
 end
-local window = redis.call('HMGET', KEYS[2], 'starts_ms', 'ends_ms', 'frozen')
-if not window[1] or not window[2] then
-  return {'CLOSED'}
+local rules = redis.call('HMGET', KEYS[2], 'starts_ms', 'ends_ms', 'frozen', 'paused')
+if not rules[1] or not rules[2] then
+  return {'NOT_FOUND'}
 end
-if window[3] then
+if rules[3] then
   return {'PAUSED'}
 end
 local now = tonumber(ARGV[2])
-if now < tonumber(window[1]) or now >= tonumber(window[2]) then
-  return {'CLOSED'}
+if now >= tonumber(rules[2]) then
+  return {'ENDED'}
 end
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
-  return {'HOLDER'}
+if now < tonumber(rules[1]) then
+  return {'NOT_STARTED', rules[1]}
+end
+if rules[4] == '1' then
+  return {'HALTED'}
+end
+local held = redis.call('HGET', KEYS[3], ARGV[1])
+if held then
+  local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[4])
+  local h = redis.call('HMGET', prefix .. held, 'status', 'order_id')
+  return {'HOLDER', held, h[1] or '', h[2] or ''}
 end
 local stock = tonumber(redis.call('GET', KEYS[4]) or '0')
 if stock <= 0 then
