@@ -118,15 +118,6 @@ func statusOf(rec ports.ActivityRecord, soldOut bool, now time.Time) ports.Activ
 		Paused: rec.Activity.Paused, ClosedAt: rec.Activity.ClosedAt, SoldOut: soldOut, UpdatedAt: rec.UpdatedAt}
 }
 
-// activityNotFound makes an ErrNotFound of an activity match
-// ports.ErrActivityNotFound too (the reason clients see).
-func activityNotFound(err error) error {
-	if errors.Is(err, ports.ErrNotFound) && !errors.Is(err, ports.ErrActivityNotFound) {
-		return fmt.Errorf("%w: %w", ports.ErrActivityNotFound, err)
-	}
-	return err
-}
-
 // endedError refuses a change of an ended sale: it matches both
 // ports.ErrActivityState and ports.ErrActivityEnded.
 func endedError(a ports.Activity) error {
@@ -222,11 +213,11 @@ func (o *ActivityOps) GetActivity(ctx context.Context, activityID, skuID int64) 
 		rec, err = tx.GetActivityRecord(ctx, activityID, skuID, false)
 		return err
 	}); err != nil {
-		return ports.ActivityDetail{}, fmt.Errorf("get activity %d/%d: %w", activityID, skuID, activityNotFound(err))
+		return ports.ActivityDetail{}, fmt.Errorf("get activity %d/%d: %w", activityID, skuID, err)
 	}
 	books, err := o.reconciler.StockReport(ctx, activityID, skuID)
 	if err != nil {
-		return ports.ActivityDetail{}, fmt.Errorf("get activity %d/%d: books: %w", activityID, skuID, activityNotFound(err))
+		return ports.ActivityDetail{}, fmt.Errorf("get activity %d/%d: books: %w", activityID, skuID, err)
 	}
 	return ports.ActivityDetail{Status: statusOf(rec, books.RedisAvailable <= 0, o.clock.Now()), Books: books}, nil
 }
@@ -290,7 +281,7 @@ func (o *ActivityOps) apply(ctx context.Context, actor string, activityID, skuID
 	if errors.Is(err, ports.ErrNotFound) {
 		aerr := auditAlone(ctx, o.uow, ports.AuditEntry{Actor: actor, Action: c.action, Target: target,
 			Params: c.params, Outcome: ports.AuditNotFound})
-		return ports.ActivityRecord{}, time.Time{}, errors.Join(activityNotFound(err), aerr)
+		return ports.ActivityRecord{}, time.Time{}, errors.Join(err, aerr)
 	}
 	if err != nil {
 		return ports.ActivityRecord{}, time.Time{}, err

@@ -61,12 +61,12 @@ var _ ports.BuyerQueries = (*BuyerQueries)(nil)
 
 // GetActivity implements ports.BuyerQueries; see BuyerReadAge. SoldOut is
 // asked of Redis only while the sale is open, started and not paused (the
-// only state it decides). ErrNotFound (also matching
-// ports.ErrActivityNotFound) for an unknown activity SKU.
+// only state it decides). ErrNotFound for an unknown activity SKU
+// (the code of a read; ports.ErrActivityNotFound is PlaceOrder's).
 func (q *BuyerQueries) GetActivity(ctx context.Context, activityID, skuID int64) (ports.BuyerActivity, error) {
 	a, err := q.activities.Fresh(ctx, activityID, skuID, BuyerReadAge)
 	if err != nil {
-		return ports.BuyerActivity{}, fmt.Errorf("buyer activity %d/%d: %w", activityID, skuID, activityNotFound(err))
+		return ports.BuyerActivity{}, fmt.Errorf("buyer activity %d/%d: %w", activityID, skuID, err)
 	}
 	now := q.clock.Now()
 	out := false

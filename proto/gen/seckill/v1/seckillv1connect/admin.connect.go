@@ -92,8 +92,8 @@ type AdminServiceClient interface {
 	// bad.
 	ListActivities(context.Context, *connect.Request[v1.ListActivitiesRequest]) (*connect.Response[v1.ListActivitiesResponse], error)
 	// GetActivity returns one activity SKU's settings and state with the
-	// stock report's books measured now. NotFound (reason ACTIVITY_NOT_FOUND)
-	// for an unknown activity SKU; InvalidArgument for a bad id.
+	// stock report's books measured now. NotFound for an unknown activity
+	// SKU; InvalidArgument for a bad id.
 	GetActivity(context.Context, *connect.Request[v1.GetActivityRequest]) (*connect.Response[v1.GetActivityResponse], error)
 	// UpdateActivity changes what is safe to change during a sale: today
 	// ends_at (later, or earlier but not in the past; use CloseActivity to
@@ -110,8 +110,8 @@ type AdminServiceClient interface {
 	// (reason ACTIVITY_ENDED) for an ended sale. Audited.
 	PauseActivity(context.Context, *connect.Request[v1.PauseActivityRequest]) (*connect.Response[v1.PauseActivityResponse], error)
 	// ResumeActivity undoes PauseActivity. FailedPrecondition when the sale
-	// is not paused, or has ended (reason ACTIVITY_ENDED); NotFound for an
-	// unknown activity SKU. Audited.
+	// is not paused (reason ACTIVITY_STATE) or has ended (reason
+	// ACTIVITY_ENDED); NotFound for an unknown activity SKU. Audited.
 	ResumeActivity(context.Context, *connect.Request[v1.ResumeActivityRequest]) (*connect.Response[v1.ResumeActivityResponse], error)
 	// CloseActivity ends the sale now (ends_at moves to now): once it
 	// answers, every PlaceOrder fails with FailedPrecondition reason
@@ -123,7 +123,7 @@ type AdminServiceClient interface {
 	// AddStock adds quantity units to the sale's stock, exactly once per
 	// request_id (a retry answers the first outcome with applied = false).
 	// InvalidArgument for a quantity <= 0 or a missing request_id;
-	// AlreadyExists (reason REQUEST_ID_REUSED) for a request_id used by
+	// InvalidArgument (reason REQUEST_ID_REUSED) for a request_id used by
 	// another change; NotFound; FailedPrecondition (reason ACTIVITY_ENDED)
 	// for an ended sale; Unimplemented when the server has no stock
 	// operations. Audited.
@@ -323,8 +323,8 @@ type AdminServiceHandler interface {
 	// bad.
 	ListActivities(context.Context, *connect.Request[v1.ListActivitiesRequest]) (*connect.Response[v1.ListActivitiesResponse], error)
 	// GetActivity returns one activity SKU's settings and state with the
-	// stock report's books measured now. NotFound (reason ACTIVITY_NOT_FOUND)
-	// for an unknown activity SKU; InvalidArgument for a bad id.
+	// stock report's books measured now. NotFound for an unknown activity
+	// SKU; InvalidArgument for a bad id.
 	GetActivity(context.Context, *connect.Request[v1.GetActivityRequest]) (*connect.Response[v1.GetActivityResponse], error)
 	// UpdateActivity changes what is safe to change during a sale: today
 	// ends_at (later, or earlier but not in the past; use CloseActivity to
@@ -341,8 +341,8 @@ type AdminServiceHandler interface {
 	// (reason ACTIVITY_ENDED) for an ended sale. Audited.
 	PauseActivity(context.Context, *connect.Request[v1.PauseActivityRequest]) (*connect.Response[v1.PauseActivityResponse], error)
 	// ResumeActivity undoes PauseActivity. FailedPrecondition when the sale
-	// is not paused, or has ended (reason ACTIVITY_ENDED); NotFound for an
-	// unknown activity SKU. Audited.
+	// is not paused (reason ACTIVITY_STATE) or has ended (reason
+	// ACTIVITY_ENDED); NotFound for an unknown activity SKU. Audited.
 	ResumeActivity(context.Context, *connect.Request[v1.ResumeActivityRequest]) (*connect.Response[v1.ResumeActivityResponse], error)
 	// CloseActivity ends the sale now (ends_at moves to now): once it
 	// answers, every PlaceOrder fails with FailedPrecondition reason
@@ -354,7 +354,7 @@ type AdminServiceHandler interface {
 	// AddStock adds quantity units to the sale's stock, exactly once per
 	// request_id (a retry answers the first outcome with applied = false).
 	// InvalidArgument for a quantity <= 0 or a missing request_id;
-	// AlreadyExists (reason REQUEST_ID_REUSED) for a request_id used by
+	// InvalidArgument (reason REQUEST_ID_REUSED) for a request_id used by
 	// another change; NotFound; FailedPrecondition (reason ACTIVITY_ENDED)
 	// for an ended sale; Unimplemented when the server has no stock
 	// operations. Audited.

@@ -70,9 +70,8 @@ type OrderServiceClient interface {
 	CancelOrder(context.Context, *connect.Request[v1.CancelOrderRequest]) (*connect.Response[v1.CancelOrderResponse], error)
 	// GetActivity returns what a buyer may know of an activity SKU: its
 	// state, window, price and the server's clock (count down against
-	// server_time, not the device's clock); never the stock. NotFound
-	// (reason ACTIVITY_NOT_FOUND) for an unknown activity SKU;
-	// InvalidArgument for a bad id.
+	// server_time, not the device's clock); never the stock. NotFound for
+	// an unknown activity SKU; InvalidArgument for a bad id.
 	GetActivity(context.Context, *connect.Request[v1.OrderServiceGetActivityRequest]) (*connect.Response[v1.OrderServiceGetActivityResponse], error)
 	// ListMyOrders pages through the caller's own orders (the token's
 	// `sub`), newest first. InvalidArgument names page_size or page_token
@@ -193,9 +192,8 @@ type OrderServiceHandler interface {
 	CancelOrder(context.Context, *connect.Request[v1.CancelOrderRequest]) (*connect.Response[v1.CancelOrderResponse], error)
 	// GetActivity returns what a buyer may know of an activity SKU: its
 	// state, window, price and the server's clock (count down against
-	// server_time, not the device's clock); never the stock. NotFound
-	// (reason ACTIVITY_NOT_FOUND) for an unknown activity SKU;
-	// InvalidArgument for a bad id.
+	// server_time, not the device's clock); never the stock. NotFound for
+	// an unknown activity SKU; InvalidArgument for a bad id.
 	GetActivity(context.Context, *connect.Request[v1.OrderServiceGetActivityRequest]) (*connect.Response[v1.OrderServiceGetActivityResponse], error)
 	// ListMyOrders pages through the caller's own orders (the token's
 	// `sub`), newest first. InvalidArgument names page_size or page_token
