@@ -310,7 +310,7 @@ func TestAbuseRequestsThatReserveNothingLeaveNoLongLivedKeys(t *testing.T) {
 			}
 		}
 	}
-	if answers["sold-out"] != "SOLD_OUT" || answers["again"] != "ALREADY_PURCHASED" || answers["unknown-activity"] != "ACTIVITY_CLOSED" {
+	if answers["sold-out"] != "SOLD_OUT" || answers["again"] != "ALREADY_PURCHASED" || answers["unknown-activity"] != "ACTIVITY_NOT_FOUND" {
 		t.Fatalf("answers %v", answers)
 	}
 }
