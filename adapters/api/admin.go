@@ -21,13 +21,15 @@ var errNoIdentity = errors.New("no identity")
 // auth interceptor has already required the admin scope.
 type AdminHandler struct {
 	seckillv1connect.UnimplementedAdminServiceHandler
-	svc ports.AdminService
-	log *slog.Logger
+	svc  ports.AdminService
+	sale Sale // running a sale (activities.go); nil members: Unimplemented
+	log  *slog.Logger
 }
 
-// NewAdminHandler returns the handler.
-func NewAdminHandler(svc ports.AdminService, log *slog.Logger) *AdminHandler {
-	return &AdminHandler{svc: svc, log: log}
+// NewAdminHandler returns the handler; the calls of running a sale are
+// served by sale's Activities and Stock (nil: Unimplemented).
+func NewAdminHandler(svc ports.AdminService, sale Sale, log *slog.Logger) *AdminHandler {
+	return &AdminHandler{svc: svc, sale: sale, log: log}
 }
 
 // CreateActivity implements seckillv1connect.AdminServiceHandler.

@@ -18,13 +18,15 @@ import (
 // maps errors in one place.
 type OrderHandler struct {
 	seckillv1connect.UnimplementedOrderServiceHandler
-	svc ports.OrderService
-	log *slog.Logger
+	svc    ports.OrderService
+	buyers ports.BuyerQueries // GetActivity, ListMyOrders (activities.go); nil: Unimplemented
+	log    *slog.Logger
 }
 
-// NewOrderHandler returns the handler.
-func NewOrderHandler(svc ports.OrderService, log *slog.Logger) *OrderHandler {
-	return &OrderHandler{svc: svc, log: log}
+// NewOrderHandler returns the handler; GetActivity and ListMyOrders are
+// served by buyers (nil: Unimplemented).
+func NewOrderHandler(svc ports.OrderService, buyers ports.BuyerQueries, log *slog.Logger) *OrderHandler {
+	return &OrderHandler{svc: svc, buyers: buyers, log: log}
 }
 
 // PlaceOrder implements seckillv1connect.OrderServiceHandler.

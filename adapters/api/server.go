@@ -61,8 +61,16 @@ type Route struct {
 // send bound (Limits.EventStreams, EventSendTimeout), and it lifts the
 // server's read timeout once the request is read, so that timeout bounds
 // a slow request, never a long-lived stream.
+//
+// The calls of running a sale (AdminService's activity and stock calls,
+// OrderService.GetActivity and ListMyOrders) are served by WithSale's
+// ports; without it they answer Unimplemented.
 func NewHandler(orders ports.OrderService, admin ports.AdminService, events ports.EventSubscriptions, auth *Authenticator,
-	log *slog.Logger, limits Limits, health grpchealth.Checker, obs Observability) (http.Handler, error) {
+	log *slog.Logger, limits Limits, health grpchealth.Checker, obs Observability, options ...HandlerOption) (http.Handler, error) {
+	var o handlerOptions
+	for _, opt := range options {
+		opt(&o)
+	}
 	if health == nil {
 		names := []string{seckillv1connect.OrderServiceName, seckillv1connect.AdminServiceName}
 		if events != nil {
@@ -89,8 +97,8 @@ func NewHandler(orders ports.OrderService, admin ports.AdminService, events port
 		connect.WithCompressMinBytes(1024),
 	)
 	services := http.NewServeMux()
-	services.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, log), opts))
-	services.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, log), opts))
+	services.Handle(seckillv1connect.NewOrderServiceHandler(NewOrderHandler(orders, o.sale.Buyers, log), opts))
+	services.Handle(seckillv1connect.NewAdminServiceHandler(NewAdminHandler(admin, o.sale, log), opts))
 	var eventHandler seckillv1connect.EventServiceHandler = seckillv1connect.UnimplementedEventServiceHandler{}
 	if events != nil {
 		eventHandler = NewEventHandler(events, log, limits)
