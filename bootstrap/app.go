@@ -36,6 +36,10 @@ type App struct {
 	Broker     Broker
 	Admin      *application.Admin
 	Orders     *application.OrderService
+	// Activities runs a sale for operators (list, get, update, pause,
+	// resume, close); Buyers answers the buyers' reads of it.
+	Activities *application.ActivityOps
+	Buyers     *application.BuyerQueries
 	Reconciler *application.Reconciler
 	Projection *application.ProjectOrderStates
 	// Gate is the backlog gate; Run measures it once before serving, so

@@ -44,6 +44,7 @@ var InfraSet = wire.NewSet(
 	wire.Bind(new(ports.Admission), new(*redis.Store)),
 	wire.Bind(new(ports.Reservations), new(*redis.Store)),
 	wire.Bind(new(ports.Backlog), new(*redis.Store)),
+	wire.Bind(new(ports.ActivitySwitch), new(*redis.Store)),
 	provideOrderViews,
 	provideBroker,
 	publisherOf,
@@ -70,6 +71,8 @@ var AppSet = wire.NewSet(
 	provideStockRecovery,
 	provideDeadLetters,
 	provideAdmin,
+	application.NewActivityOps,
+	application.NewBuyerQueries,
 	provideServer,
 	provideOpsServer,
 	provideHealth,
@@ -233,7 +236,11 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 	return application.NewProjectOrderStates(v, q, r, uow, log, b.Group(ports.GroupOrderProjection))
 }
 
+// provideServer builds the API server. The stock operations of running a
+// sale (AddStock, RemoveStock) are not wired yet: they answer
+// Unimplemented.
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
+	ops *application.ActivityOps, buyers *application.BuyerQueries,
 	events *application.EventSubscriptions, health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*api.Server, error) {
 	auth, err := NewAuthenticator(context.Background(), cfg, log)
 	if err != nil {
@@ -248,7 +255,8 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 		PlaceOrderConcurrency: cfg.API.PlaceOrderConcurrency, ReadRate: cfg.API.ReadRate, ReadBurst: cfg.API.ReadBurst,
 		PayRate: cfg.API.PayRate, PayBurst: cfg.API.PayBurst, ClientRate: cfg.API.ClientRate, ClientBurst: cfg.API.ClientBurst,
 		MaxRateKeys: cfg.API.RateKeys, EventStreams: cfg.Events.MaxStreams, EventSendTimeout: cfg.Events.SendTimeout,
-	}, health, api.Observability{Metrics: rpc, Tracer: tr.TracerProvider})
+	}, health, api.Observability{Metrics: rpc, Tracer: tr.TracerProvider},
+		api.WithSale(api.Sale{Activities: ops, Buyers: buyers}))
 	if err != nil {
 		return nil, err
 	}

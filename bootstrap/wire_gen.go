@@ -84,6 +84,8 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	reconciler := provideReconciler(postgresStore, store, activities, orderLifecycle, clock, metrics, compensationPolicy, cfg, log)
 	deadLetters := provideDeadLetters(postgresStore, publisher, store, iDs, metrics, broker, log)
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
+	activityOps := application.NewActivityOps(postgresStore, store, reconciler, activities, store, clock, log)
+	buyerQueries := application.NewBuyerQueries(activities, store, postgresStore, clock)
 	applicationEventLogMetrics, err := provideEventLogMetrics(registry)
 	if err != nil {
 		cleanup4()
@@ -95,7 +97,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	sequencer := provideSequencer(postgresStore, postgresStore, applicationEventLogMetrics, cfg, log)
 	eventSubscriptions := provideEventSubscriptions(postgresStore, sequencer, applicationEventLogMetrics, cfg, log)
 	health := provideHealth(postgresStore, universalClient, broker)
-	server, err := provideServer(cfg, orderService, admin, eventSubscriptions, health, registry, tracer, log)
+	server, err := provideServer(cfg, orderService, admin, activityOps, buyerQueries, eventSubscriptions, health, registry, tracer, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -130,6 +132,8 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		Broker:     broker,
 		Admin:      admin,
 		Orders:     orderService,
+		Activities: activityOps,
+		Buyers:     buyerQueries,
 		Reconciler: reconciler,
 		Projection: projectOrderStates,
 		Gate:       backlogGate,
