@@ -33,9 +33,9 @@ type App struct {
 	// Health probes the dependencies for gRPC health and /readyz.
 	Health *Health
 	// Broker is the messaging adapter SECKILL_BROKER chose.
-	Broker     Broker
-	Admin      *application.Admin
-	Orders     *application.OrderService
+	Broker Broker
+	Admin  *application.Admin
+	Orders *application.OrderService
 	// Activities runs a sale for operators (list, get, update, pause,
 	// resume, close); Buyers answers the buyers' reads of it.
 	Activities *application.ActivityOps
