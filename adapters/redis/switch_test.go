@@ -137,10 +137,10 @@ func TestRebuildKeepsThePause(t *testing.T) {
 	t.Run("kept rules on lanes", func(t *testing.T) {
 		t.Parallel()
 		f, a, r1, r2, r3 := threeLanesSold(t)
-		s, ctx := f.s, ctxT(t)
+		ctx := ctxT(t)
 		// The older copy of Redis knew no pause; PostgreSQL says paused.
 		gen := f.comeBackAsAnotherProcess(t)
-		s = f.s
+		s := f.s
 		if _, err := s.InFlight(ctx, gen, a); err != nil {
 			t.Fatal(err)
 		}
