@@ -86,7 +86,9 @@
 //     returned; transfer_in: received already, 0 (the units were added
 //     once); transfer_done: gone already, 0; open_lane: open for the
 //     generation already, 1 (TestLaneScriptsTolerateARetriedCall);
-//   - inventory: read-only.
+//   - inventory: read-only;
+//   - switch (the operator's pause and end, switch.go): a second run
+//     writes the same value, answers 0.
 //
 // The key layout is the one of docs/architecture.md, plus one index per
 // activity SKU, <ns>:{a:s}:pending_created (a sorted set of the
