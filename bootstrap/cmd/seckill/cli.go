@@ -62,7 +62,7 @@ $` + envOperatorToken + `, and are audited under that user.`,
 		&cobra.Group{ID: groupOperate, Title: "Operations (state-changing ones are audited):"},
 	)
 	clikit.AddGroup(root, groupService, c.serveCmd(), c.migrateCmd(), c.configCmd())
-	clikit.AddGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd(), c.topologyCmd())
+	clikit.AddGroup(root, groupOperate, c.tokenCmd(), c.reconcileCmd(), c.projectionCmd(), c.dlqCmd(), c.activityCmd(), c.topologyCmd())
 	root.AddCommand(c.versionCmd())
 	return root
 }

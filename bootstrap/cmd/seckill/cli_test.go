@@ -136,6 +136,9 @@ func TestHelpOfEveryCommand(t *testing.T) {
 	for _, want := range []string{
 		"seckill serve", "seckill migrate up", "seckill migrate down", "seckill migrate redo", "seckill migrate status",
 		"seckill token", "seckill reconcile", "seckill projection rebuild", "seckill dlq list", "seckill dlq replay",
+		"seckill activity list", "seckill activity show", "seckill activity create", "seckill activity update",
+		"seckill activity pause", "seckill activity resume", "seckill activity close", "seckill activity add-stock",
+		"seckill activity remove-stock",
 		"seckill help", "seckill version", "seckill config", "seckill completion bash", "seckill completion zsh",
 		"seckill completion fish", "seckill completion powershell",
 	} {

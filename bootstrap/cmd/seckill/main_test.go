@@ -154,6 +154,13 @@ var stateChanging = [][]string{
 	{"reconcile"},
 	{"projection", "rebuild"},
 	{"dlq", "replay", "--addr", "127.0.0.1:1", "--id", "1", "--reason", "fixed"},
+	{"activity", "pause", "--addr", "127.0.0.1:1", "--activity", "1"},
+	{"activity", "resume", "--addr", "127.0.0.1:1", "--activity", "1"},
+	{"activity", "close", "--addr", "127.0.0.1:1", "--activity", "1"},
+	{"activity", "update", "--addr", "127.0.0.1:1", "--activity", "1", "--ends-at", "now+1h"},
+	{"activity", "add-stock", "--addr", "127.0.0.1:1", "--activity", "1", "--quantity", "1", "--request-id", "r"},
+	{"activity", "remove-stock", "--addr", "127.0.0.1:1", "--activity", "1", "--quantity", "1", "--request-id", "r"},
+	{"activity", "create", "--addr", "127.0.0.1:1", "--activity", "1", "--stock", "1", "--starts-at", "now", "--ends-at", "now+1h"},
 }
 
 // TestStateChangingCommandsRefuseWithoutAnAdminToken: without a token, with
