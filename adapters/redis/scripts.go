@@ -37,6 +37,7 @@ const (
 	scriptTransferDone   = "transfer_done"
 	scriptFreezeLane     = "freeze_lane"
 	scriptOpenLane       = "open_lane"
+	scriptStockChange    = "stock_change"
 )
 
 // scriptNames lists every script; each is lua/<name>.lua.
@@ -45,7 +46,7 @@ func scriptNames() []string {
 		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
 		scriptReleaseMany, scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
 		scriptRebuild, scriptFinishRecovery, scriptTransferOut, scriptTransferIn, scriptTransferDone,
-		scriptFreezeLane, scriptOpenLane,
+		scriptFreezeLane, scriptOpenLane, scriptStockChange,
 	}
 }
 
