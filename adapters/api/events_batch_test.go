@@ -27,8 +27,9 @@ import (
 // subscriber that stops reading is cut off within the send bound like on
 // the single-event path: its place among the streams frees, and reading
 // on it finds the events in flight, then an error, never the whole log.
-// Before that, a reading subscriber gets every event of several pages in
-// order.
+// (No reading subscriber here: with the 50 ms bound a loaded machine may
+// cut one too; the page path's order is covered end to end by
+// TestEventSubscriptionMidSale.)
 func TestEventStreamCutsStalledSubscriberOnThePagePath(t *testing.T) {
 	limits := api.DefaultLimits()
 	limits.EventStreams = 1
@@ -64,39 +65,14 @@ func TestEventStreamCutsStalledSubscriberOnThePagePath(t *testing.T) {
 	t.Cleanup(tr.CloseIdleConnections)
 	c := seckillv1connect.NewEventServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
 
-	// A reader: 300 events (three pages) in order, then it ends its
-	// stream.
-	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	r, err := c.Subscribe(rctx, withToken(&seckillv1.SubscribeRequest{}, tok))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.Subscribe(ctx, withToken(&seckillv1.SubscribeRequest{}, tok))
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := receive(t, r, 300)
-	for i, e := range evs {
-		if e.GetPosition() != int64(i+1) {
-			t.Fatalf("event %d at position %d", i, e.GetPosition())
-		}
-	}
-	_ = r.Close()
-	rcancel()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var s *connect.ServerStreamForClient[seckillv1.SubscribeResponse]
-	for i := 0; ; i++ { // the reader's place frees once the server saw it go
-		s, err = c.Subscribe(ctx, withToken(&seckillv1.SubscribeRequest{}, tok))
-		if err == nil && s.Receive() {
-			break
-		}
-		if i == 1000 {
-			t.Fatalf("no stream after the reader ended: %v", err)
-		}
-		if s != nil {
-			_ = s.Close()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	defer func() { _ = s.Close() }()
+	receive(t, s, 1)
 	// The client reads nothing more; the only stream's place frees once
 	// the server has cut it.
 	for i := 0; ; i++ {
