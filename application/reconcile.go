@@ -44,8 +44,13 @@ type ReconcileReport struct {
 	CanceledExpired int
 	// Drift is the I6 drift of every activity SKU after the repairs, in
 	// the order of ListActivities; orders without a Redis counterpart show
-	// up here and are left to an operator.
+	// up here and are left to an operator. An activity SKU with a stock
+	// change in flight is left out.
 	Drift []SKUDrift
+	// StockChangesInFlight counts the activity SKUs left out of Drift
+	// because a stock change of theirs was PENDING (the books differ by
+	// it until it finishes; the next pass measures them).
+	StockChangesInFlight int
 }
 
 // SKUDrift is the I6 drift of one activity SKU (0 when the books balance).
@@ -161,6 +166,7 @@ func reconcileParams(rep ReconcileReport) map[string]any {
 		"rejected_expired": rep.RejectedExpired, "pending_send": rep.PendingSend,
 		"sent_not_consumed": rep.SentNotConsumed, "canceled_expired": rep.CanceledExpired,
 		"skus_checked": len(rep.Drift), "skus_drifting": n, "drift": drifting,
+		"skus_stock_changes_in_flight": rep.StockChangesInFlight,
 	}
 }
 
@@ -185,13 +191,45 @@ func (r *Reconciler) pass(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("list activities: %w", err)
 	}
 	for _, a := range acts {
+		changing, err := r.stockChanging(ctx, a)
+		if err != nil {
+			return rep, err
+		}
+		if changing {
+			rep.StockChangesInFlight++
+			continue
+		}
 		sr, err := r.StockReport(ctx, a.ActivityID, a.SKUID)
 		if err != nil {
 			return rep, err
 		}
+		if changing, err = r.stockChanging(ctx, a); err != nil {
+			return rep, err
+		}
+		if changing {
+			rep.StockChangesInFlight++
+			continue
+		}
 		rep.Drift = append(rep.Drift, SKUDrift{ActivityID: a.ActivityID, SKUID: a.SKUID, Drift: sr.Drift()})
 	}
 	return rep, nil
+}
+
+// stockChanging reports whether an activity SKU has a PENDING stock change
+// (StockChanges): until it finishes, Redis may hold it and PostgreSQL not,
+// a difference that is not drift. The pass asks before and after
+// measuring the SKU and leaves it out of the drift when either says yes.
+func (r *Reconciler) stockChanging(ctx context.Context, a ports.Activity) (bool, error) {
+	var changing bool
+	err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		changing, err = tx.HasPendingStockChanges(ctx, a.ActivityID, a.SKUID)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("pending stock changes of activity %d sku %d: %w", a.ActivityID, a.SKUID, err)
+	}
+	return changing, nil
 }
 
 // reservationsPass settles unresolved reservations older than the grace.
@@ -359,8 +397,7 @@ func (r *Reconciler) ordersPass(ctx context.Context, now time.Time, rep *Reconci
 // StockReport measures the I6 terms of one activity SKU and exports the
 // drift.
 func (r *Reconciler) StockReport(ctx context.Context, activityID, skuID int64) (ports.StockReport, error) {
-	act, err := r.activities.Get(ctx, activityID, skuID)
-	if err != nil {
+	if _, err := r.activities.Get(ctx, activityID, skuID); err != nil {
 		return ports.StockReport{}, err
 	}
 	inv, err := r.reservations.Inventory(ctx, activityID, skuID)
@@ -376,7 +413,7 @@ func (r *Reconciler) StockReport(ctx context.Context, activityID, skuID int64) (
 		return ports.StockReport{}, fmt.Errorf("audit stock: %w", err)
 	}
 	rep := ports.StockReport{
-		ActivityID: activityID, SKUID: skuID, InitialStock: act.Stock, RedisAvailable: inv.Available,
+		ActivityID: activityID, SKUID: skuID, InitialStock: audit.InitialStock, RedisAvailable: inv.Available,
 		PendingReservations: int64(len(inv.Held) - len(audit.OrderedHeld) - len(audit.ReleasedHeld)),
 		NonCanceledOrders:   audit.NonCanceledOrders, ReleasesInFlight: int64(len(audit.ReleasedHeld)),
 		PGFinalStock: audit.PGFinalStock, MeasuredAt: r.clock.Now(),

@@ -133,6 +133,15 @@ func (r *StockRecovery) Recover(ctx context.Context) (StockRecoveryReport, error
 // PostgreSQL's facts, then rewrites the books. The order matters: a
 // reservation decided between the two reads reads as decided, and one
 // decided after both is handled by rebuild.lua's re-check.
+//
+// The facts transaction first locks the SKU's PENDING stock changes and
+// stays open while Redis is rewritten: a change cannot become APPLIED (the
+// StockChanges transaction that applies it holds the same row lock while
+// it changes Redis) between the read of the initial stock and the write of
+// the books. So each change is either APPLIED and counted in Base, or
+// still PENDING and not counted; the rebuild starts a new books epoch in
+// which a PENDING change is applied once more by whoever finishes it
+// (ports.StockChanger).
 func (r *StockRecovery) rebuild(ctx context.Context, gen string, a ports.Activity) (ports.RebuildResult, error) {
 	inflight, err := r.books.InFlight(ctx, gen, a)
 	if err != nil {
@@ -143,12 +152,18 @@ func (r *StockRecovery) rebuild(ctx context.Context, gen string, a ports.Activit
 		ids[i] = s.ReservationID
 	}
 	facts := ports.StockRebuild{Generation: gen, Activity: a}
+	var res ports.RebuildResult
+	var rebuildErr error
 	if err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		if _, err := tx.LockPendingStockChanges(ctx, a.ActivityID, a.SKUID); err != nil {
+			return err
+		}
 		audit, err := tx.AuditStock(ctx, a.ActivityID, a.SKUID, ids)
 		if err != nil {
 			return err
 		}
 		facts.Base = audit.InitialStock - audit.NonCanceledOrders
+		facts.Activity.Stock = audit.InitialStock
 		facts.Ordered, facts.Released = audit.OrderedHeld, audit.ReleasedHeld
 		decided := make(map[string]bool, len(audit.OrderedHeld)+len(audit.ReleasedHeld))
 		for _, id := range audit.OrderedHeld {
@@ -162,10 +177,16 @@ func (r *StockRecovery) rebuild(ctx context.Context, gen string, a ports.Activit
 				facts.InFlight = append(facts.InFlight, id)
 			}
 		}
-		facts.Holders, err = tx.LiveHolders(ctx, a.ActivityID, a.SKUID)
-		return err
+		if facts.Holders, err = tx.LiveHolders(ctx, a.ActivityID, a.SKUID); err != nil {
+			return err
+		}
+		res, rebuildErr = r.books.Rebuild(ctx, facts)
+		return rebuildErr
 	}); err != nil {
+		if rebuildErr != nil {
+			return ports.RebuildResult{}, rebuildErr
+		}
 		return ports.RebuildResult{}, fmt.Errorf("postgres facts: %w", err)
 	}
-	return r.books.Rebuild(ctx, facts)
+	return res, nil
 }

@@ -130,3 +130,30 @@ type RedisStockChange struct {
 type StockChanger interface {
 	ChangeStock(ctx context.Context, a Activity, requestID string, delta int64) (RedisStockChange, error)
 }
+
+// Audited actions and outcomes of StockOperations (AuditEntry). The
+// target is ActivityTarget; params hold request_id and quantity, and
+// stock_before, stock_after and available once applied (removable when
+// refused).
+const (
+	// AuditAddStock: StockOperations.AddStock.
+	AuditAddStock = "ADD_STOCK"
+	// AuditRemoveStock: StockOperations.RemoveStock.
+	AuditRemoveStock = "REMOVE_STOCK"
+	// AuditStockApplied: the change was applied to both books by this
+	// call (or by the recovery worker: params finished_by).
+	AuditStockApplied = "APPLIED"
+	// AuditStockRefused: a removal of more units than were unreserved.
+	AuditStockRefused = "REFUSED"
+	// AuditStockRepeated: a retry of a finished change; nothing changed
+	// (params status: the first outcome).
+	AuditStockRepeated = "REPEATED"
+	// AuditRequestIDReused: the request id names another change.
+	AuditRequestIDReused = "REQUEST_ID_REUSED"
+	// AuditActivityEnded: the sale has ended; nothing changed.
+	AuditActivityEnded = "ENDED"
+)
+
+// ActorStockChanges finishes the stock changes a crash or a failure left
+// PENDING (the recovery worker of StockOperations).
+const ActorStockChanges = "system:stock-changes"
