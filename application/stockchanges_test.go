@@ -429,3 +429,79 @@ func TestStockRecoveryRebuildKeepsEveryChangeOnce(t *testing.T) {
 		t.Fatalf("reservable = %d, want 13 (15 minus the 2 held)", n)
 	}
 }
+
+// TestStockRecoveryWaitsForAChangeBeingFinished: a change whose Redis
+// step ran before Redis came back as another process is being committed
+// APPLIED (its transaction holds the row) when the stock recovery starts:
+// the recovery waits for it and rebuilds from the stock that includes it,
+// so Redis counts the change once and the books balance.
+func TestStockRecoveryWaitsForAChangeBeingFinished(t *testing.T) {
+	e := newStockEnv(t)
+	a := e.activity(1, 4, 1, false)
+	if err := e.fp.Set(ports.FailStockChangeAfterRedis, "error"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.add(a, "late", 3); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("AddStock at the failpoint: %v", err)
+	}
+	e.fp.Clear(ports.FailStockChangeAfterRedis)
+	if err := e.base.HSet(e.ctx(), e.ns+":generation", "run_id", "the-process-that-acknowledged").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.connect()
+	e.wire()
+
+	// The finishing transaction, past its Redis step, holds the row.
+	locked, commit := make(chan struct{}), make(chan struct{})
+	finished := make(chan error, 1)
+	go func() {
+		finished <- e.pg.InTx(e.ctx(), func(ctx context.Context, tx ports.Tx) error {
+			if _, err := tx.LockStockChange(ctx, "late"); err != nil {
+				close(locked)
+				return err
+			}
+			close(locked)
+			select {
+			case <-commit:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			_, err := tx.ApplyStockChange(ctx, "late", 7)
+			return err
+		})
+	}()
+	<-locked
+	rec := NewStockRecovery(e.rs, e.pg, slog.New(slog.DiscardHandler), StockRecoveryConfig{})
+	recovered := make(chan error, 1)
+	go func() {
+		rep, err := rec.Recover(e.ctx())
+		if err == nil && (!rep.Finished || rep.Rebuilt != 1) {
+			err = fmt.Errorf("recovery report %+v", rep)
+		}
+		recovered <- err
+	}()
+	// Let the recovery reach the lock (or, were it not taken, finish).
+	for range 250 {
+		if e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 ||
+			len(recovered) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(commit)
+	if err := <-finished; err != nil {
+		t.Fatalf("finishing transaction: %v", err)
+	}
+	if err := <-recovered; err != nil {
+		t.Fatalf("stock recovery: %v", err)
+	}
+	if n, err := e.changes.Recover(e.ctx()); n != 0 || err != nil {
+		t.Fatalf("Recover = %d, %v; want nothing left", n, err)
+	}
+	if initial, final, drift := e.books(a); initial != 7 || final != 7 || drift != 0 {
+		t.Fatalf("books: initial %d final %d drift %d; want 7, 7, 0", initial, final, drift)
+	}
+	if n := e.reservable(a, 20); n != 7 {
+		t.Fatalf("reservable = %d, want 7", n)
+	}
+}
