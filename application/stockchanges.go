@@ -107,14 +107,14 @@ func validateStockChange(actor string, c ports.StockChange) error {
 		return ports.InvalidField("quantity", "must be at most %d", maxStockQuantity)
 	case c.RequestID == "":
 		return ports.InvalidField("request_id", "is required")
-	case len(c.RequestID) > maxStockRequestID || !utf8Text(c.RequestID):
+	case len(c.RequestID) > maxStockRequestID || !stockRequestText(c.RequestID):
 		return ports.InvalidField("request_id", "must be valid UTF-8 text of at most %d bytes", maxStockRequestID)
 	}
 	return nil
 }
 
-// utf8Text reports whether s is valid UTF-8 without NUL characters.
-func utf8Text(s string) bool {
+// stockRequestText reports whether s is valid UTF-8 without NUL characters.
+func stockRequestText(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
@@ -167,7 +167,7 @@ func (s *StockChanges) change(ctx context.Context, actor string, c ports.StockCh
 		if err != nil {
 			return ports.StockChangeResult{}, fmt.Errorf("stock change %q: %w", c.RequestID, err)
 		}
-		return result(stored, false)
+		return stockChangeResult(stored, false)
 	}
 
 	done, fresh, err := s.finish(ctx, c.RequestID, entry)
@@ -178,13 +178,13 @@ func (s *StockChanges) change(ctx context.Context, actor string, c ports.StockCh
 		}
 		return ports.StockChangeResult{}, fmt.Errorf("stock change %q: %w", c.RequestID, err)
 	}
-	return result(done, fresh)
+	return stockChangeResult(done, fresh)
 }
 
-// result is the answer of a finished change: the stored outcome, with
+// stockChangeResult is the answer of a finished change: the stored outcome, with
 // Applied when this call applied it; a refused removal is a *FieldError
 // on "quantity" naming how many units could be removed.
-func result(c ports.StockChangeRecord, fresh bool) (ports.StockChangeResult, error) {
+func stockChangeResult(c ports.StockChangeRecord, fresh bool) (ports.StockChangeResult, error) {
 	if c.Status == ports.StockChangeRefused {
 		return ports.StockChangeResult{}, fmt.Errorf("remove stock %q: %w", c.RequestID,
 			ports.InvalidField("quantity", "only %d unreserved units can be removed (asked for %d)", c.Available, -c.Delta))
