@@ -301,6 +301,8 @@ func (o *ActivityOps) apply(ctx context.Context, actor string, activityID, skuID
 func (o *ActivityOps) reassert(ctx context.Context, a ports.Activity, refusal error) {
 	var err error
 	switch {
+	case errors.Is(refusal, ports.ErrActivityEnded) && !a.ClosedAt.IsZero():
+		err = errors.Join(o.sw.SetPaused(ctx, a, true), o.sw.SetEndsAt(ctx, a, a.EndsAt))
 	case errors.Is(refusal, ports.ErrActivityEnded):
 		err = o.sw.SetEndsAt(ctx, a, a.EndsAt)
 	case errors.Is(refusal, ports.ErrActivityState):
@@ -444,9 +446,18 @@ func (o *ActivityOps) setPaused(ctx context.Context, actor string, activityID, s
 }
 
 // CloseActivity implements ports.ActivityOperations: closed_at = ends_at
-// = the transaction's now (a sale closed before its start ends before
-// it), then ends_at is switched in Redis, then Unsold is the Redis stock
-// counter read after the switch (no reservation takes a unit any more).
+// = the earlier of the transaction's now and this process's clock (a sale
+// closed before its start ends before it). Redis is then switched twice:
+// paused first, then ends_at. The end is a time that Reserve compares
+// with the reservation's creation, taken from the clock of the instance
+// that serves the PlaceOrder; an instance whose clock lags would still
+// sell until its clock reaches ends_at. The pause is a flag, which every
+// instance sees at once, so no PlaceOrder is accepted once the call
+// returns whatever the clocks (an instance that lags answers
+// ACTIVITY_PAUSED until its clock passes the end, then ACTIVITY_ENDED).
+// PostgreSQL keeps paused as it was: the stored end alone ends the sale,
+// and a rebuild seeds it. Unsold is the Redis stock counter read after the
+// switch (no reservation takes a unit any more).
 func (o *ActivityOps) CloseActivity(ctx context.Context, actor string, activityID, skuID int64) (ports.CloseResult, error) {
 	after, now, err := o.apply(ctx, actor, activityID, skuID, change{
 		action: auditCloseActivity,
@@ -455,12 +466,19 @@ func (o *ActivityOps) CloseActivity(ctx context.Context, actor string, activityI
 			if ended(a, now) {
 				return a, false, endedError(a)
 			}
-			a.ClosedAt, a.EndsAt = now, now
+			at := now
+			if local := o.clock.Now().UTC().Truncate(time.Microsecond); local.Before(at) {
+				at = local
+			}
+			a.ClosedAt, a.EndsAt = at, at
 			return a, true, nil
 		},
 	})
 	if err != nil {
 		return ports.CloseResult{}, fmt.Errorf("close activity %d/%d: %w", activityID, skuID, err)
+	}
+	if err := o.sw.SetPaused(ctx, after.Activity, true); err != nil {
+		return ports.CloseResult{}, switched("close activity", err)
 	}
 	if err := o.sw.SetEndsAt(ctx, after.Activity, after.Activity.EndsAt); err != nil {
 		return ports.CloseResult{}, switched("close activity", err)

@@ -180,6 +180,18 @@ func TestActivityOpsEndToEnd(t *testing.T) {
 			}
 		}
 
+		// A sale closed before it started has ended.
+		const early = 7
+		s.createWindow(early, 10, now.Add(time.Hour), now.Add(2*time.Hour))
+		closed, err := s.admin.CloseActivity(ctx, authed(&seckillv1.CloseActivityRequest{ActivityId: early, SkuId: 1}, adm))
+		if err != nil || closed.Msg.GetActivity().GetState() != seckillv1.ActivityState_ACTIVITY_STATE_ENDED ||
+			closed.Msg.GetUnsold() != 10 {
+			t.Fatalf("CloseActivity of a scheduled sale = %v, %v", closed, err)
+		}
+		if _, err := s.place(ctx, 50_000, early, "early"); api.ErrorReason(err) != api.ReasonActivityEnded {
+			t.Errorf("PlaceOrder of a sale closed before its start: %v, want %s", err, api.ReasonActivityEnded)
+		}
+
 		// GetActivity with the books.
 		got, err := s.admin.GetActivity(ctx, authed(&seckillv1.GetActivityRequest{ActivityId: onSale, SkuId: 1}, adm))
 		if err != nil {
@@ -342,7 +354,7 @@ func TestActivityOpsEndToEnd(t *testing.T) {
 			want            int64
 		}{
 			{"PAUSE_ACTIVITY", "OK", 2}, {"RESUME_ACTIVITY", "OK", 1}, {"RESUME_ACTIVITY", "REFUSED", 1},
-			{"UPDATE_ACTIVITY", "OK", 1}, {"UPDATE_ACTIVITY", "REFUSED", 1}, {"CLOSE_ACTIVITY", "OK", 1},
+			{"UPDATE_ACTIVITY", "OK", 1}, {"UPDATE_ACTIVITY", "REFUSED", 1}, {"CLOSE_ACTIVITY", "OK", 2},
 			{"CLOSE_ACTIVITY", "REFUSED", 2}, {"PAUSE_ACTIVITY", "NOT_FOUND", 1},
 		} {
 			if n := s.count(`SELECT count(*) FROM admin_audit WHERE action = $1 AND outcome = $2 AND actor = 'user:1'`,
