@@ -36,6 +36,12 @@ type factsTx struct {
 	p *factsPG
 }
 
+// LockPendingStockChanges implements ports.StockChangeStore: the facts
+// hold no stock change.
+func (factsTx) LockPendingStockChanges(context.Context, int64, int64) ([]string, error) {
+	return nil, nil
+}
+
 func (t factsTx) ListActivities(context.Context) ([]ports.Activity, error) {
 	t.p.mu.Lock()
 	defer t.p.mu.Unlock()
