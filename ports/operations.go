@@ -116,7 +116,9 @@ type AuditStore interface {
 	// Rejections returns up to limit rejections with order ids greater
 	// than afterOrderID, in id order.
 	Rejections(ctx context.Context, afterOrderID string, limit int) ([]Rejection, error)
-	// ListActivities returns every activity, by (activity_id, sku_id).
+	// ListActivities returns every activity, by (activity_id, sku_id),
+	// with its operator state (Paused, ClosedAt, the moved EndsAt): the
+	// stock recovery seeds a rebuilt Redis from it.
 	ListActivities(ctx context.Context) ([]Activity, error)
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/ports"
@@ -221,26 +220,14 @@ func (t *tx) Rejections(ctx context.Context, afterOrderID string, limit int) ([]
 func (t *tx) ListActivities(ctx context.Context) ([]ports.Activity, error) {
 	return query(ctx, t, "list activities", `
 		SELECT activity_id, sku_id, stock, starts_at, ends_at, payment_timeout, reservation_ttl, stock_lanes,
-		       unit_price, currency
+		       unit_price, currency, paused, closed_at, updated_at
 		FROM activities ORDER BY activity_id, sku_id`,
-		func(r pgx.CollectableRow) (ports.Activity, error) { return scanActivity(r) })
-}
-
-// scanActivity reads activity_id, sku_id, stock, starts_at, ends_at,
-// payment_timeout, reservation_ttl, stock_lanes, unit_price and currency;
-// times are returned in UTC.
-func scanActivity(r interface{ Scan(dest ...any) error }) (ports.Activity, error) {
-	var (
-		a                  ports.Activity
-		payTimeout, rsvTTL pgtype.Interval
-	)
-	if err := r.Scan(&a.ActivityID, &a.SKUID, &a.Stock, &a.StartsAt, &a.EndsAt, &payTimeout, &rsvTTL, &a.StockLanes,
-		&a.UnitPrice, &a.Currency); err != nil {
-		return ports.Activity{}, err
-	}
-	a.StartsAt, a.EndsAt = a.StartsAt.UTC(), a.EndsAt.UTC()
-	a.PaymentTimeout, a.ReservationTTL = duration(payTimeout), duration(rsvTTL)
-	return a, nil
+		func(r pgx.CollectableRow) (ports.Activity, error) {
+			// The operator's state too (Paused, ClosedAt): the stock
+			// recovery seeds a rebuilt Redis from these rows.
+			rec, err := scanActivityRecord(r)
+			return rec.Activity, err
+		})
 }
 
 // AppendAudit implements ports.AdminAuditStore: one admin_audit row, at =
