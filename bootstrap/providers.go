@@ -45,6 +45,7 @@ var InfraSet = wire.NewSet(
 	wire.Bind(new(ports.Reservations), new(*redis.Store)),
 	wire.Bind(new(ports.Backlog), new(*redis.Store)),
 	wire.Bind(new(ports.ActivitySwitch), new(*redis.Store)),
+	wire.Bind(new(ports.StockChanger), new(*redis.Store)),
 	provideOrderViews,
 	provideBroker,
 	publisherOf,
@@ -73,6 +74,7 @@ var AppSet = wire.NewSet(
 	provideAdmin,
 	application.NewActivityOps,
 	application.NewBuyerQueries,
+	provideStockChanges,
 	provideServer,
 	provideOpsServer,
 	provideHealth,
@@ -236,11 +238,17 @@ func provideProjection(v ports.OrderViews, q ports.OrderQueries, r ports.Reserva
 	return application.NewProjectOrderStates(v, q, r, uow, log, b.Group(ports.GroupOrderProjection))
 }
 
-// provideServer builds the API server. The stock operations of running a
-// sale (AddStock, RemoveStock) are not wired yet: they answer
-// Unimplemented.
+// provideStockChanges builds the stock changes of running a sale
+// (AddStock, RemoveStock) and their recovery worker, with the defaults of
+// application.StockChangesConfig.
+func provideStockChanges(uow ports.UnitOfWork, sc ports.StockChanger, acts *application.Activities,
+	place *application.PlaceOrder, fp ports.Failpoints, log *slog.Logger) *application.StockChanges {
+	return application.NewStockChanges(uow, sc, acts, place, fp, log, application.StockChangesConfig{})
+}
+
+// provideServer builds the API server.
 func provideServer(cfg config.Config, orders *application.OrderService, admin *application.Admin,
-	ops *application.ActivityOps, buyers *application.BuyerQueries,
+	ops *application.ActivityOps, buyers *application.BuyerQueries, stock *application.StockChanges,
 	events *application.EventSubscriptions, health *Health, reg *prometheus.Registry, tr Tracer, log *slog.Logger) (*api.Server, error) {
 	auth, err := NewAuthenticator(context.Background(), cfg, log)
 	if err != nil {
@@ -256,7 +264,7 @@ func provideServer(cfg config.Config, orders *application.OrderService, admin *a
 		PayRate: cfg.API.PayRate, PayBurst: cfg.API.PayBurst, ClientRate: cfg.API.ClientRate, ClientBurst: cfg.API.ClientBurst,
 		MaxRateKeys: cfg.API.RateKeys, EventStreams: cfg.Events.MaxStreams, EventSendTimeout: cfg.Events.SendTimeout,
 	}, health, api.Observability{Metrics: rpc, Tracer: tr.TracerProvider},
-		api.WithSale(api.Sale{Activities: ops, Buyers: buyers}))
+		api.WithSale(api.Sale{Activities: ops, Stock: stock, Buyers: buyers}))
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	admin := provideAdmin(postgresStore, store, activities, reconciler, deadLetters, log)
 	activityOps := application.NewActivityOps(postgresStore, store, reconciler, activities, store, clock, log)
 	buyerQueries := application.NewBuyerQueries(activities, store, postgresStore, clock)
+	stockChanges := provideStockChanges(postgresStore, store, activities, placeOrder, failpoints, log)
 	applicationEventLogMetrics, err := provideEventLogMetrics(registry)
 	if err != nil {
 		cleanup4()
@@ -97,7 +98,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	sequencer := provideSequencer(postgresStore, postgresStore, applicationEventLogMetrics, cfg, log)
 	eventSubscriptions := provideEventSubscriptions(postgresStore, sequencer, applicationEventLogMetrics, cfg, log)
 	health := provideHealth(postgresStore, universalClient, broker)
-	server, err := provideServer(cfg, orderService, admin, activityOps, buyerQueries, eventSubscriptions, health, registry, tracer, log)
+	server, err := provideServer(cfg, orderService, admin, activityOps, buyerQueries, stockChanges, eventSubscriptions, health, registry, tracer, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -116,7 +117,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	opsServer := provideOpsServer(cfg, registry, health, statusPage, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, broker, log)
 	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
-	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard, sequencer, eventSubscriptions)
+	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard, sequencer, eventSubscriptions, stockChanges)
 	if err != nil {
 		cleanup4()
 		cleanup3()

@@ -24,7 +24,8 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
 	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
 	marker *application.SentMarker, policy application.CompensationPolicy, recovery *application.StockRecovery,
-	guard *redis.Guard, seq *application.Sequencer, events *application.EventSubscriptions) ([]Worker, error) {
+	guard *redis.Guard, seq *application.Sequencer, events *application.EventSubscriptions,
+	stock *application.StockChanges) ([]Worker, error) {
 	pub := ports.Publisher(broker)
 	w := cfg.Workers
 	var workers []Worker
@@ -49,6 +50,9 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 			Interval: w.RelayInterval, IdleMax: 250 * time.Millisecond, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second}).Run},
 		Worker{Name: "event-sequencer", Run: seq.Run},
+		// Finishes the stock changes interrupted between their Redis and
+		// their PostgreSQL step.
+		Worker{Name: "stock-changes", Run: stock.Run},
 	)
 	if w.ReconcileInterval > 0 {
 		workers = append(workers, Worker{Name: "reconciler", Run: func(ctx context.Context) error {
