@@ -23,6 +23,9 @@ type PlaceOrderConfig struct {
 	// next requests for the SKU be answered SOLD_OUT without reserving
 	// (see soldOutMarks); 0 disables the mark.
 	SoldOutTTL time.Duration
+	// Rates, when not nil, records every call of a known activity SKU
+	// (accepted or not, with its latency) for the status page.
+	Rates *SaleRates
 }
 
 // PlaceOrder is the hot path: admission, Redis reservation, bounded
@@ -69,6 +72,29 @@ func NewPlaceOrder(admission ports.Admission, reservations ports.Reservations, p
 // activity, backlog, sold out, already purchased) has its claim forgotten (see forgetTTL): it
 // leaves no long-lived key in Redis.
 func (p *PlaceOrder) Place(ctx context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
+	if p.cfg.Rates == nil {
+		return p.place(ctx, cmd)
+	}
+	start := p.clock.Now()
+	res, err := p.place(ctx, cmd)
+	if recordedCall(err) {
+		end := p.clock.Now()
+		p.cfg.Rates.Record(cmd.ActivityID, cmd.SKUID, end, end.Sub(start), err == nil)
+	}
+	return res, err
+}
+
+// recordedCall reports whether a call that answered err counts in
+// SaleRates: not one refused before any activity was looked at (bad
+// fields, rate limited) nor one of an unknown activity SKU, so made-up
+// ids cannot take the recorder's slots.
+func recordedCall(err error) bool {
+	var fe *ports.FieldError
+	return !errors.As(err, &fe) && !errors.Is(err, ports.ErrRateLimited) && !errors.Is(err, ports.ErrActivityNotFound)
+}
+
+// place is Place without the recording.
+func (p *PlaceOrder) place(ctx context.Context, cmd ports.PlaceOrderCommand) (ports.PlaceOrderResult, error) {
 	if err := validatePlace(cmd); err != nil {
 		return ports.PlaceOrderResult{}, err
 	}
