@@ -65,6 +65,7 @@ var AppSet = wire.NewSet(
 	provideBacklogGate,
 	provideQueries,
 	provideSentMarker,
+	provideSaleRates,
 	providePlaceOrder,
 	provideLifecycle,
 	application.NewOrderService,
@@ -202,10 +203,17 @@ func provideSentMarker(r ports.Reservations, log *slog.Logger) *application.Sent
 
 func providePlaceOrder(a ports.Admission, r ports.Reservations, p ports.Publisher, acts *application.Activities,
 	gate *application.BacklogGate, q *application.Queries, marker *application.SentMarker, ids ports.IDGenerator,
-	clock ports.Clock, m ports.Metrics, fp ports.Failpoints, cfg config.Config, log *slog.Logger) *application.PlaceOrder {
+	clock ports.Clock, m ports.Metrics, fp ports.Failpoints, rates *application.SaleRates, cfg config.Config,
+	log *slog.Logger) *application.PlaceOrder {
 	return application.NewPlaceOrder(a, r, p, acts, gate, q, marker, ids, clock, m, fp, log, application.PlaceOrderConfig{
 		RequestClaimTTL: 24 * time.Hour, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second),
-		SoldOutTTL: cfg.API.SoldOutTTL})
+		SoldOutTTL: cfg.API.SoldOutTTL, Rates: rates})
+}
+
+// provideSaleRates is the recorder of this instance's PlaceOrder rates
+// per activity SKU, read by the status page.
+func provideSaleRates() *application.SaleRates {
+	return application.NewSaleRates(application.DefaultSaleRateActivities)
 }
 
 func provideLifecycle(uow ports.UnitOfWork, p application.CompensationPolicy, log *slog.Logger) *application.OrderLifecycle {

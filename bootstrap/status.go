@@ -36,6 +36,10 @@ const (
 	// statusRecentlyEnded keeps an activity SKU on the page this long
 	// after its sale ended, while its last reservations settle.
 	statusRecentlyEnded = 15 * time.Minute
+	// statusOrderSamples bounds the orders samples kept per activity SKU
+	// for its orders per second (one per snapshot, within
+	// application.SaleRateWindow).
+	statusOrderSamples = 16
 )
 
 // StatusPage serves the live status page of the operations listener:
@@ -55,6 +59,7 @@ type StatusPage struct {
 	deadLetters *application.DeadLetters
 	uow         ports.UnitOfWork
 	gatherer    prometheus.Gatherer
+	rates       *application.SaleRates
 	clock       ports.Clock
 	instance    string
 	tmpl        *template.Template
@@ -62,6 +67,20 @@ type StatusPage struct {
 
 	mu      sync.Mutex
 	pending *statusCall // the snapshot being built, nil when none
+
+	samplesMu sync.Mutex
+	// samples are the orders counts of the shown activity SKUs at the
+	// last snapshots, oldest first (see ordersPerSecond).
+	samples map[activitySKU][]orderSample
+}
+
+// activitySKU identifies an activity SKU.
+type activitySKU struct{ activityID, skuID int64 }
+
+// orderSample is an activity SKU's non-canceled orders at a snapshot.
+type orderSample struct {
+	at     time.Time
+	orders int64
 }
 
 // statusCall is one snapshot being built; done closes when st is set.
@@ -73,23 +92,25 @@ type statusCall struct {
 // provideStatusPage builds the status page mounted on the operations
 // listener (provideOpsServer).
 func provideStatusPage(cfg config.Config, admin *application.Admin, gate *application.BacklogGate,
-	dl *application.DeadLetters, uow ports.UnitOfWork, reg *prometheus.Registry, clock ports.Clock,
-	log *slog.Logger) (*StatusPage, error) {
-	return NewStatusPage(cfg.InstanceID, admin, gate, dl, uow, reg, clock, log)
+	dl *application.DeadLetters, uow ports.UnitOfWork, reg *prometheus.Registry, rates *application.SaleRates,
+	clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
+	return NewStatusPage(cfg.InstanceID, admin, gate, dl, uow, reg, rates, clock, log)
 }
 
 // NewStatusPage returns the status page of instance: stock reports come
 // from admin, the backlog from gate, dead letters from dl, the activity
-// list from uow and every other figure from gatherer (the process's
-// registry).
+// list from uow, this instance's PlaceOrder rates from rates (the
+// recorder PlaceOrder writes to; nil shows none) and every other figure
+// from gatherer (the process's registry).
 func NewStatusPage(instance string, admin *application.Admin, gate *application.BacklogGate, dl *application.DeadLetters,
-	uow ports.UnitOfWork, gatherer prometheus.Gatherer, clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
+	uow ports.UnitOfWork, gatherer prometheus.Gatherer, rates *application.SaleRates, clock ports.Clock,
+	log *slog.Logger) (*StatusPage, error) {
 	tmpl, err := statusTemplate()
 	if err != nil {
 		return nil, err
 	}
-	return &StatusPage{admin: admin, gate: gate, deadLetters: dl, uow: uow, gatherer: gatherer, clock: clock,
-		instance: instance, tmpl: tmpl, log: log.With("component", "status")}, nil
+	return &StatusPage{admin: admin, gate: gate, deadLetters: dl, uow: uow, gatherer: gatherer, rates: rates, clock: clock,
+		instance: instance, tmpl: tmpl, log: log.With("component", "status"), samples: map[activitySKU][]orderSample{}}, nil
 }
 
 // Status is one snapshot of the status page.
@@ -113,24 +134,40 @@ type StatusBuild struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// StatusActivities are the stock books of the activity SKUs on sale (and
-// of those whose sale ended less than 15 minutes ago).
+// StatusActivities are the stock books of the activity SKUs whose sale
+// is scheduled, running, or ended less than 15 minutes ago, each with its
+// state and this instance's rates.
 type StatusActivities struct {
 	Rows []StockRow `json:"rows"`
+	// RateWindowSeconds is the window of the rows' rates
+	// (application.SaleRateWindow).
+	RateWindowSeconds float64 `json:"rate_window_seconds"`
 	// Omitted counts the activity SKUs selected but not shown (beyond
 	// the first 50).
 	Omitted int    `json:"omitted"`
 	Error   string `json:"error,omitempty"`
 }
 
-// StockRow is one activity SKU: its settings and the terms of I6 as
-// Admin.GetStockReport returns them.
+// StockRow is one activity SKU: its settings, its state, the terms of I6
+// as Admin.GetStockReport returns them and its rates.
 type StockRow struct {
-	ActivityID int64     `json:"activity_id"`
-	SKUID      int64     `json:"sku_id"`
-	OnSale     bool      `json:"on_sale"`
-	StartsAt   time.Time `json:"starts_at"`
-	EndsAt     time.Time `json:"ends_at"`
+	ActivityID int64 `json:"activity_id"`
+	SKUID      int64 `json:"sku_id"`
+	// State is the activity SKU's state at the snapshot, with the
+	// precedence of ports.ActivityState: ENDED (closed, or ends_at
+	// passed), SCHEDULED (starts_at ahead), PAUSED, SOLD_OUT (Redis
+	// available 0 in the stock report), else ON_SALE.
+	State ports.ActivityState `json:"state"`
+	// OnSale: the snapshot is within the sale's window and the sale is
+	// not closed (the state is ON_SALE, PAUSED or SOLD_OUT).
+	OnSale bool `json:"on_sale"`
+	// Paused and ClosedAt are the operators' switches as stored.
+	Paused   bool      `json:"paused"`
+	ClosedAt time.Time `json:"closed_at,omitzero"`
+	StartsAt time.Time `json:"starts_at"`
+	EndsAt   time.Time `json:"ends_at"`
+	// StartsInSeconds is how long until the sale starts (0 once started).
+	StartsInSeconds float64 `json:"starts_in_seconds"`
 	// ReservationTTLSeconds is the reservation validity; the backlog gate
 	// closes this activity's admission at CloseRatio × TTL.
 	ReservationTTLSeconds float64 `json:"reservation_ttl_seconds"`
@@ -145,7 +182,19 @@ type StockRow struct {
 	// snapshot's time; AdmissionDetail says why it is closed.
 	AdmissionOpen   bool   `json:"admission_open"`
 	AdmissionDetail string `json:"admission_detail,omitempty"`
-	Error           string `json:"error,omitempty"`
+	// PlaceOrderCalls and AcceptedPerSecond are this instance's PlaceOrder
+	// calls of the activity SKU over the rate window and the reservations
+	// they took per second; PlaceOrderP99Seconds bounds those calls' 99th
+	// latency percentile (application.SaleRates; 0 without calls).
+	PlaceOrderCalls      int64   `json:"place_order_calls"`
+	AcceptedPerSecond    float64 `json:"accepted_per_second"`
+	PlaceOrderP99Seconds float64 `json:"place_order_p99_seconds"`
+	// OrdersPerSecond is the change of Orders per second between the
+	// oldest earlier snapshot within the rate window and this one: orders
+	// of every instance, net of cancellations; nil until this process
+	// took such an earlier snapshot of the activity SKU.
+	OrdersPerSecond *float64 `json:"orders_per_second"`
+	Error           string   `json:"error,omitempty"`
 }
 
 // StatusBacklog is the backlog gate's last measurement.
@@ -312,9 +361,10 @@ func (p *StatusPage) build(ctx context.Context) Status {
 	return st
 }
 
-// activitySection lists the activity SKUs on sale at now (or ended less
-// than statusRecentlyEnded ago) and takes one stock report of each, at
-// most statusMaxActivities of them.
+// activitySection lists the activity SKUs scheduled or on sale at now
+// (or ended less than statusRecentlyEnded ago) and takes one stock report
+// of each, at most statusMaxActivities of them: the started ones first,
+// then the scheduled ones by their start.
 func (p *StatusPage) activitySection(ctx context.Context, now time.Time) StatusActivities {
 	var all []ports.Activity
 	if err := p.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
@@ -325,16 +375,28 @@ func (p *StatusPage) activitySection(ctx context.Context, now time.Time) StatusA
 		return StatusActivities{Error: fmt.Sprintf("list activities: %v", err)}
 	}
 	var shown []ports.Activity
-	var sec StatusActivities
+	sec := StatusActivities{RateWindowSeconds: application.SaleRateWindow.Seconds()}
 	for _, a := range all {
-		if a.StartsAt.After(now) || !now.Before(a.EndsAt.Add(statusRecentlyEnded)) {
-			continue
-		}
-		if len(shown) == statusMaxActivities {
-			sec.Omitted++
+		if !now.Before(endOf(a).Add(statusRecentlyEnded)) {
 			continue
 		}
 		shown = append(shown, a)
+	}
+	slices.SortStableFunc(shown, func(a, b ports.Activity) int {
+		as, bs := now.Before(a.StartsAt), now.Before(b.StartsAt)
+		switch {
+		case as && bs:
+			return a.StartsAt.Compare(b.StartsAt)
+		case as:
+			return 1
+		case bs:
+			return -1
+		}
+		return 0
+	})
+	if len(shown) > statusMaxActivities {
+		sec.Omitted = len(shown) - statusMaxActivities
+		shown = shown[:statusMaxActivities]
 	}
 	sec.Rows = make([]StockRow, len(shown))
 	next := make(chan int)
@@ -353,14 +415,82 @@ func (p *StatusPage) activitySection(ctx context.Context, now time.Time) StatusA
 	}
 	close(next)
 	wg.Wait()
+	p.addOrderRates(now, sec.Rows)
 	return sec
+}
+
+// endOf returns when a's sale ends: when an operator closed it, else its
+// ends_at.
+func endOf(a ports.Activity) time.Time {
+	if !a.ClosedAt.IsZero() && a.ClosedAt.Before(a.EndsAt) {
+		return a.ClosedAt
+	}
+	return a.EndsAt
+}
+
+// activityState returns a's state at now with the precedence of
+// ports.ActivityState (the same computation as application.ActivityOps):
+// ENDED, SCHEDULED, PAUSED, SOLD_OUT (soldOut: Redis has no unit left),
+// else ON_SALE.
+func activityState(a ports.Activity, soldOut bool, now time.Time) ports.ActivityState {
+	switch {
+	case !a.ClosedAt.IsZero() || !now.Before(a.EndsAt):
+		return ports.ActivityEnded
+	case now.Before(a.StartsAt):
+		return ports.ActivityScheduled
+	case a.Paused:
+		return ports.ActivityPaused
+	case soldOut:
+		return ports.ActivitySoldOut
+	}
+	return ports.ActivityOnSale
+}
+
+// addOrderRates sets the rows' OrdersPerSecond from the orders samples of
+// the earlier snapshots and keeps this snapshot's: at most
+// statusOrderSamples per activity SKU, none older than the rate window,
+// and only of the activity SKUs shown now.
+func (p *StatusPage) addOrderRates(now time.Time, rows []StockRow) {
+	p.samplesMu.Lock()
+	defer p.samplesMu.Unlock()
+	kept := make(map[activitySKU][]orderSample, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		k := activitySKU{r.ActivityID, r.SKUID}
+		old := p.samples[k]
+		var recent []orderSample
+		for _, s := range old {
+			if age := now.Sub(s.at); age > 0 && age <= application.SaleRateWindow {
+				recent = append(recent, s)
+			}
+		}
+		if r.Error != "" {
+			kept[k] = recent
+			continue
+		}
+		if len(recent) > 0 {
+			first := recent[0]
+			v := float64(r.Orders-first.orders) / now.Sub(first.at).Seconds()
+			r.OrdersPerSecond = &v
+		}
+		recent = append(recent, orderSample{at: now, orders: r.Orders})
+		if len(recent) > statusOrderSamples {
+			recent = recent[len(recent)-statusOrderSamples:]
+		}
+		kept[k] = recent
+	}
+	p.samples = kept
 }
 
 // stockRow takes the stock report of a and asks the gate whether a
 // admits new reservations at now.
 func (p *StatusPage) stockRow(ctx context.Context, now time.Time, a ports.Activity) StockRow {
-	row := StockRow{ActivityID: a.ActivityID, SKUID: a.SKUID, OnSale: now.Before(a.EndsAt), StartsAt: a.StartsAt,
-		EndsAt: a.EndsAt, ReservationTTLSeconds: a.ReservationTTL.Seconds()}
+	row := StockRow{ActivityID: a.ActivityID, SKUID: a.SKUID, StartsAt: a.StartsAt, EndsAt: a.EndsAt,
+		Paused: a.Paused, ClosedAt: a.ClosedAt, StartsInSeconds: max(a.StartsAt.Sub(now), 0).Seconds(),
+		ReservationTTLSeconds: a.ReservationTTL.Seconds(), State: activityState(a, false, now)}
+	row.OnSale = row.State != ports.ActivityEnded && row.State != ports.ActivityScheduled
+	rate := p.rates.Rate(a.ActivityID, a.SKUID, now)
+	row.PlaceOrderCalls, row.AcceptedPerSecond, row.PlaceOrderP99Seconds = rate.Calls, rate.AcceptedPerSecond, rate.P99.Seconds()
 	if err := p.gate.Admit(now, a.ReservationTTL); err != nil {
 		row.AdmissionDetail = err.Error()
 	} else {
@@ -374,6 +504,7 @@ func (p *StatusPage) stockRow(ctx context.Context, now time.Time, a ports.Activi
 	row.InitialStock, row.RedisAvailable, row.PendingReservations = rep.InitialStock, rep.RedisAvailable, rep.PendingReservations
 	row.Orders, row.PGFinalStock, row.ReleasesInFlight = rep.NonCanceledOrders, rep.PGFinalStock, rep.ReleasesInFlight
 	row.Drift = rep.Drift()
+	row.State = activityState(a, rep.RedisAvailable <= 0, now)
 	return row
 }
 
@@ -592,6 +723,15 @@ func statusTemplate() (*template.Template, error) {
 		"lagClass": lagClass,
 		"isFalse":  func(v *bool) bool { return v != nil && !*v },
 		"isNil":    func(v *bool) bool { return v == nil },
+		"rate":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+		"optRate": func(v *float64) string {
+			return optional(v, func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) })
+		},
+		"stateName": stateName,
+		"stateClass": func(s ports.ActivityState) string {
+			return "st-" + strings.ToLower(strings.ReplaceAll(string(s), "_", ""))
+		},
+		"startsIn": startsIn,
 	}).Parse(statusHTML)
 	if err != nil {
 		return nil, fmt.Errorf("parse the status page: %w", err)
@@ -630,6 +770,31 @@ func share(age, ratio, ttl float64) string {
 		return "–"
 	}
 	return strconv.Itoa(int(math.Min(age/limit*100, 999))) + "%"
+}
+
+// stateName is how the page names an activity state: SOLD OUT, ON SALE.
+func stateName(s ports.ActivityState) string {
+	return strings.ReplaceAll(string(s), "_", " ")
+}
+
+// startsIn says when a scheduled sale starts: "starts in 4m" (rounded
+// up to the second below a minute, to the minute below a day), else its
+// time.
+func startsIn(secs float64, at time.Time) string {
+	d := time.Duration(secs * float64(time.Second))
+	switch {
+	case d <= 0:
+		return ""
+	case d < time.Minute:
+		return "starts in " + d.Round(time.Second).String()
+	case d < 24*time.Hour:
+		m := int(math.Ceil(d.Minutes()))
+		if m < 60 {
+			return "starts in " + strconv.Itoa(m) + "m"
+		}
+		return "starts in " + strconv.Itoa(m/60) + "h" + strconv.Itoa(m%60) + "m"
+	}
+	return "starts " + at.UTC().Format("2006-01-02 15:04 UTC")
 }
 
 // lagClass marks a group whose oldest unacknowledged message is older
@@ -675,6 +840,11 @@ td.text{text-align:left}
 .bad{color:#b3261e;font-weight:700}
 .err{color:#b3261e;background:#fdecea;border-radius:4px;padding:4px 8px;margin:6px 0;white-space:pre-wrap}
 .muted{color:#6b7280}
+.state{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;font-weight:700;letter-spacing:.02em}
+.st-onsale{background:#e6f4ea;color:#137333}
+.st-paused,.st-soldout{background:#fef3e0;color:#a05a00}
+.st-ended{background:#eceef2;color:#6b7280}
+.st-scheduled{background:#e8f0fe;color:#1a56b8}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;margin:0}
 dt{color:#4a5163}
 dd{margin:0;font-variant-numeric:tabular-nums}
@@ -685,13 +855,16 @@ td{font-variant-numeric:tabular-nums}
 <header><h1>seckill status</h1><span>instance <b>{{.Instance}}</b></span><span>snapshot <b id="snapshot-at">{{stamp .At}}</b></span><span>refreshes every 2 s</span></header>
 <main>
 <section class="wide" id="activities">
-<h2>Activity SKUs on sale: stock books (I6)</h2>
+<h2>Activity SKUs: state, stock books (I6) and rates</h2>
 {{with .Activities.Error}}<div class="err">{{.}}</div>{{end}}
 <table>
-<tr><th>activity / SKU</th><th>state</th><th>initial stock</th><th>Redis available</th><th>pending reservations</th><th>orders (live)</th><th>final stock (PostgreSQL)</th><th>releases in flight</th><th>drift</th></tr>
+<tr><th>activity / SKU</th><th>state</th><th>accepted/s here</th><th>PlaceOrder p99 here</th><th>orders/s</th><th>initial stock</th><th>Redis available</th><th>pending reservations</th><th>orders (live)</th><th>final stock (PostgreSQL)</th><th>releases in flight</th><th>drift</th></tr>
 {{range .Activities.Rows}}<tr data-activity="{{.ActivityID}}/{{.SKUID}}">
 <td>{{.ActivityID}} / {{.SKUID}}</td>
-<td class="text">{{if .OnSale}}<span class="ok">on sale</span>{{else}}<span class="muted">ended</span>{{end}}</td>
+<td class="text"><span class="state {{stateClass .State}}" data-state="{{.State}}">{{stateName .State}}</span>{{with startsIn .StartsInSeconds .StartsAt}} <span class="muted">{{.}}</span>{{end}}</td>
+<td data-rate="accepted_per_second">{{rate .AcceptedPerSecond}}</td>
+<td data-rate="place_order_p99" title="{{.PlaceOrderCalls}} calls">{{if .PlaceOrderCalls}}≤ {{secs .PlaceOrderP99Seconds}}{{else}}–{{end}}</td>
+<td data-rate="orders_per_second">{{optRate .OrdersPerSecond}}</td>
 {{if .Error}}<td colspan="7" class="text"><div class="err">{{.Error}}</div></td>{{else}}<td data-field="initial_stock">{{.InitialStock}}</td>
 <td data-field="redis_available">{{.RedisAvailable}}</td>
 <td data-field="pending_reservations">{{.PendingReservations}}</td>
@@ -700,10 +873,12 @@ td{font-variant-numeric:tabular-nums}
 <td data-field="releases_in_flight">{{.ReleasesInFlight}}</td>
 <td data-field="drift" class="{{if .Drift}}bad{{else}}ok{{end}}">{{.Drift}}</td>{{end}}
 </tr>
-{{else}}<tr><td colspan="9" class="text muted">no activity SKU on sale</td></tr>
+{{else}}<tr><td colspan="12" class="text muted">no activity SKU scheduled or on sale</td></tr>
 {{end}}</table>
 {{with .Activities.Omitted}}<p class="muted">{{.}} more activity SKUs are not shown.</p>{{end}}
-<p class="muted">drift = initial stock − Redis available − pending reservations − orders − releases in flight (0 when the books balance).</p>
+<p class="muted">drift = initial stock − Redis available − pending reservations − orders − releases in flight (0 when the books balance).
+Rates over the last {{secs .Activities.RateWindowSeconds}}: accepted/s and the PlaceOrder p99 (the bound of its latency bucket) are this instance's calls;
+orders/s is the change of the orders (every instance, net of cancellations) since this instance's oldest snapshot within that window, – until there is one.</p>
 </section>
 
 <section class="wide" id="consumers">

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 )
 
@@ -296,4 +297,167 @@ func checkStatusDOM(t *testing.T, dom string, reports map[int64]*seckillv1.Stock
 			t.Errorf("the rendered page lacks %q", want)
 		}
 	}
+}
+
+// TestStatusActivityStates checks the activity section of /status.json and
+// /status with an activity SKU in each state: on sale, sold out, paused,
+// closed (ended) and scheduled (which also shows when it starts), the
+// started ones before the scheduled one; this instance's accepted
+// reservations per second and PlaceOrder p99 are > 0 after orders, as are
+// the orders per second while orders are being created; drift is 0 at
+// rest.
+func TestStatusActivityStates(t *testing.T) {
+	s := startSystem(t, options{})
+	const onSale, soldOut, paused, closed, scheduled = 61, 62, 63, 64, 65
+	s.activity(onSale, 40, 10*time.Minute, time.Minute)
+	s.activity(soldOut, 2, 10*time.Minute, time.Minute)
+	s.activity(paused, 5, 10*time.Minute, time.Minute)
+	s.activity(closed, 5, 10*time.Minute, time.Minute)
+	ctx := context.Background()
+	adm := s.token(1, true)
+	now := time.Now()
+	if _, err := s.admin.CreateActivity(ctx, authed(&seckillv1.CreateActivityRequest{
+		ActivityId: scheduled, SkuId: 1, Stock: 5,
+		StartsAt: tsOf(now.Add(5 * time.Minute)), EndsAt: tsOf(now.Add(time.Hour)),
+		PaymentTimeout: durOf(10 * time.Minute), ReservationTtl: durOf(time.Minute),
+	}, adm)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin.PauseActivity(ctx, authed(&seckillv1.PauseActivityRequest{ActivityId: paused, SkuId: 1}, adm)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin.CloseActivity(ctx, authed(&seckillv1.CloseActivityRequest{ActivityId: closed, SkuId: 1}, adm)); err != nil {
+		t.Fatal(err)
+	}
+	ops := "http://" + s.app.OpsAddr().String()
+	// A snapshot before any order: the first orders sample.
+	statusRows(t, ops)
+
+	user := int64(7000)
+	buy := func(act int64) error {
+		user++
+		_, err := s.place(ctx, user, act, fmt.Sprintf("states-%d-%d", act, user))
+		return err
+	}
+	for range 6 {
+		if err := buy(onSale); err != nil {
+			t.Fatalf("place an order of activity %d: %v", onSale, err)
+		}
+	}
+	for i := range 3 {
+		err := buy(soldOut)
+		if i < 2 && err != nil {
+			t.Fatalf("place an order of activity %d: %v", soldOut, err)
+		}
+		if i == 2 && api.ErrorReason(err) != "SOLD_OUT" {
+			t.Fatalf("the third order of activity %d (stock 2): %v, want SOLD_OUT", soldOut, err)
+		}
+	}
+	if err := buy(paused); api.ErrorReason(err) != "ACTIVITY_PAUSED" {
+		t.Fatalf("an order of the paused activity: %v, want ACTIVITY_PAUSED", err)
+	}
+
+	rows := statusRows(t, ops)
+	r := rows[onSale]
+	if r.PlaceOrderCalls < 6 || r.AcceptedPerSecond <= 0 || r.PlaceOrderP99Seconds <= 0 {
+		t.Errorf("activity %d after 6 orders: %d calls, %v accepted/s, p99 %vs; want them all > 0", onSale,
+			r.PlaceOrderCalls, r.AcceptedPerSecond, r.PlaceOrderP99Seconds)
+	}
+	if r := rows[paused]; r.AcceptedPerSecond != 0 || r.PlaceOrderCalls != 1 {
+		t.Errorf("the paused activity: %d calls, %v accepted/s; want 1 call, none accepted", r.PlaceOrderCalls, r.AcceptedPerSecond)
+	}
+	if r := rows[scheduled]; r.PlaceOrderCalls != 0 || r.PlaceOrderP99Seconds != 0 {
+		t.Errorf("the scheduled activity has PlaceOrder figures: %+v", r)
+	}
+	// Orders per second: the orders grow between snapshots while more are
+	// placed (bounded), until a snapshot shows a positive rate.
+	more := 0
+	s.eventually(60*time.Second, "orders per second > 0", func() bool {
+		if v := statusRows(t, ops)[onSale].OrdersPerSecond; v != nil && *v > 0 {
+			return true
+		}
+		if more < 20 {
+			more++
+			if err := buy(onSale); err != nil {
+				t.Errorf("place an order of activity %d: %v", onSale, err)
+			}
+		}
+		return false
+	})
+
+	for _, id := range []int64{onSale, soldOut} {
+		s.settled(id, 60*time.Second)
+	}
+	rows = statusRows(t, ops)
+	want := map[int64]ports.ActivityState{onSale: ports.ActivityOnSale, soldOut: ports.ActivitySoldOut,
+		paused: ports.ActivityPaused, closed: ports.ActivityEnded, scheduled: ports.ActivityScheduled}
+	for id, state := range want {
+		r, ok := rows[id]
+		switch {
+		case !ok:
+			t.Errorf("/status.json has no row for activity %d", id)
+		case r.State != state:
+			t.Errorf("activity %d: state %s, want %s", id, r.State, state)
+		case r.Error != "":
+			t.Errorf("activity %d: %s", id, r.Error)
+		case r.Drift != 0:
+			t.Errorf("activity %d: drift %d at rest", id, r.Drift)
+		}
+	}
+	if r := rows[scheduled]; r.OnSale || r.StartsInSeconds <= 0 {
+		t.Errorf("the scheduled activity: on sale %v, starts in %vs", r.OnSale, r.StartsInSeconds)
+	}
+	if r := rows[paused]; !r.OnSale || !r.Paused {
+		t.Errorf("the paused activity: on sale %v, paused %v", r.OnSale, r.Paused)
+	}
+	if r := rows[closed]; r.OnSale || r.ClosedAt.IsZero() {
+		t.Errorf("the closed activity: on sale %v, closed at %v", r.OnSale, r.ClosedAt)
+	}
+
+	page, err := fetchStatus(ops + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	for id, state := range map[int64]string{onSale: `class="state st-onsale" data-state="ON_SALE">ON SALE<`,
+		soldOut: `class="state st-soldout" data-state="SOLD_OUT">SOLD OUT<`, paused: `class="state st-paused" data-state="PAUSED">PAUSED<`,
+		closed: `class="state st-ended" data-state="ENDED">ENDED<`, scheduled: `class="state st-scheduled" data-state="SCHEDULED">SCHEDULED<`} {
+		m := regexp.MustCompile(`(?s)<tr data-activity="` + strconv.FormatInt(id, 10) + `/1">(.*?)</tr>`).FindStringSubmatch(html)
+		switch {
+		case m == nil:
+			t.Errorf("/status has no row for activity %d", id)
+		case !strings.Contains(m[1], state):
+			t.Errorf("/status row of activity %d lacks %q:\n%s", id, state, m[1])
+		case !strings.Contains(m[1], `<td data-field="drift" class="ok">0</td>`):
+			t.Errorf("/status row of activity %d has no drift 0 in green:\n%s", id, m[1])
+		}
+		if id == scheduled && (m == nil || !strings.Contains(m[1], "starts in ")) {
+			t.Errorf("/status does not say when activity %d starts", id)
+		}
+	}
+	if strings.Index(html, `data-activity="`+strconv.Itoa(scheduled)+`/1"`) < strings.Index(html, `data-activity="`+strconv.Itoa(closed)+`/1"`) {
+		t.Error("/status lists the scheduled activity before a started one")
+	}
+}
+
+// statusRows fetches /status.json and returns its activity rows by
+// activity id; the section must have no error.
+func statusRows(t *testing.T, ops string) map[int64]bootstrap.StockRow {
+	t.Helper()
+	body, err := fetchStatus(ops + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st bootstrap.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Activities.Error != "" || st.Activities.RateWindowSeconds <= 0 {
+		t.Fatalf("/status.json activities: error %q, rate window %vs", st.Activities.Error, st.Activities.RateWindowSeconds)
+	}
+	rows := map[int64]bootstrap.StockRow{}
+	for _, r := range st.Activities.Rows {
+		rows[r.ActivityID] = r
+	}
+	return rows
 }

@@ -77,7 +77,8 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		return nil, nil, err
 	}
 	failpoints := provideFailpoints(failpointRegistry)
-	placeOrder := providePlaceOrder(store, store, publisher, activities, backlogGate, queries, sentMarker, iDs, clock, metrics, failpoints, cfg, log)
+	saleRates := provideSaleRates()
+	placeOrder := providePlaceOrder(store, store, publisher, activities, backlogGate, queries, sentMarker, iDs, clock, metrics, failpoints, saleRates, cfg, log)
 	compensationPolicy := provideCompensationPolicy(cfg)
 	orderLifecycle := provideLifecycle(postgresStore, compensationPolicy, log)
 	orderService := application.NewOrderService(placeOrder, queries, orderLifecycle)
@@ -106,7 +107,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		cleanup()
 		return nil, nil, err
 	}
-	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, registry, clock, log)
+	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, registry, saleRates, clock, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
