@@ -30,8 +30,8 @@ salesview: build
 	@$(WITH_STACK) export SALESVIEW_TOKEN="$${SALESVIEW_TOKEN:-$$(./$(BIN) token --user 900000100 --events --ttl 24h)}" && \
 	  exec go run ./examples/salesview
 
-## unit: the tests that need no local stack (domain, application, in-memory adapters, API, config); seconds.
-UNIT_PKGS = $$(go list ./... | grep -v -E '/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
+## unit: the tests that need no local stack (domain, in-memory adapters, API, config; application, the consumer kit and the example run on the stack); seconds.
+UNIT_PKGS = $$(go list ./... | grep -v -E '/application$$|/adapters/projector$$|/examples/|/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
 unit:
 	@go test -count=1 $(UNIT_PKGS)
 

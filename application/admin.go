@@ -86,7 +86,7 @@ func (a *Admin) CreateActivity(ctx context.Context, actor string, act ports.Acti
 				return fmt.Errorf("seed activity: %w", err)
 			}
 		}
-		stored = s
+		stored = s // the stored settings, also when they differ
 		return tx.AppendAudit(ctx, ports.AuditEntry{Actor: actor, Action: ports.AuditCreateActivity,
 			Target: ports.ActivityTarget(act.ActivityID, act.SKUID), Params: activityParams(act), Outcome: outcome})
 	})
@@ -95,7 +95,8 @@ func (a *Admin) CreateActivity(ctx context.Context, actor string, act ports.Acti
 	}
 	if outcome == ports.AuditAlreadyExists {
 		a.logActivity(ctx, "activity refused", actor, outcome, act)
-		return ports.Activity{}, fmt.Errorf("activity %d/%d exists with other settings: %w", act.ActivityID, act.SKUID, ports.ErrAlreadyExists)
+		return ports.Activity{}, fmt.Errorf("activity %d/%d: %w", act.ActivityID, act.SKUID,
+			&ports.SettingsConflictError{Fields: settingDiffs(stored, act)})
 	}
 	a.activities.put(stored)
 	a.logActivity(ctx, "activity ready", actor, outcome, stored)
@@ -133,6 +134,29 @@ func sameActivity(a, b ports.Activity) bool {
 		a.StartsAt.Equal(b.StartsAt) && a.EndsAt.Equal(b.EndsAt) &&
 		a.PaymentTimeout == b.PaymentTimeout && a.ReservationTTL == b.ReservationTTL && a.Lanes() == b.Lanes() &&
 		a.UnitPrice == b.UnitPrice && a.Currency == b.Currency
+}
+
+// settingDiffs names the settings of wanted that differ from stored's, as
+// the API spells them. Stock and ends_at may have been changed since the
+// creation (AddStock, RemoveStock, UpdateActivity, CloseActivity): a
+// caller that retries a creation after such a change is told so.
+func settingDiffs(stored, wanted ports.Activity) []ports.SettingDiff {
+	var out []ports.SettingDiff
+	diff := func(field string, same bool, s, w any) {
+		if !same {
+			out = append(out, ports.SettingDiff{Field: field, Stored: fmt.Sprint(s), Wanted: fmt.Sprint(w)})
+		}
+	}
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	diff("stock", stored.Stock == wanted.Stock, stored.Stock, wanted.Stock)
+	diff("starts_at", stored.StartsAt.Equal(wanted.StartsAt), ts(stored.StartsAt), ts(wanted.StartsAt))
+	diff("ends_at", stored.EndsAt.Equal(wanted.EndsAt), ts(stored.EndsAt), ts(wanted.EndsAt))
+	diff("payment_timeout", stored.PaymentTimeout == wanted.PaymentTimeout, stored.PaymentTimeout, wanted.PaymentTimeout)
+	diff("reservation_ttl", stored.ReservationTTL == wanted.ReservationTTL, stored.ReservationTTL, wanted.ReservationTTL)
+	diff("stock_lanes", stored.Lanes() == wanted.Lanes(), stored.Lanes(), wanted.Lanes())
+	diff("unit_price", stored.UnitPrice == wanted.UnitPrice, stored.UnitPrice, wanted.UnitPrice)
+	diff("currency", stored.Currency == wanted.Currency, fmt.Sprintf("%q", stored.Currency), fmt.Sprintf("%q", wanted.Currency))
+	return out
 }
 
 // activityParams are the audited settings of a requested activity.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -43,6 +44,31 @@ func (e *NotStartedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrActivityNotStarted) hold.
 func (e *NotStartedError) Unwrap() error { return ErrActivityNotStarted }
+
+// SettingsConflictError is ErrAlreadyExists for a CreateActivity whose
+// settings differ from the stored activity's: Fields names each differing
+// setting as the API spells it, with the stored and the asked value.
+type SettingsConflictError struct {
+	Fields []SettingDiff
+}
+
+// SettingDiff is one setting that differs.
+type SettingDiff struct {
+	Field          string
+	Stored, Wanted string
+}
+
+// Error implements error.
+func (e *SettingsConflictError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, d := range e.Fields {
+		parts[i] = fmt.Sprintf("%s (stored %s, asked %s)", d.Field, d.Stored, d.Wanted)
+	}
+	return fmt.Sprintf("%v: the activity exists with other settings: %s", ErrAlreadyExists, strings.Join(parts, ", "))
+}
+
+// Unwrap makes errors.Is(err, ErrAlreadyExists) hold.
+func (e *SettingsConflictError) Unwrap() error { return ErrAlreadyExists }
 
 // RetryAfterError is Err with a hint of when a retry may succeed.
 type RetryAfterError struct {

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -45,7 +47,10 @@ const (
 	// ReasonActivityState: an operator's call does not apply to the
 	// activity in its state (pausing an ended sale, resuming one that is
 	// not paused).
-	ReasonActivityState      = "ACTIVITY_STATE"
+	ReasonActivityState = "ACTIVITY_STATE"
+	// ReasonActivityExists: CreateActivity of an existing activity with
+	// other settings (AlreadyExists; metadata "fields" names them).
+	ReasonActivityExists     = "ACTIVITY_EXISTS"
 	ReasonBacklog            = "BACKLOG"
 	ReasonRateLimited        = "RATE_LIMITED"
 	ReasonRequestIDReused    = "REQUEST_ID_REUSED"
@@ -154,6 +159,10 @@ func toConnectError(ctx context.Context, log *slog.Logger, procedure string, err
 		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
 	case errors.Is(err, ports.ErrPermissionDenied):
 		return connect.NewError(connect.CodePermissionDenied, errors.New("permission denied"))
+	case errors.As(err, new(*ports.SettingsConflictError)):
+		var sc *ports.SettingsConflictError
+		errors.As(err, &sc)
+		return settingsConflict(sc)
 	case errors.Is(err, ports.ErrAlreadyExists):
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("already exists with different settings"))
 	case errors.Is(err, context.Canceled):
@@ -217,4 +226,24 @@ func ErrorReason(err error) string {
 		}
 	}
 	return ""
+}
+
+// settingsConflict is the answer to a CreateActivity whose settings
+// differ from the stored activity's: AlreadyExists naming each differing
+// field with the stored and the asked value (the stored settings are the
+// operator's own, no secret), and a google.rpc.ErrorInfo with reason
+// ACTIVITY_EXISTS and metadata "fields" (comma-separated).
+func settingsConflict(sc *ports.SettingsConflictError) error {
+	parts := make([]string, len(sc.Fields))
+	names := make([]string, len(sc.Fields))
+	for i, d := range sc.Fields {
+		parts[i] = fmt.Sprintf("%s: stored %s, asked %s", d.Field, d.Stored, d.Wanted)
+		names[i] = d.Field
+	}
+	ce := connect.NewError(connect.CodeAlreadyExists, fmt.Errorf(
+		"the activity exists with other settings (%s); change ends_at with UpdateActivity and the stock with AddStock or RemoveStock",
+		strings.Join(parts, "; ")))
+	addDetail(ce, &errdetails.ErrorInfo{Reason: ReasonActivityExists, Domain: ErrorDomain,
+		Metadata: map[string]string{"fields": strings.Join(names, ",")}})
+	return ce
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func TestEntryErrorMapping(t *testing.T) {
 			connect.CodeFailedPrecondition, api.ReasonSoldOut, nil, 0},
 		{"already purchased", fmt.Errorf("reserve: %w", &ports.HolderError{ReservationID: "r1", OrderID: "o1"}),
 			connect.CodeAlreadyExists, api.ReasonAlreadyPurchased, nil, 0},
+		{"settings conflict", fmt.Errorf("activity 1/1: %w", &ports.SettingsConflictError{Fields: []ports.SettingDiff{
+			{Field: "stock", Stored: "100", Wanted: "120"}, {Field: "ends_at", Stored: "a", Wanted: "b"}}}),
+			connect.CodeAlreadyExists, api.ReasonActivityExists, map[string]string{"fields": "stock,ends_at"}, 0},
 		{"release in flight", fmt.Errorf("place: %w", inFlight),
 			connect.CodeAlreadyExists, api.ReasonAlreadyPurchased,
 			map[string]string{api.MetadataReleaseInFlight: "true", api.MetadataRetryAfter: "2s"}, 2 * time.Second},
@@ -60,6 +64,9 @@ func TestEntryErrorMapping(t *testing.T) {
 			_, err := orders.PlaceOrder(context.Background(),
 				withToken(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 2, RequestId: "r"}, tok))
 			ce := connectErr(t, err, c.code)
+			if c.reason == api.ReasonActivityExists && !strings.Contains(ce.Message(), "stock: stored 100, asked 120") {
+				t.Fatalf("message %q does not name the differing stock", ce.Message())
+			}
 			info, retry := entryDetails(t, ce)
 			if info.GetReason() != c.reason || info.GetDomain() != api.ErrorDomain {
 				t.Fatalf("ErrorInfo %v, want reason %s in %s", info, c.reason, api.ErrorDomain)
