@@ -73,31 +73,10 @@ func NewActivityOps(uow ports.UnitOfWork, reservations ports.Reservations, recon
 
 var _ ports.ActivityOperations = (*ActivityOps)(nil)
 
-// stateAt returns a's state at now: ENDED (closed, or ends_at reached),
-// then SCHEDULED, then PAUSED, then SOLD_OUT, else ON_SALE.
-func stateAt(a ports.Activity, soldOut bool, now time.Time) ports.ActivityState {
-	switch {
-	case ended(a, now):
-		return ports.ActivityEnded
-	case now.Before(a.StartsAt):
-		return ports.ActivityScheduled
-	case a.Paused:
-		return ports.ActivityPaused
-	case soldOut:
-		return ports.ActivitySoldOut
-	}
-	return ports.ActivityOnSale
-}
-
-// ended reports whether a's sale is over at now.
-func ended(a ports.Activity, now time.Time) bool {
-	return !a.ClosedAt.IsZero() || !now.Before(a.EndsAt)
-}
-
 // selling reports whether only Redis tells a's state (ON_SALE or
 // SOLD_OUT) at now.
 func selling(a ports.Activity, now time.Time) bool {
-	return !ended(a, now) && !now.Before(a.StartsAt) && !a.Paused
+	return !a.Ended(now) && !now.Before(a.StartsAt) && !a.Paused
 }
 
 // soldOut asks Redis whether the SKU has no stock left. A SKU Redis does
@@ -114,7 +93,7 @@ func soldOut(ctx context.Context, r ports.Reservations, activityID, skuID int64)
 }
 
 func statusOf(rec ports.ActivityRecord, soldOut bool, now time.Time) ports.ActivityStatus {
-	return ports.ActivityStatus{Activity: rec.Activity, State: stateAt(rec.Activity, soldOut, now),
+	return ports.ActivityStatus{Activity: rec.Activity, State: rec.Activity.StateAt(now, soldOut),
 		Paused: rec.Activity.Paused, ClosedAt: rec.Activity.ClosedAt, SoldOut: soldOut, UpdatedAt: rec.UpdatedAt}
 }
 
@@ -363,7 +342,7 @@ func (o *ActivityOps) UpdateActivity(ctx context.Context, actor string, u ports.
 		decide: func(rec ports.ActivityRecord, now time.Time) (ports.Activity, bool, error) {
 			a := rec.Activity
 			switch {
-			case ended(a, now):
+			case a.Ended(now):
 				return a, false, endedError(a)
 			case !endsAt.After(now):
 				return a, false, ports.InvalidField("ends_at",
@@ -424,7 +403,7 @@ func (o *ActivityOps) setPaused(ctx context.Context, actor string, activityID, s
 		decide: func(rec ports.ActivityRecord, now time.Time) (ports.Activity, bool, error) {
 			a := rec.Activity
 			switch {
-			case ended(a, now):
+			case a.Ended(now):
 				return a, false, endedError(a)
 			case a.Paused == paused && paused:
 				return a, false, nil
@@ -463,7 +442,7 @@ func (o *ActivityOps) CloseActivity(ctx context.Context, actor string, activityI
 		action: auditCloseActivity,
 		decide: func(rec ports.ActivityRecord, now time.Time) (ports.Activity, bool, error) {
 			a := rec.Activity
-			if ended(a, now) {
+			if a.Ended(now) {
 				return a, false, endedError(a)
 			}
 			at := now

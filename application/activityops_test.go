@@ -8,7 +8,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// stateAt follows ports.ActivityState's precedence: ENDED, then
+// Activity.StateAt follows ports.ActivityState's precedence: ENDED, then
 // SCHEDULED, then PAUSED, then SOLD_OUT, else ON_SALE.
 func TestActivityStatePrecedence(t *testing.T) {
 	t.Parallel()
@@ -32,7 +32,7 @@ func TestActivityStatePrecedence(t *testing.T) {
 		}), true, ports.ActivityEnded},
 		{"closed, ends_at later", with(func(a *ports.Activity) { a.ClosedAt = now.Add(-time.Minute) }), false, ports.ActivityEnded},
 	} {
-		if got := stateAt(c.a, c.soldOut, now); got != c.want {
+		if got := c.a.StateAt(now, c.soldOut); got != c.want {
 			t.Errorf("%s: state %s, want %s", c.name, got, c.want)
 		}
 	}

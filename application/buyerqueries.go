@@ -76,7 +76,7 @@ func (q *BuyerQueries) GetActivity(ctx context.Context, activityID, skuID int64)
 		}
 	}
 	return ports.BuyerActivity{
-		ActivityID: a.ActivityID, SKUID: a.SKUID, State: stateAt(a, out, now),
+		ActivityID: a.ActivityID, SKUID: a.SKUID, State: a.StateAt(now, out),
 		StartsAt: a.StartsAt, EndsAt: a.EndsAt, SoldOut: out, ServerTime: now,
 		UnitPrice: a.UnitPrice, Currency: a.Currency,
 	}, nil

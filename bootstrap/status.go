@@ -428,24 +428,6 @@ func endOf(a ports.Activity) time.Time {
 	return a.EndsAt
 }
 
-// activityState returns a's state at now with the precedence of
-// ports.ActivityState (the same computation as application.ActivityOps):
-// ENDED, SCHEDULED, PAUSED, SOLD_OUT (soldOut: Redis has no unit left),
-// else ON_SALE.
-func activityState(a ports.Activity, soldOut bool, now time.Time) ports.ActivityState {
-	switch {
-	case !a.ClosedAt.IsZero() || !now.Before(a.EndsAt):
-		return ports.ActivityEnded
-	case now.Before(a.StartsAt):
-		return ports.ActivityScheduled
-	case a.Paused:
-		return ports.ActivityPaused
-	case soldOut:
-		return ports.ActivitySoldOut
-	}
-	return ports.ActivityOnSale
-}
-
 // addOrderRates sets the rows' OrdersPerSecond from the orders samples of
 // the earlier snapshots and keeps this snapshot's: at most
 // statusOrderSamples per activity SKU, none older than the rate window,
@@ -487,7 +469,7 @@ func (p *StatusPage) addOrderRates(now time.Time, rows []StockRow) {
 func (p *StatusPage) stockRow(ctx context.Context, now time.Time, a ports.Activity) StockRow {
 	row := StockRow{ActivityID: a.ActivityID, SKUID: a.SKUID, StartsAt: a.StartsAt, EndsAt: a.EndsAt,
 		Paused: a.Paused, ClosedAt: a.ClosedAt, StartsInSeconds: max(a.StartsAt.Sub(now), 0).Seconds(),
-		ReservationTTLSeconds: a.ReservationTTL.Seconds(), State: activityState(a, false, now)}
+		ReservationTTLSeconds: a.ReservationTTL.Seconds(), State: a.StateAt(now, false)}
 	row.OnSale = row.State != ports.ActivityEnded && row.State != ports.ActivityScheduled
 	rate := p.rates.Rate(a.ActivityID, a.SKUID, now)
 	row.PlaceOrderCalls, row.AcceptedPerSecond, row.PlaceOrderP99Seconds = rate.Calls, rate.AcceptedPerSecond, rate.P99.Seconds()
@@ -504,7 +486,7 @@ func (p *StatusPage) stockRow(ctx context.Context, now time.Time, a ports.Activi
 	row.InitialStock, row.RedisAvailable, row.PendingReservations = rep.InitialStock, rep.RedisAvailable, rep.PendingReservations
 	row.Orders, row.PGFinalStock, row.ReleasesInFlight = rep.NonCanceledOrders, rep.PGFinalStock, rep.ReleasesInFlight
 	row.Drift = rep.Drift()
-	row.State = activityState(a, rep.RedisAvailable <= 0, now)
+	row.State = a.StateAt(now, rep.RedisAvailable <= 0)
 	return row
 }
 

@@ -99,6 +99,31 @@ const (
 	ActivityEnded     ActivityState = "ENDED"
 )
 
+// StateAt returns a's state at now with the precedence of ActivityState:
+// ENDED (closed by an operator, or ends_at reached), then SCHEDULED, then
+// PAUSED, then SOLD_OUT (soldOut: the entry has no unit left), else
+// ON_SALE. Every reader of a state (the operators' and buyers' calls, the
+// status page) computes it here.
+func (a Activity) StateAt(now time.Time, soldOut bool) ActivityState {
+	switch {
+	case a.Ended(now):
+		return ActivityEnded
+	case now.Before(a.StartsAt):
+		return ActivityScheduled
+	case a.Paused:
+		return ActivityPaused
+	case soldOut:
+		return ActivitySoldOut
+	}
+	return ActivityOnSale
+}
+
+// Ended reports whether a's sale is over at now: an operator closed it,
+// or its ends_at is reached.
+func (a Activity) Ended(now time.Time) bool {
+	return !a.ClosedAt.IsZero() || !now.Before(a.EndsAt)
+}
+
 // ActivityStates lists every state, in the order of a sale's life.
 func ActivityStates() []ActivityState {
 	return []ActivityState{ActivityScheduled, ActivityOnSale, ActivityPaused, ActivitySoldOut, ActivityEnded}
