@@ -122,6 +122,8 @@ func statusMsg(s ports.ActivityStatus) *seckillv1.ActivityStatus {
 	}
 }
 
+// stockReportMsg converts a stock report to the API's (GetStockReport
+// and GetActivity's books).
 func stockReportMsg(r ports.StockReport) *seckillv1.StockReport {
 	return &seckillv1.StockReport{
 		ActivityId:          r.ActivityID,

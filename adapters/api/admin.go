@@ -116,18 +116,7 @@ func (h *AdminHandler) GetStockReport(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, h.fail(ctx, req.Spec(), err)
 	}
-	return connect.NewResponse(&seckillv1.GetStockReportResponse{Report: &seckillv1.StockReport{
-		ActivityId:          r.ActivityID,
-		SkuId:               r.SKUID,
-		InitialStock:        r.InitialStock,
-		RedisAvailable:      r.RedisAvailable,
-		PendingReservations: r.PendingReservations,
-		NonCanceledOrders:   r.NonCanceledOrders,
-		ReleasesInFlight:    r.ReleasesInFlight,
-		Drift:               r.Drift(),
-		PgFinalStock:        r.PGFinalStock,
-		MeasuredAt:          ts(r.MeasuredAt),
-	}}), nil
+	return connect.NewResponse(&seckillv1.GetStockReportResponse{Report: stockReportMsg(r)}), nil
 }
 
 // ListDeadLetters implements seckillv1connect.AdminServiceHandler.
