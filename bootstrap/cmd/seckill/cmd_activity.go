@@ -111,6 +111,18 @@ func printProto(w io.Writer, m proto.Message) error {
 	return err
 }
 
+// answer is the message of a unary call's response, or its error.
+func answer[T any, P interface {
+	*T
+	proto.Message
+}](res *connect.Response[T], err error) (proto.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	return P(res.Msg), nil
+}
+
+// request is msg with the caller's authorization.
 func request[T any](msg *T, auth func(connect.AnyRequest)) *connect.Request[T] {
 	r := connect.NewRequest(msg)
 	auth(r)
@@ -174,11 +186,7 @@ func (c *cli) activityShow() *cobra.Command {
 		}
 		return c.call(cmd, f, false, fmt.Sprintf("show activity %d/%d", act, sku),
 			func(ctx context.Context, client seckillv1connect.AdminServiceClient, auth func(connect.AnyRequest)) (proto.Message, error) {
-				res, err := client.GetActivity(ctx, request(&seckillv1.GetActivityRequest{ActivityId: act, SkuId: sku}, auth))
-				if err != nil {
-					return nil, err
-				}
-				return res.Msg, nil
+				return answer(client.GetActivity(ctx, request(&seckillv1.GetActivityRequest{ActivityId: act, SkuId: sku}, auth)))
 			})
 	}
 	return cmd
@@ -238,11 +246,7 @@ activity again with equal settings succeeds; with other settings it fails (use u
 		}
 		return c.call(cmd, f, true, fmt.Sprintf("create activity %d/%d", req.GetActivityId(), req.GetSkuId()),
 			func(ctx context.Context, client seckillv1connect.AdminServiceClient, auth func(connect.AnyRequest)) (proto.Message, error) {
-				res, err := client.CreateActivity(ctx, request(req, auth))
-				if err != nil {
-					return nil, err
-				}
-				return res.Msg, nil
+				return answer(client.CreateActivity(ctx, request(req, auth)))
 			})
 	}
 	return cmd
@@ -270,13 +274,9 @@ func (c *cli) activityUpdate() *cobra.Command {
 		}
 		return c.call(cmd, f, true, fmt.Sprintf("update activity %d/%d", act, sku),
 			func(ctx context.Context, client seckillv1connect.AdminServiceClient, auth func(connect.AnyRequest)) (proto.Message, error) {
-				res, err := client.UpdateActivity(ctx, request(&seckillv1.UpdateActivityRequest{
+				return answer(client.UpdateActivity(ctx, request(&seckillv1.UpdateActivityRequest{
 					ActivityId: act, SkuId: sku, EndsAt: timestamppb.New(end),
-					UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"ends_at"}}}, auth))
-				if err != nil {
-					return nil, err
-				}
-				return res.Msg, nil
+					UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"ends_at"}}}, auth)))
 			})
 	}
 	return cmd
@@ -312,11 +312,7 @@ func (c *cli) activityPause() *cobra.Command {
 		`Pause the sale (AdminService.PauseActivity): once the command returns, every PlaceOrder of the SKU
 answers ACTIVITY_PAUSED until resume; everything accepted before goes on to become an order.`,
 		func(ctx context.Context, client seckillv1connect.AdminServiceClient, act, sku int64, auth func(connect.AnyRequest)) (proto.Message, error) {
-			res, err := client.PauseActivity(ctx, request(&seckillv1.PauseActivityRequest{ActivityId: act, SkuId: sku}, auth))
-			if err != nil {
-				return nil, err
-			}
-			return res.Msg, nil
+			return answer(client.PauseActivity(ctx, request(&seckillv1.PauseActivityRequest{ActivityId: act, SkuId: sku}, auth)))
 		})
 }
 
@@ -324,11 +320,7 @@ func (c *cli) activityResume() *cobra.Command {
 	return c.stateCommand("resume --activity N [--sku N] [flags]", "Resume a paused sale (audited)",
 		`Resume a paused sale (AdminService.ResumeActivity): PlaceOrder accepts reservations again.`,
 		func(ctx context.Context, client seckillv1connect.AdminServiceClient, act, sku int64, auth func(connect.AnyRequest)) (proto.Message, error) {
-			res, err := client.ResumeActivity(ctx, request(&seckillv1.ResumeActivityRequest{ActivityId: act, SkuId: sku}, auth))
-			if err != nil {
-				return nil, err
-			}
-			return res.Msg, nil
+			return answer(client.ResumeActivity(ctx, request(&seckillv1.ResumeActivityRequest{ActivityId: act, SkuId: sku}, auth)))
 		})
 }
 
@@ -338,11 +330,7 @@ func (c *cli) activityClose() *cobra.Command {
 ACTIVITY_ENDED; reservations accepted before still become orders or are released. Prints the
 state after the close and the units left unsold.`,
 		func(ctx context.Context, client seckillv1connect.AdminServiceClient, act, sku int64, auth func(connect.AnyRequest)) (proto.Message, error) {
-			res, err := client.CloseActivity(ctx, request(&seckillv1.CloseActivityRequest{ActivityId: act, SkuId: sku}, auth))
-			if err != nil {
-				return nil, err
-			}
-			return res.Msg, nil
+			return answer(client.CloseActivity(ctx, request(&seckillv1.CloseActivityRequest{ActivityId: act, SkuId: sku}, auth)))
 		})
 }
 
@@ -370,19 +358,11 @@ func (c *cli) stockCommand(use, short, long string, add bool) *cobra.Command {
 		return c.call(cmd, f, true, fmt.Sprintf("%s of activity %d/%d", name, act, sku),
 			func(ctx context.Context, client seckillv1connect.AdminServiceClient, auth func(connect.AnyRequest)) (proto.Message, error) {
 				if add {
-					res, err := client.AddStock(ctx, request(&seckillv1.AddStockRequest{ActivityId: act, SkuId: sku,
-						Quantity: *quantity, RequestId: *requestID}, auth))
-					if err != nil {
-						return nil, err
-					}
-					return res.Msg, nil
+					return answer(client.AddStock(ctx, request(&seckillv1.AddStockRequest{ActivityId: act, SkuId: sku,
+						Quantity: *quantity, RequestId: *requestID}, auth)))
 				}
-				res, err := client.RemoveStock(ctx, request(&seckillv1.RemoveStockRequest{ActivityId: act, SkuId: sku,
-					Quantity: *quantity, RequestId: *requestID}, auth))
-				if err != nil {
-					return nil, err
-				}
-				return res.Msg, nil
+				return answer(client.RemoveStock(ctx, request(&seckillv1.RemoveStockRequest{ActivityId: act, SkuId: sku,
+					Quantity: *quantity, RequestId: *requestID}, auth)))
 			})
 	}
 	return cmd
