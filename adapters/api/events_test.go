@@ -375,23 +375,41 @@ func TestEventStreamCutsSlowSubscriber(t *testing.T) {
 	limits.EventStreams = 1
 	limits.EventSendTimeout = 50 * time.Millisecond
 	e := startEvents(t, limits, api.DefaultServerLimits())
-	// About 16 MiB: far more than the client's HTTP/2 receive buffers
-	// (64 KiB, below) and the socket buffers hold.
+	e.log.Append(bigEvents(stallEvents)...)
+	stalledSubscriberIsCut(t, e.base, stallEvents)
+}
+
+// stallEvents is how many bigEvents the stall tests store.
+const stallEvents = 2000
+
+// bigEvents returns n events of about 8 KiB each: 2,000 of them are far
+// more than a client's small HTTP/2 receive buffers (64 KiB, see
+// stalledSubscriberIsCut) and the socket buffers hold.
+func bigEvents(n int) []ports.EventRecord {
 	big := strings.Repeat("m", 8<<10)
-	const n = 2000
 	recs := make([]ports.EventRecord, n)
 	for i := range recs {
 		recs[i] = ports.EventRecord{ActivityID: 1, Event: order.Event{OrderID: "ord_x", Version: int64(i + 1),
 			Type: order.EventCreated, SchemaVersion: 1, Payload: order.Created{MessageID: big}}}
 	}
-	e.log.Append(recs...)
+	return recs
+}
+
+// stalledSubscriberIsCut subscribes to the service at base (which holds n
+// bigEvents, allows one stream and has a short send bound) with 64 KiB
+// receive buffers, takes one event and reads nothing more: the only
+// stream's place must free once the server has cut the stream, and reading
+// on the client finds the events that were in flight, then an error: never
+// the whole log, never a clean end.
+func stalledSubscriberIsCut(t *testing.T, base string, n int) {
+	t.Helper()
 	tok := scopedToken(t, 7, api.ScopeEvents)
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: p, HTTP2: &http.HTTP2Config{
 		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
 	t.Cleanup(tr.CloseIdleConnections)
-	c := seckillv1connect.NewEventServiceClient(&http.Client{Transport: tr}, e.base, connect.WithGRPC())
+	c := seckillv1connect.NewEventServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := c.Subscribe(ctx, withToken(&seckillv1.SubscribeRequest{}, tok))
@@ -400,10 +418,8 @@ func TestEventStreamCutsSlowSubscriber(t *testing.T) {
 	}
 	defer func() { _ = s.Close() }()
 	receive(t, s, 1)
-	// The client reads nothing more; the only stream's place frees once
-	// the server has cut it.
 	for i := 0; ; i++ {
-		err := streamErr(t, c, &seckillv1.SubscribeRequest{FromPosition: n + 1}, tok)
+		err := streamErr(t, c, &seckillv1.SubscribeRequest{FromPosition: int64(n) + 1}, tok)
 		if connect.CodeOf(err) == connect.CodeInvalidArgument {
 			break
 		}
@@ -412,8 +428,6 @@ func TestEventStreamCutsSlowSubscriber(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Reading on, the client finds the events that were in flight, then
-	// an error: never the whole log, never a clean end.
 	got := 1
 	for s.Receive() && got <= n {
 		got++
