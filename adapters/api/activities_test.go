@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -116,23 +115,8 @@ func startSale(t *testing.T, sale *fakeSale) (base string, client *http.Client) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.NewServer("127.0.0.1:0", h, log, api.DefaultServerLimits())
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, time.Second, func(a net.Addr) { addrc <- a }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	select {
-	case a := <-addrc:
-		base = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("server did not start: %v", err)
-	}
+	_, addr := serveLimited(t, h, api.DefaultServerLimits())
+	base = "http://" + addr
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	return base, &http.Client{Transport: tr}
