@@ -375,8 +375,7 @@ func TestEventStreamCutsSlowSubscriber(t *testing.T) {
 	limits.EventStreams = 1
 	limits.EventSendTimeout = 50 * time.Millisecond
 	e := startEvents(t, limits, api.DefaultServerLimits())
-	e.log.Append(bigEvents(stallEvents)...)
-	stalledSubscriberIsCut(t, e.base, stallEvents)
+	stalledSubscriberIsCut(t, e.base, e.log.Append)
 }
 
 // stallEvents is how many bigEvents the stall tests store.
@@ -395,13 +394,17 @@ func bigEvents(n int) []ports.EventRecord {
 	return recs
 }
 
-// stalledSubscriberIsCut subscribes to the service at base (which holds n
-// bigEvents, allows one stream and has a short send bound) with 64 KiB
-// receive buffers, takes one event and reads nothing more: the only
+// stalledSubscriberIsCut subscribes to the service at base (whose log is
+// empty and written by appendEvents; it allows one stream and has a short
+// send bound) with 64 KiB receive buffers, takes one event, then has
+// stallEvents-1 bigEvents appended and reads nothing more: the only
 // stream's place must free once the server has cut the stream, and reading
 // on the client finds the events that were in flight, then an error: never
-// the whole log, never a clean end.
-func stalledSubscriberIsCut(t *testing.T, base string, n int) {
+// the whole log, never a clean end. (The first event is appended alone so
+// that it reaches the client whatever the machine's load: a page of big
+// events is cut by the send bound, and under load that may happen before
+// its first frame left.)
+func stalledSubscriberIsCut(t *testing.T, base string, appendEvents func(...ports.EventRecord) int64) {
 	t.Helper()
 	tok := scopedToken(t, 7, api.ScopeEvents)
 	p := new(http.Protocols)
@@ -417,7 +420,11 @@ func stalledSubscriberIsCut(t *testing.T, base string, n int) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
+	n := stallEvents
+	events := bigEvents(n)
+	appendEvents(events[0])
 	receive(t, s, 1)
+	appendEvents(events[1:]...)
 	for i := 0; ; i++ {
 		err := streamErr(t, c, &seckillv1.SubscribeRequest{FromPosition: int64(n) + 1}, tok)
 		if connect.CodeOf(err) == connect.CodeInvalidArgument {
