@@ -98,7 +98,7 @@ func newRocketMQBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, 
 		for _, g := range rocketmq.Groups() {
 			groups = append(groups, bc.Group(g))
 		}
-		if err := reg.Register(rocketmq.NewLagCollector(urls, groups, log.With("component", "broker-lag"))); err != nil {
+		if err := reg.Register(rocketmq.NewLagCollector(urls, groups, cfg.RocketMQ.MetricsEvery, log.With("component", "broker-lag"))); err != nil {
 			_ = p.Close()
 			return nil, fmt.Errorf("broker lag metrics: %w", err)
 		}

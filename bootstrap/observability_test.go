@@ -24,6 +24,7 @@ func TestEveryMetricOfTheRulesAndDashboardIsExported(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, options{configure: func(c *config.Config) {
 		c.RocketMQ.MetricsURL = mqtest.MetricsURL(t)
+		c.RocketMQ.MetricsEvery = time.Second // the groups appear once their consumers are online
 		c.Workers.ReconcileInterval = time.Second
 	}})
 	const activity = 7101

@@ -35,7 +35,10 @@ import (
 // API's stock reports at rest. Set SECKILL_STATUS_SCREENSHOT to a path to
 // keep the screenshot (docs/status.png is one).
 func TestStatusPage(t *testing.T) {
-	s := startSystem(t, options{configure: func(c *config.Config) { c.RocketMQ.MetricsURL = mqtest.MetricsURL(t) }})
+	s := startSystem(t, options{configure: func(c *config.Config) {
+		c.RocketMQ.MetricsURL = mqtest.MetricsURL(t)
+		c.RocketMQ.MetricsEvery = time.Second // the groups appear once their consumers are online
+	}})
 	const open, soldOut = 31, 32
 	s.activity(open, 40, 10*time.Minute, time.Minute)
 	s.activity(soldOut, 5, 10*time.Minute, time.Minute)

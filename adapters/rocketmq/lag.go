@@ -25,6 +25,15 @@ const (
 	brokerLagLatencyMs  = "rocketmq_consumer_lag_latency_milliseconds"
 )
 
+// DefaultLagEvery is how often a LagCollector reads the brokers'
+// exporters at most, unless told otherwise: the broker computes the
+// figures every few seconds itself, so fresher reads buy little.
+const DefaultLagEvery = 15 * time.Second
+
+// lagReadTimeout bounds one read of one exporter (a long-lived store's
+// exposition runs to thousands of series).
+const lagReadTimeout = 5 * time.Second
+
 // LagCollector re-exports, for the consumer groups of this service, the
 // consumer backlog the brokers themselves compute (each broker's Prometheus
 // exporter, broker.conf metricsExporterType=PROM and
@@ -47,8 +56,12 @@ const (
 // CLUSTER-mode proxy a broker learns of a group from the group's pop
 // requests to it (the consumers' heartbeats stay in the proxy), so a group
 // counts on a broker once it has received from that broker. The
-// exporters are read at most once per second, when the service's /metrics
-// is scraped, all at once with a 2 s timeout each. A read that fails on any
+// exporters are read at most once per the collector's interval (see
+// NewLagCollector), when the service's /metrics is scraped, all at once
+// with a 5 s timeout each; scrapes in between get the figures of the last
+// read. (A broker renders its whole exposition and scans its timer wheel
+// for every read: at one read a second that was about a sixth of the
+// broker's CPU during a sale, docs/benchmarks.md.) A read that fails on any
 // exporter exports only mq_broker_metrics_up 0: the other brokers' figures
 // alone would understate the backlog. mq_broker_metrics_up has no label
 // per exporter (dashboards and the status page read one series); the log
@@ -57,6 +70,7 @@ const (
 type LagCollector struct {
 	urls   []string
 	groups map[string]bool
+	every  time.Duration
 	client *http.Client
 	log    *slog.Logger
 
@@ -71,10 +85,14 @@ type LagCollector struct {
 // NewLagCollector returns a collector reading urls, the brokers' exporters
 // (http://host:port/metrics) separated by commas, one per broker of the
 // cluster (blanks around a URL and empty items are ignored, a repeated URL
-// is read once), for groups (physical names).
-func NewLagCollector(urls string, groups []string, log *slog.Logger) *LagCollector {
+// is read once), for groups (physical names), at most once per every
+// (DefaultLagEvery when every <= 0).
+func NewLagCollector(urls string, groups []string, every time.Duration, log *slog.Logger) *LagCollector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if every <= 0 {
+		every = DefaultLagEvery
 	}
 	g := make(map[string]bool, len(groups))
 	for _, name := range groups {
@@ -84,7 +102,7 @@ func NewLagCollector(urls string, groups []string, log *slog.Logger) *LagCollect
 	if len(list) == 0 {
 		log.Warn("no broker exporter to read: mq_broker_metrics_up stays 0", slog.String("urls", urls))
 	}
-	return &LagCollector{urls: list, groups: g, client: &http.Client{Timeout: 2 * time.Second}, log: log,
+	return &LagCollector{urls: list, groups: g, every: every, client: &http.Client{Timeout: lagReadTimeout}, log: log,
 		failing: map[string]bool{},
 		ready: prometheus.NewDesc("mq_consumer_ready",
 			"Messages stored for the group and not yet delivered (the brokers' figure, summed over the brokers).", []string{"group"}, nil),
@@ -121,7 +139,7 @@ func (c *LagCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *LagCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.last) >= time.Second || c.cached == nil {
+	if time.Since(c.last) >= c.every || c.cached == nil {
 		c.cached = c.read()
 		c.last = time.Now()
 	}
@@ -197,7 +215,7 @@ func (c *LagCollector) note(url string, err error) {
 
 // fetch reads one broker's exporter and sums its figures per group.
 func (c *LagCollector) fetch(url string) (map[string]*groupLag, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), lagReadTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

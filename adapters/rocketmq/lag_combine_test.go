@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -59,7 +60,8 @@ const (
 // broker (a comma-separated list, blanks, empty items and a repeat
 // included), a group's ready and unacknowledged messages are summed over
 // the brokers and its topics, its age is the largest; groups not asked
-// for are left out, each exporter is read once per scrape, and
+// for are left out, each exporter is read once for all the scrapes
+// within the collector's interval (eight here, a repeated URL once), and
 // mq_broker_metrics_up is 1. When one exporter fails (HTTP 503, nothing
 // listening, a body that does not parse) the collector exports only
 // mq_broker_metrics_up 0, not the other brokers' part of the backlog.
@@ -79,7 +81,7 @@ func TestLagCollectorCombinesTheBrokersExporters(t *testing.T) {
 	})
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rocketmq.NewLagCollector(" "+urlA+", "+urlB+" ,,"+urlA, []string{g, g2}, nil))
+	reg.MustRegister(rocketmq.NewLagCollector(" "+urlA+", "+urlB+" ,,"+urlA, []string{g, g2}, time.Hour, nil))
 	want := []struct {
 		name, group string
 		value       float64
@@ -99,7 +101,7 @@ func TestLagCollectorCombinesTheBrokersExporters(t *testing.T) {
 		t.Errorf("group %s, not asked for, is exported", other)
 	}
 	if a, b := readsA.Load(), readsB.Load(); a != 1 || b != 1 {
-		t.Errorf("exporter reads: broker-a %d, broker-b %d; want 1 each (one scrape, a repeated URL read once)", a, b)
+		t.Errorf("exporter reads: broker-a %d, broker-b %d; want 1 each (eight scrapes within the interval, a repeated URL read once)", a, b)
 	}
 
 	failing, _ := fakeExporter(t, "broker-b", http.StatusServiceUnavailable, nil)
@@ -114,7 +116,7 @@ func TestLagCollectorCombinesTheBrokersExporters(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(rocketmq.NewLagCollector(urlA+","+second, []string{g, g2}, nil))
+			reg.MustRegister(rocketmq.NewLagCollector(urlA+","+second, []string{g, g2}, time.Second, nil))
 			mfs, err := reg.Gather()
 			if err != nil {
 				t.Fatal(err)
@@ -127,7 +129,7 @@ func TestLagCollectorCombinesTheBrokersExporters(t *testing.T) {
 
 	for _, urls := range []string{"", " , "} {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(rocketmq.NewLagCollector(urls, []string{g}, nil))
+		reg.MustRegister(rocketmq.NewLagCollector(urls, []string{g}, time.Second, nil))
 		if up := metricValue(t, reg, "mq_broker_metrics_up", nil); up != 0 {
 			t.Errorf("no exporter (%q): mq_broker_metrics_up = %v, want 0", urls, up)
 		}

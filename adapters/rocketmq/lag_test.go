@@ -53,7 +53,7 @@ func TestLagCollectorReportsTheBrokersBacklog(t *testing.T) {
 	// the brokers. Once the slot holds a batch nothing else is received.
 	for _, u := range strings.Split(url, ",") {
 		one := prometheus.NewRegistry()
-		one.MustRegister(rocketmq.NewLagCollector(u, []string{group}, nil))
+		one.MustRegister(rocketmq.NewLagCollector(u, []string{group}, time.Second, nil))
 		waitUntil(t, 60*time.Second, u+" reports the group", func() bool {
 			return gathered(t, one, "mq_consumer_lag_messages", labels)
 		})
@@ -64,7 +64,7 @@ func TestLagCollectorReportsTheBrokersBacklog(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rocketmq.NewLagCollector(url, []string{group}, nil))
+	reg.MustRegister(rocketmq.NewLagCollector(url, []string{group}, time.Second, nil))
 	var ready, msgs, age float64
 	waitUntil(t, 60*time.Second, "the broker reports the messages behind the held batch", func() bool {
 		ready = metricValue(t, reg, "mq_consumer_ready", labels)
@@ -82,7 +82,7 @@ func TestLagCollectorReportsTheBrokersBacklog(t *testing.T) {
 	})
 
 	dead := prometheus.NewRegistry()
-	dead.MustRegister(rocketmq.NewLagCollector("http://127.0.0.1:1/metrics", []string{group}, nil))
+	dead.MustRegister(rocketmq.NewLagCollector("http://127.0.0.1:1/metrics", []string{group}, time.Second, nil))
 	if up := metricValue(t, dead, "mq_broker_metrics_up", nil); up != 0 {
 		t.Fatalf("mq_broker_metrics_up of an unreachable exporter = %v, want 0", up)
 	}

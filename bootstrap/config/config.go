@@ -276,6 +276,10 @@ type RocketMQ struct {
 	// (rocketmq.LagCollector: summed over the brokers, the age the
 	// largest); empty exports none.
 	MetricsURL string
+	// MetricsEvery is how often the exporters are read at most
+	// (SECKILL_ROCKETMQ_METRICS_EVERY); scrapes in between get the last
+	// read's figures.
+	MetricsEvery time.Duration
 }
 
 // RabbitMQ configures the RabbitMQ adapter (SECKILL_BROKER=rabbitmq).
@@ -456,6 +460,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"directory of the RocketMQ client's own log files (empty: the client's default)"),
 			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
 				"the brokers' Prometheus exporters (http://host:port/metrics), comma-separated, one per broker of the cluster, read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
+			MetricsEvery: r.duration("SECKILL_ROCKETMQ_METRICS_EVERY", 15*time.Second,
+				"read the brokers' exporters at most this often (1s..5m); scrapes in between get the last read's figures"),
 		},
 		RabbitMQ: RabbitMQ{
 			URL: r.secret("SECKILL_RABBITMQ_URL", "amqp://seckill:seckill@127.0.0.1:56720/",
@@ -598,6 +604,7 @@ func (c Config) validate() []error {
 	check(c.RabbitMQ.FIFOShards >= 1 && c.RabbitMQ.FIFOShards <= 256, "SECKILL_RABBITMQ_FIFO_SHARDS must be 1..256")
 	check(c.RocketMQ.SendBatch >= 0 && c.RocketMQ.SendBatch <= 1024, "SECKILL_SEND_BATCH must be 0..1024")
 	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
+	check(c.RocketMQ.MetricsEvery >= time.Second && c.RocketMQ.MetricsEvery <= 5*time.Minute, "SECKILL_ROCKETMQ_METRICS_EVERY must be 1s..5m")
 	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
 	check(c.Orders.ConsumerBatch >= 1 && c.Orders.ConsumerBatch <= 32, "SECKILL_CONSUMER_BATCH must be 1..32 (the broker's receive cap)")
 	check(c.Orders.CompensationMaxAttempts >= 1, "SECKILL_COMPENSATION_MAX_ATTEMPTS must be >= 1")
