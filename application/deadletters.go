@@ -126,7 +126,7 @@ func validBody(topic ports.Topic, body []byte) error {
 	case ports.TopicOrderCreate:
 		_, err = message.DecodeOrderCreateRequested(body)
 	case ports.TopicOrderTimeout:
-		_, err = message.DecodeCancelOrderIfUnpaid(body)
+		_, _, err = message.DecodePaymentTimeout(body)
 	case ports.TopicInventoryCompensate:
 		_, err = message.DecodeReleaseReservation(body)
 	case ports.TopicOrderStateFIFO:

@@ -24,6 +24,10 @@ type RelayConfig struct {
 	Retention   time.Duration // published rows are pruned after this
 	BackoffBase time.Duration // first delay after a failed publish
 	BackoffMax  time.Duration
+	// CoalesceTimeouts merges the payment-timeout rows of one claimed
+	// batch that belong to one activity and fall due in the same second
+	// into one CancelOrdersIfUnpaid trigger (see coalesceTimeouts).
+	CoalesceTimeouts bool
 }
 
 // RelayOutbox publishes committed outbox rows. Each batch is claimed in a
@@ -97,7 +101,11 @@ func (r *RelayOutbox) RelayOnce(ctx context.Context) (int, error) {
 		if claimed == 0 {
 			return nil
 		}
-		ok, failed := r.publish(ctx, recs)
+		items := relayItems(recs)
+		if r.cfg.CoalesceTimeouts {
+			items = r.coalesceTimeouts(ctx, items)
+		}
+		ok, failed := r.publish(ctx, items)
 		if err := ports.Inject(ctx, r.fp, ports.FailRelayAfterPublish); err != nil {
 			return err
 		}
@@ -123,13 +131,29 @@ type failedRows struct {
 	lastErr string
 }
 
-// publish sends recs with up to cfg.Workers goroutines; rows that share a
-// message group (or first key) go to the same worker, in order.
-func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([]int64, map[int]failedRows) {
-	workers := max(1, min(r.cfg.Workers, len(recs)))
-	lanes := make([][]ports.OutboxRecord, workers)
-	for _, rec := range recs {
-		lanes[lane(rec.Message, workers)] = append(lanes[lane(rec.Message, workers)], rec)
+// relayItem is one message the relay sends and the outbox rows it stands
+// for: one row, or the timeout rows a trigger merged.
+type relayItem struct {
+	ids      []int64
+	attempts int // the highest of its rows
+	msg      ports.OutboundMessage
+}
+
+func relayItems(recs []ports.OutboxRecord) []relayItem {
+	items := make([]relayItem, len(recs))
+	for i, rec := range recs {
+		items[i] = relayItem{ids: []int64{rec.ID}, attempts: rec.Attempts, msg: rec.Message}
+	}
+	return items
+}
+
+// publish sends items with up to cfg.Workers goroutines; items that share
+// a message group (or first key) go to the same worker, in order.
+func (r *RelayOutbox) publish(ctx context.Context, items []relayItem) ([]int64, map[int]failedRows) {
+	workers := max(1, min(r.cfg.Workers, len(items)))
+	lanes := make([][]relayItem, workers)
+	for _, it := range items {
+		lanes[lane(it.msg, workers)] = append(lanes[lane(it.msg, workers)], it)
 	}
 	var (
 		mu     sync.Mutex
@@ -143,8 +167,8 @@ func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([
 			defer wg.Done()
 			blocked := map[string]bool{} // a failed group stops its later rows
 			down := false
-			for _, rec := range l {
-				key := groupKey(rec.Message)
+			for _, it := range l {
+				key := groupKey(it.msg)
 				var err error
 				switch {
 				case down:
@@ -152,8 +176,8 @@ func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([
 				case blocked[key]:
 					err = errors.New("an earlier message of the group failed")
 				default:
-					m := rec.Message
-					m.Retry = rec.Attempts > 0
+					m := it.msg
+					m.Retry = it.attempts > 0
 					_, err = r.publisher.Publish(ctx, m)
 				}
 				// Once the broker is believed down, the lane's other rows
@@ -162,15 +186,15 @@ func (r *RelayOutbox) publish(ctx context.Context, recs []ports.OutboxRecord) ([
 				down = down || errors.Is(err, ports.ErrBrokerUnavailable)
 				mu.Lock()
 				if err == nil {
-					ok = append(ok, rec.ID)
+					ok = append(ok, it.ids...)
 				} else {
 					blocked[key] = true
-					f := failed[rec.Attempts]
-					f.ids, f.lastErr = append(f.ids, rec.ID), err.Error()
-					failed[rec.Attempts] = f
+					f := failed[it.attempts]
+					f.ids, f.lastErr = append(f.ids, it.ids...), err.Error()
+					failed[it.attempts] = f
 					if !down {
-						r.log.WarnContext(ctx, "outbox publish failed", "outbox_id", rec.ID, "message_id", rec.Message.MessageID,
-							"topic", rec.Message.Topic, "tag", rec.Message.Tag, "attempts", rec.Attempts, "error", err)
+						r.log.WarnContext(ctx, "outbox publish failed", "outbox_id", it.ids[0], "rows", len(it.ids),
+							"message_id", it.msg.MessageID, "topic", it.msg.Topic, "tag", it.msg.Tag, "attempts", it.attempts, "error", err)
 					}
 				}
 				mu.Unlock()

@@ -28,6 +28,14 @@ import (
 // decides again on a conflict, so the per-order semantics never depend on
 // the batching.
 //
+// A message is one order's CANCEL_ORDER_IF_UNPAID or a
+// CANCEL_ORDERS_IF_UNPAID trigger standing for several (the relay merges
+// the checks of one activity and due second): a trigger's checks are
+// decided exactly as if each had come alone, under its own message id
+// (the inbox key), and the trigger is acknowledged once every check is
+// settled; a check that is early or fails makes the whole trigger come
+// back, and the settled ones are then duplicates.
+//
 // A late or duplicated message, or one for a paid or already canceled
 // order, is a logged no-op. A message that arrives early (the broker's
 // timer may deliver up to a tick before the deadline) changes nothing and
@@ -45,9 +53,10 @@ func NewCancelExpiredOrders(life *OrderLifecycle, uow ports.UnitOfWork, metrics 
 	return &CancelExpiredOrders{life: life, uow: uow, metrics: metrics, log: log.With("consumer_group", group), group: group}
 }
 
-// timeoutItem is one decoded message of a received batch.
+// timeoutItem is one check of a received batch: a message, or one of a
+// trigger's checks.
 type timeoutItem struct {
-	idx      int // position in the received batch
+	idx      int // position of its delivery in the received batch
 	delivery ports.Delivery
 	msg      message.CancelOrderIfUnpaid
 }
@@ -58,25 +67,29 @@ func (it timeoutItem) inbox() ports.InboxEntry {
 }
 
 // HandleBatch implements ports.BatchHandler: undecodable messages are
-// quarantined, the others decided in one transaction (one by one when it
-// fails, or when only one is left).
+// quarantined, the checks of the others decided in one transaction (one
+// by one when it fails, or when only one is left), and each delivery's
+// decision combines those of its checks (see settle).
 func (h *CancelExpiredOrders) HandleBatch(ctx context.Context, ds []ports.Delivery) []ports.Decision {
 	out := make([]ports.Decision, len(ds))
-	items := make([]timeoutItem, 0, len(ds))
+	var items []timeoutItem
 	for i, d := range ds {
-		m, err := message.DecodeCancelOrderIfUnpaid(d.Body)
+		env, checks, err := message.DecodePaymentTimeout(d.Body)
 		if err != nil {
-			out[i] = quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, m.MessageID, message.Class(err), err)
+			out[i] = quarantine(ctx, h.uow, h.log, h.group, ports.TopicOrderTimeout, d, env.MessageID, message.Class(err), err)
 			continue
 		}
-		items = append(items, timeoutItem{idx: i, delivery: d, msg: m})
-	}
-	if len(items) == 1 {
-		out[items[0].idx] = h.handle(ctx, items[0])
-		return out
+		for _, c := range checks {
+			items = append(items, timeoutItem{idx: i, delivery: d, msg: c})
+		}
 	}
 	if len(items) == 0 {
 		return out
+	}
+	per := make([]ports.Decision, len(items))
+	if len(items) == 1 {
+		per[0] = h.handle(ctx, items[0])
+		return settle(out, items, per)
 	}
 	checks := make([]expiryCheck, len(items))
 	for k, it := range items {
@@ -86,13 +99,36 @@ func (h *CancelExpiredOrders) HandleBatch(ctx context.Context, ds []ports.Delive
 	if err != nil {
 		h.log.WarnContext(ctx, "timeout batch transaction failed, checking one by one", "batch", len(items),
 			"error_class", classify(err), "error", err)
-		for _, it := range items {
-			out[it.idx] = h.handle(ctx, it)
+		for k, it := range items {
+			per[k] = h.handle(ctx, it)
 		}
-		return out
+		return settle(out, items, per)
 	}
 	for k, it := range items {
-		out[it.idx] = h.decided(ctx, it, results[k])
+		per[k] = h.decided(ctx, it, results[k])
+	}
+	return settle(out, items, per)
+}
+
+// settle fills in out, for each delivery of items, the decision its
+// checks' decisions (per, in items order) make together: acknowledged
+// when every check is (the outcome of a cancel when one canceled, else
+// of its first check), otherwise the non-acknowledging decision that asks
+// for the latest redelivery.
+func settle(out []ports.Decision, items []timeoutItem, per []ports.Decision) []ports.Decision {
+	seen := make(map[int]bool, len(out))
+	for k, it := range items {
+		d, first := per[k], !seen[it.idx]
+		seen[it.idx] = true
+		cur := out[it.idx]
+		switch {
+		case first:
+			out[it.idx] = d
+		case !d.Ack && (cur.Ack || d.RetryAfter > cur.RetryAfter):
+			out[it.idx] = d
+		case d.Ack && cur.Ack && d.Outcome == "canceled":
+			out[it.idx] = d
+		}
 	}
 	return out
 }

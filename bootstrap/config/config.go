@@ -318,7 +318,11 @@ type Workers struct {
 	ScannerLease    time.Duration // SECKILL_SCANNER_LEASE
 	RelayInterval   time.Duration // SECKILL_RELAY_INTERVAL
 	RelayBatch      int           // SECKILL_RELAY_BATCH
-	OutboxRetention time.Duration // SECKILL_OUTBOX_RETENTION
+	// RelayCoalesceTimeouts merges the payment-timeout messages of one
+	// relay batch that share an activity and a due second into one
+	// trigger (SECKILL_RELAY_COALESCE_TIMEOUTS).
+	RelayCoalesceTimeouts bool
+	OutboxRetention       time.Duration // SECKILL_OUTBOX_RETENTION
 	// InvisibleDuration is how long a received message stays hidden from
 	// other consumers (SECKILL_INVISIBLE_DURATION, default 10 s, the
 	// proxy's default minimum). It bounds how long the messages a crashed
@@ -494,6 +498,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"how often the outbox relay publishes pending events"),
 			RelayBatch: r.integer("SECKILL_RELAY_BATCH", 200,
 				"outbox rows the relay publishes per pass"),
+			RelayCoalesceTimeouts: r.boolean("SECKILL_RELAY_COALESCE_TIMEOUTS", true,
+				"send the payment-timeout checks of one relay pass that share an activity and a due second as one delay message (false: one per order)"),
 			OutboxRetention: r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour,
 				"how long published outbox rows are kept before they are pruned"),
 			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 10*time.Second,

@@ -47,6 +47,91 @@ func DecodeCancelOrderIfUnpaid(body []byte) (CancelOrderIfUnpaid, error) {
 	return m, nil
 }
 
+// MaxTimeoutChecks bounds the checks one CancelOrdersIfUnpaid carries.
+const MaxTimeoutChecks = 1000
+
+// CancelOrdersIfUnpaid (schema v1) is the coalesced payment-timeout
+// trigger: one delay message standing for the CancelOrderIfUnpaid checks
+// of several orders of one activity that fall due in the same second (the
+// outbox relay merges the rows it claims together). It says no more than
+// its checks would alone: "check these orders now". Each check keeps its
+// own envelope, so its message_id stays the inbox key of that order's
+// check and its trace the order's; the trigger's own message_id only
+// names the trigger. DeliverAt is not before any check's DeliverAt.
+// Topic: ORDER_TIMEOUT (DELAY, delivery time = DeliverAt). Key:
+// activity_id.
+type CancelOrdersIfUnpaid struct {
+	Envelope
+	ActivityID int64                 `json:"activity_id"`
+	DeliverAt  time.Time             `json:"deliver_at"`
+	Checks     []CancelOrderIfUnpaid `json:"checks"`
+}
+
+// Validate checks the fields: 1..MaxTimeoutChecks valid checks, all of
+// ActivityID and due no later than DeliverAt.
+func (m CancelOrdersIfUnpaid) Validate() error {
+	if err := m.Envelope.validate(TypeCancelOrdersIfUnpaid); err != nil {
+		return err
+	}
+	switch {
+	case m.ActivityID <= 0:
+		return fmt.Errorf("%w: activity_id must be positive", ErrInvalid)
+	case m.DeliverAt.IsZero():
+		return fmt.Errorf("%w: deliver_at is missing", ErrInvalid)
+	case len(m.Checks) == 0 || len(m.Checks) > MaxTimeoutChecks:
+		return fmt.Errorf("%w: checks must hold 1..%d checks, not %d", ErrInvalid, MaxTimeoutChecks, len(m.Checks))
+	}
+	for i, c := range m.Checks {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("checks[%d]: %w", i, err)
+		}
+		if c.ActivityID != m.ActivityID {
+			return fmt.Errorf("%w: checks[%d] is of activity %d, the trigger of %d", ErrInvalid, i, c.ActivityID, m.ActivityID)
+		}
+		if c.DeliverAt.After(m.DeliverAt) {
+			return fmt.Errorf("%w: checks[%d] is due after the trigger's deliver_at", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+// Encode validates m and returns its JSON body.
+func (m CancelOrdersIfUnpaid) Encode() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return encode(m)
+}
+
+// DecodePaymentTimeout parses and validates a body of the ORDER_TIMEOUT
+// topic, a CancelOrderIfUnpaid or a CancelOrdersIfUnpaid, and returns its
+// envelope and the checks it asks for (one, or the trigger's). Any other
+// event_type is ErrUnsupportedSchema.
+func DecodePaymentTimeout(body []byte) (Envelope, []CancelOrderIfUnpaid, error) {
+	env, err := PeekEnvelope(body)
+	if err != nil {
+		return Envelope{}, nil, err
+	}
+	switch env.EventType {
+	case TypeCancelOrderIfUnpaid:
+		m, err := DecodeCancelOrderIfUnpaid(body)
+		if err != nil {
+			return env, nil, err
+		}
+		return m.Envelope, []CancelOrderIfUnpaid{m}, nil
+	case TypeCancelOrdersIfUnpaid:
+		var m CancelOrdersIfUnpaid
+		if err := decodeObject(body, &m); err != nil {
+			return env, nil, err
+		}
+		if err := m.Validate(); err != nil {
+			return env, nil, err
+		}
+		return m.Envelope, m.Checks, nil
+	}
+	return env, nil, fmt.Errorf("%w: event_type %q on the payment-timeout topic", ErrUnsupportedSchema, env.EventType)
+}
+
 // ReleaseReservation (schema v1) asks the compensation consumer to give a
 // reservation's stock back in Redis. It is a compensation task (seed 004
 // 4.1): it names the failure class that caused it and bounds its own

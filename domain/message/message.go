@@ -28,6 +28,7 @@ const SchemaV1 = 1
 const (
 	TypeOrderCreateRequested = "ORDER_CREATE_REQUESTED"
 	TypeCancelOrderIfUnpaid  = "CANCEL_ORDER_IF_UNPAID"
+	TypeCancelOrdersIfUnpaid = "CANCEL_ORDERS_IF_UNPAID"
 	TypeReleaseReservation   = "RELEASE_RESERVATION"
 	TypeOrderCreated         = "ORDER_CREATED"
 	TypeOrderPaid            = "ORDER_PAID"

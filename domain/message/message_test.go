@@ -3,6 +3,8 @@ package message_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,4 +197,65 @@ func FuzzDecodeOrderCreateRequested(f *testing.F) {
 			t.Fatalf("re-decode: %v", err)
 		}
 	})
+}
+
+// TestPaymentTimeoutTrigger: a CancelOrdersIfUnpaid round-trips with its
+// checks' own envelopes, DecodePaymentTimeout reads both timeout shapes
+// as checks, and a trigger that is empty, mixes activities, holds a check
+// due after it or an invalid check, or an unknown event type on the topic,
+// is refused with the right class.
+func TestPaymentTimeoutTrigger(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)
+	check := func(n int, activity int64) message.CancelOrderIfUnpaid {
+		return message.CancelOrderIfUnpaid{Envelope: message.Envelope{SchemaVersion: 1, EventType: message.TypeCancelOrderIfUnpaid,
+			MessageID: fmt.Sprintf("evt_ord_%d_timeout_1", n), MessageKey: fmt.Sprintf("ord_%d", n), CreatedAt: at.Add(-15 * time.Minute),
+			Trace: message.TraceContext{Traceparent: fmt.Sprintf("00-%032d-%016d-01", n, n)}},
+			OrderID: fmt.Sprintf("ord_%d", n), ReservationID: fmt.Sprintf("rsv_%d", n), ActivityID: activity, SKUID: 2, UserID: int64(n),
+			DeliverAt: at.Add(-time.Duration(n) * time.Millisecond)}
+	}
+	trigger := message.CancelOrdersIfUnpaid{Envelope: message.Envelope{SchemaVersion: 1, EventType: message.TypeCancelOrdersIfUnpaid,
+		MessageID: "evt_timeouts_7", MessageKey: "7", CreatedAt: at.Add(-15 * time.Minute)},
+		ActivityID: 7, DeliverAt: at, Checks: []message.CancelOrderIfUnpaid{check(1, 7), check(2, 7)}}
+	b, err := trigger.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, checks, err := message.DecodePaymentTimeout(b)
+	if err != nil || env.MessageID != "evt_timeouts_7" || len(checks) != 2 || checks[0] != trigger.Checks[0] || checks[1] != trigger.Checks[1] {
+		t.Fatalf("trigger: %v %+v %+v", err, env, checks)
+	}
+	one, err := check(3, 7).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env, checks, err := message.DecodePaymentTimeout(one); err != nil || env.MessageID != "evt_ord_3_timeout_1" || len(checks) != 1 || checks[0] != check(3, 7) {
+		t.Fatalf("single check: %v %+v %+v", err, env, checks)
+	}
+
+	bad := map[string]func(m *message.CancelOrdersIfUnpaid){
+		"no checks":         func(m *message.CancelOrdersIfUnpaid) { m.Checks = nil },
+		"another activity":  func(m *message.CancelOrdersIfUnpaid) { m.Checks = append(m.Checks, check(4, 8)) },
+		"a check due later": func(m *message.CancelOrdersIfUnpaid) { m.DeliverAt = at.Add(-2 * time.Hour) },
+		"an invalid check":  func(m *message.CancelOrdersIfUnpaid) { m.Checks[0].OrderID = "" },
+		"no activity":       func(m *message.CancelOrdersIfUnpaid) { m.ActivityID = 0 },
+	}
+	for name, mutate := range bad {
+		m := trigger
+		m.Checks = slices.Clone(trigger.Checks)
+		mutate(&m)
+		if _, err := m.Encode(); !errors.Is(err, message.ErrInvalid) {
+			t.Errorf("%s: encode %v, want ErrInvalid", name, err)
+		}
+		raw, _ := json.Marshal(m)
+		if _, _, err := message.DecodePaymentTimeout(raw); !errors.Is(err, message.ErrInvalid) {
+			t.Errorf("%s: decode %v, want ErrInvalid", name, err)
+		}
+	}
+	other, _ := json.Marshal(message.Envelope{SchemaVersion: 1, EventType: message.TypeOrderPaid, MessageID: "x", CreatedAt: at})
+	if _, _, err := message.DecodePaymentTimeout(other); !errors.Is(err, message.ErrUnsupportedSchema) {
+		t.Errorf("an ORDER_PAID on the timeout topic: %v, want ErrUnsupportedSchema", err)
+	}
+	if _, _, err := message.DecodePaymentTimeout([]byte("[1]")); !errors.Is(err, message.ErrMalformed) {
+		t.Errorf("not an object: %v, want ErrMalformed", err)
+	}
 }
