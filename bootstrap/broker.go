@@ -87,7 +87,8 @@ type rocketMQBroker struct {
 func newRocketMQBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, log *slog.Logger) (*rocketMQBroker, error) {
 	bc := rocketmq.Config{Endpoint: cfg.RocketMQ.Endpoint, TopicPrefix: cfg.RocketMQ.TopicPrefix, Tracer: tr.TracerProvider,
 		SendTimeout: cfg.RocketMQ.SendTimeout, SendBatch: cfg.RocketMQ.SendBatch, AckOneByOne: !cfg.RocketMQ.AckBatch,
-		AccessKey: cfg.RocketMQ.AccessKey, AccessSecret: string(cfg.RocketMQ.SecretKey), ClientLogDir: cfg.RocketMQ.ClientLogDir}
+		AccessKey: cfg.RocketMQ.AccessKey, AccessSecret: string(cfg.RocketMQ.SecretKey), ClientLogDir: cfg.RocketMQ.ClientLogDir,
+		Plaintext: !cfg.RocketMQ.TLS}
 	p, err := rocketmq.NewPublisher(bc, log.With("adapter", "rocketmq"), reg)
 	if err != nil {
 		return nil, fmt.Errorf("new publisher: %w", err)

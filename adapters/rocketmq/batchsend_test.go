@@ -134,3 +134,44 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 	}
 	return 0
 }
+
+// TestPublishBatchesInPlainText: with Plaintext the adapter's own
+// connection (batched sends, batched acks) speaks gRPC without TLS to the
+// proxy's one port: concurrent sends are confirmed, every message arrives
+// and every acknowledgement succeeds.
+func TestPublishBatchesInPlainText(t *testing.T) {
+	t.Parallel()
+	env := mqtest.NewEnv(t)
+	reg := prometheus.NewRegistry()
+	cfg := relaxed(env.Config)
+	cfg.SendBatch, cfg.Plaintext = 32, true
+	pub := startPublisher(t, cfg, reg)
+	topic := env.Topic(ports.TopicOrderCreate)
+
+	const n, senders = 60, 20
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += senders {
+				id := fmt.Sprintf("evt_plain_%d", i)
+				mustPublish(t, pub, ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: "CREATE_ORDER",
+					Keys: []string{"rsv_" + id}, Body: []byte(`{}`)})
+			}
+		}()
+	}
+	wg.Wait()
+	if calls := histogramCount(t, reg, "mq_send_batch_messages"); calls == 0 {
+		t.Fatal("no SendMessage call went through the adapter's connection")
+	}
+	rcfg := env.Config
+	rcfg.Plaintext = true
+	rec := newRecorder()
+	startRunner(t, rcfg, fastRunner(env.Group(rocketmq.GroupOrderCreate), map[string]string{topic: "*"}, 4),
+		eachMessage(rec, func(ports.Delivery) ports.Decision { return ports.Acked("created") }), reg)
+	rec.waitFor(t, 60*time.Second, "every message", func(ds []ports.Delivery) bool { return len(byMessageID(ds)) == n })
+	if failed := metricValue(t, reg, "mq_ack_failure_total", map[string]string{"group": env.Group(rocketmq.GroupOrderCreate)}); failed != 0 {
+		t.Fatalf("%v acknowledgements failed in plain text", failed)
+	}
+}

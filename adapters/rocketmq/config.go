@@ -64,6 +64,13 @@ type Config struct {
 	// ClientLogLevel is the client library's log level: debug, info, warn
 	// or error. Empty means DefaultClientLogLevel.
 	ClientLogLevel string
+	// Plaintext dials the proxy without TLS (gRPC over h2c); the proxy
+	// serves both on its one port. The library's connections take the
+	// setting of the first client of the process (see InstallRuntime);
+	// the adapter's own connection (batched sends and acks) takes each
+	// client's. False (the default) is the library's TLS without
+	// certificate verification.
+	Plaintext bool
 	// Breaker tunes the publisher's circuit breaker and adaptive send
 	// timeout; zero fields take their defaults.
 	Breaker BreakerConfig

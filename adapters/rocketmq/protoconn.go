@@ -18,14 +18,15 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 )
 
 // protoConn is a gRPC connection of the adapter's own to the proxy, for the
 // calls of the RocketMQ 5 protocol that the v5.1.2 Go client makes one
 // message at a time (SendMessage, AckMessage) while the protocol carries
-// many. It uses the same TLS setting as the client library (TLS without
-// verification, which the proxy accepts as it accepts plain text) and the
+// many. It uses TLS without verification like the client library, or
+// plain text with Config.Plaintext (the proxy accepts both), and the
 // library's request signing headers under a client id of its own. It never
 // makes the telemetry handshake: the proxy serves sends and
 // acknowledgements without client settings (docs/local-stack.md,
@@ -42,8 +43,12 @@ type protoConn struct {
 // dialProto opens a protoConn to cfg.Endpoint (honouring a test redirect,
 // see RedirectDials); role goes into the client id.
 func dialProto(cfg Config, role string) (*protoConn, error) {
+	creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // as the client library
+	if cfg.Plaintext {
+		creds = insecure.NewCredentials()
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})), //nolint:gosec // as the client library
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8 << 20)),
 		// Reconnect within a second of a restarted proxy (gRPC's default
 		// backoff grows to two minutes while the proxy is down).

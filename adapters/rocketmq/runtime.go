@@ -15,6 +15,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // The Go client library keeps its configuration in process-wide state that
@@ -42,6 +43,7 @@ type clientRuntime struct {
 	grpcLog   *zap.Logger
 	original  func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error)
 	redirects map[string]string
+	plaintext bool // the library's connections dial without TLS (Config.Plaintext)
 }
 
 var clientRT clientRuntime
@@ -56,6 +58,10 @@ func installRuntime(cfg Config, log *slog.Logger) error {
 		if filepath.Clean(cfg.ClientLogDir) != clientRT.logDir {
 			log.Warn("rocketmq client log directory already set for this process; ignoring the new one",
 				slog.String("log_dir", clientRT.logDir), slog.String("ignored_log_dir", cfg.ClientLogDir))
+		}
+		if cfg.Plaintext != clientRT.plaintext {
+			log.Warn("rocketmq client library's TLS setting already set for this process; ignoring the new one",
+				slog.Bool("plaintext", clientRT.plaintext))
 		}
 		return nil
 	}
@@ -85,6 +91,7 @@ func installRuntime(cfg Config, log *slog.Logger) error {
 	clientRT.original = rmq.NewRpcClient
 	clientRT.redirects = map[string]string{}
 	clientRT.logDir = dir
+	clientRT.plaintext = cfg.Plaintext
 	rmq.NewRpcClient = newRPCClient
 	clientRT.installed = true
 	log.Info("rocketmq client runtime installed", slog.String("log_dir", dir))
@@ -92,17 +99,21 @@ func installRuntime(cfg Config, log *slog.Logger) error {
 }
 
 // newRPCClient replaces golang.NewRpcClient: it adds the interceptor's
-// logger, the settings filter (stripSettings), the broker target of receives
+// logger, plain-text credentials when the runtime says so, the settings filter (stripSettings), the broker target of receives
 // (targetBroker) and, when a dial redirect for target is active at creation time, a
 // dialer that connects to the redirect's address for the whole life of the
 // connection (gRPC reconnects included).
 func newRPCClient(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
 	clientRT.mu.Lock()
-	orig, logger, to := clientRT.original, clientRT.grpcLog, clientRT.redirects[target]
+	orig, logger, to, plain := clientRT.original, clientRT.grpcLog, clientRT.redirects[target], clientRT.plaintext
 	clientRT.mu.Unlock()
 	conn := []rmq.ConnOption{
 		rmq.WithZapLogger(logger),
 		rmq.WithDialOptions(grpc.WithChainStreamInterceptor(stripSettings, targetBroker)),
+	}
+	if plain {
+		// Applied after the library's own TLS credentials, so it wins.
+		conn = append(conn, rmq.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	}
 	if to != "" {
 		conn = append(conn, rmq.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {

@@ -276,6 +276,10 @@ type RocketMQ struct {
 	// (rocketmq.LagCollector: summed over the brokers, the age the
 	// largest); empty exports none.
 	MetricsURL string
+	// TLS dials the proxy with TLS (SECKILL_ROCKETMQ_TLS, default true:
+	// the client library's TLS without certificate verification); false
+	// dials in plain text, for a proxy on loopback or a trusted network.
+	TLS bool
 	// MetricsEvery is how often the exporters are read at most
 	// (SECKILL_ROCKETMQ_METRICS_EVERY); scrapes in between get the last
 	// read's figures.
@@ -464,6 +468,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"directory of the RocketMQ client's own log files (empty: the client's default)"),
 			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
 				"the brokers' Prometheus exporters (http://host:port/metrics), comma-separated, one per broker of the cluster, read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
+			TLS: r.boolean("SECKILL_ROCKETMQ_TLS", true,
+				"dial the RocketMQ proxy with TLS (without certificate verification, as the client library does); false: plain text, for loopback or a trusted network"),
 			MetricsEvery: r.duration("SECKILL_ROCKETMQ_METRICS_EVERY", 15*time.Second,
 				"read the brokers' exporters at most this often (1s..5m); scrapes in between get the last read's figures"),
 		},
