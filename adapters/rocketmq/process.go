@@ -115,26 +115,36 @@ func (r *Runner) renew(consumer rmq.SimpleConsumer, views []*rmq.MessageView, de
 }
 
 // apply acknowledges, reschedules or leaves each message as its decision
-// says (see Runner for the orderly rule). For an orderly subscription the
-// messages are settled one after the other through the client library;
-// otherwise the acknowledgements of a batch go in one AckMessage call per
-// topic (Config.AckOneByOne: one call each, concurrently) while the
+// says (see Runner for the orderly rule). The acknowledgements of a batch
+// go in one AckMessage call per topic (Config.AckOneByOne: one call each,
+// through the client library). For an orderly subscription the other
+// messages are settled one after the other in queue order; otherwise the
 // reschedules are sent concurrently, bounded by the batch size.
 func (r *Runner) apply(consumer rmq.SimpleConsumer, views []*rmq.MessageView, deliveries []ports.Delivery, decisions []ports.Decision) {
 	if r.rc.Orderly {
 		held := map[string]time.Duration{} // message group -> RetryAfter of its first unacknowledged message
+		var acks []int
 		for i, mv := range views {
 			d := deliveries[i]
-			after, isHeld := held[d.MessageGroup]
-			var result string
-			if isHeld {
-				result = r.settleHeld(consumer, mv, d, decisions[i], after)
-			} else {
-				result = r.settle(consumer, mv, d, decisions[i])
+			if after, isHeld := held[d.MessageGroup]; isHeld {
+				r.settleHeld(consumer, mv, d, decisions[i], after)
+				continue
 			}
-			if result != ackResultAcked && !isHeld {
+			if r.acker != nil && decisions[i].Ack {
+				acks = append(acks, i)
+				continue
+			}
+			if r.settle(consumer, mv, d, decisions[i]) != ackResultAcked {
 				held[d.MessageGroup] = decisions[i].RetryAfter
 			}
+		}
+		// The acknowledgements of the groups not held go in one call per
+		// topic. One that fails leaves its message to come back with the
+		// rest of its queue, as the broker redelivers an orderly queue from
+		// its first unacknowledged offset: the later messages of its group
+		// come back too, after it, and are duplicates to the handler.
+		if len(acks) > 0 {
+			r.settleAcks(views, deliveries, decisions, acks)
 		}
 		return
 	}

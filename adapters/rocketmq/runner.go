@@ -148,10 +148,13 @@ func (rc RunnerConfig) validate() error {
 // a queue and locks the queue until they are all acknowledged or their
 // invisible duration ends, so no two in-flight batches share a message
 // group and batches may run concurrently. Within a batch, the deliveries are
-// given to the handler in queue order; once a message of a message group is
-// not acknowledged, the later messages of the same group in the batch are
-// not acknowledged either (they get the same RetryAfter), so the group is
-// redelivered from the failed message on, in order. (The broker redelivers
+// given to the handler in queue order; once the decision on a message of a
+// message group does not acknowledge it, the later messages of the same
+// group in the batch are not acknowledged either (they get the same
+// RetryAfter), so the group is redelivered from the failed message on, in
+// order. The acknowledgements go in one call per topic (unless
+// Config.AckOneByOne); one that fails on the broker brings its message
+// back with the rest of its queue. (The broker redelivers
 // the whole queue from its first unacknowledged offset, acknowledged
 // messages of other groups included: FIFO handlers must be idempotent.)
 type Runner struct {
