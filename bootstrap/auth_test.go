@@ -285,9 +285,9 @@ func TestAuthLocalStackRuleAndOpsToken(t *testing.T) {
 
 	// A service with an ops token.
 	const opsToken = "ops-token-0123456789abcdef"
-	s := startSystem(t, options{configure: func(c *config.Config) { c.OpsToken, c.LocalStack = opsToken, false }})
-	get := func(bearer string) int {
-		req, err := http.NewRequest(http.MethodGet, "http://"+s.app.OpsAddr().String()+"/metrics", nil)
+	s := startSystem(t, options{configure: func(c *config.Config) { c.OpsToken, c.LocalStack, c.OpsPprof = opsToken, false, true }})
+	getPath := func(sys *system, path, bearer string) int {
+		req, err := http.NewRequest(http.MethodGet, "http://"+sys.app.OpsAddr().String()+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,6 +301,7 @@ func TestAuthLocalStackRuleAndOpsToken(t *testing.T) {
 		_ = res.Body.Close()
 		return res.StatusCode
 	}
+	get := func(bearer string) int { return getPath(s, "/metrics", bearer) }
 	if code := get(""); code != http.StatusUnauthorized {
 		t.Fatalf("/metrics without the ops token: %d, want 401", code)
 	}
@@ -309,6 +310,17 @@ func TestAuthLocalStackRuleAndOpsToken(t *testing.T) {
 	}
 	if code := get(opsToken); code != http.StatusOK {
 		t.Fatalf("/metrics with the ops token: %d, want 200", code)
+	}
+	// The runtime profiles (SECKILL_OPS_PPROF): behind the same token, and
+	// not served unless asked for.
+	if code := getPath(s, "/debug/pprof/goroutine?debug=1", ""); code != http.StatusUnauthorized {
+		t.Fatalf("/debug/pprof/ without the ops token: %d, want 401", code)
+	}
+	if code := getPath(s, "/debug/pprof/goroutine?debug=1", opsToken); code != http.StatusOK {
+		t.Fatalf("/debug/pprof/ with the ops token: %d, want 200", code)
+	}
+	if code := getPath(dev, "/debug/pprof/goroutine?debug=1", ""); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without SECKILL_OPS_PPROF: %d, want 404", code)
 	}
 
 	// A JWKS that cannot be read: the authenticator the server is built

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -316,12 +317,21 @@ type OpsServer struct{ *api.Server }
 
 func provideOpsServer(cfg config.Config, reg *prometheus.Registry, health *Health, status *StatusPage, log *slog.Logger) OpsServer {
 	alive := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	h := api.NewOpsHandler(api.OpsOptions{Token: string(cfg.OpsToken), Hosts: cfg.OpsHosts},
-		api.Route{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
-		api.Route{Pattern: "/livez", Handler: alive},
-		api.Route{Pattern: "/healthz", Handler: alive},
-		api.Route{Pattern: "GET /status", Handler: status.Handler()}, api.Route{Pattern: "GET /status.json", Handler: status.JSONHandler()},
-		api.Route{Pattern: "/readyz", Handler: health.ReadyHandler()})
+	routes := []api.Route{
+		{Pattern: "/metrics", Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})},
+		{Pattern: "/livez", Handler: alive},
+		{Pattern: "/healthz", Handler: alive},
+		{Pattern: "GET /status", Handler: status.Handler()}, {Pattern: "GET /status.json", Handler: status.JSONHandler()},
+		{Pattern: "/readyz", Handler: health.ReadyHandler()},
+	}
+	if cfg.OpsPprof {
+		routes = append(routes,
+			api.Route{Pattern: "GET /debug/pprof/", Handler: http.HandlerFunc(pprof.Index)},
+			api.Route{Pattern: "GET /debug/pprof/profile", Handler: http.HandlerFunc(pprof.Profile)},
+			api.Route{Pattern: "GET /debug/pprof/trace", Handler: http.HandlerFunc(pprof.Trace)},
+			api.Route{Pattern: "GET /debug/pprof/symbol", Handler: http.HandlerFunc(pprof.Symbol)})
+	}
+	h := api.NewOpsHandler(api.OpsOptions{Token: string(cfg.OpsToken), Hosts: cfg.OpsHosts}, routes...)
 	// Reflection streams: no read timeout on this listener.
 	l := api.DefaultServerLimits()
 	l.ReadTimeout = 0

@@ -59,6 +59,9 @@ type Config struct {
 	// Host header besides IP literals and localhost (SECKILL_OPS_HOSTS,
 	// comma-separated).
 	OpsHosts []string
+	// OpsPprof serves Go's runtime profiles under /debug/pprof/ on the
+	// operations listener, behind its token (SECKILL_OPS_PPROF).
+	OpsPprof bool
 	// API bounds what callers may cost.
 	API API
 	// LogLevel is debug, info, warn or error (SECKILL_LOG_LEVEL).
@@ -391,6 +394,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"bearer token the operations listener asks of every request; required unless SECKILL_LOCAL_STACK=true (empty: none asked)"),
 		OpsHosts: r.list("SECKILL_OPS_HOSTS", "",
 			"comma-separated host names the operations listener accepts in the Host header besides IP literals and localhost"),
+		OpsPprof: r.boolean("SECKILL_OPS_PPROF", false,
+			"serve Go's runtime profiles (CPU, heap, allocations, goroutines) under /debug/pprof/ on the operations listener, behind its token"),
 		API: API{
 			MaxBodyBytes: r.integer("SECKILL_MAX_BODY_BYTES", 64<<10,
 				"largest request body, on the wire and decompressed (1024..16777216)"),
