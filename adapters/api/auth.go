@@ -101,6 +101,11 @@ type AuthOptions struct {
 	Now func() time.Time
 	// Log receives the JWKS re-read failures (nil: discarded).
 	Log *slog.Logger
+	// VerifiedTokens bounds the cache of verified tokens (see
+	// verifiedTokens: a token that verified is answered from it until
+	// its exp, for at most VerifiedTokenTTL): 0 means
+	// DefaultVerifiedTokens, a negative value disables the cache.
+	VerifiedTokens int
 }
 
 // Authenticator verifies `Authorization: Bearer <JWT>` headers, at most
@@ -130,6 +135,7 @@ type Authenticator struct {
 	maxLifetime time.Duration
 	now         func() time.Time
 	parser      *jwt.Parser
+	verified    *verifiedTokens // nil: every token verified in full
 }
 
 // NewAuthenticator returns an Authenticator of the shared-secret mode for
@@ -143,7 +149,8 @@ func NewAuthenticator(secret []byte) (*Authenticator, error) {
 // usable key is an error. ctx bounds that first read; a re-read is
 // bounded by the verification that starts it (and its 5 s timeout).
 func NewAuthenticatorWith(ctx context.Context, o AuthOptions) (*Authenticator, error) {
-	a := &Authenticator{issuer: o.Issuer, audience: o.Audience, maxLifetime: o.MaxLifetime, now: o.Now}
+	a := &Authenticator{issuer: o.Issuer, audience: o.Audience, maxLifetime: o.MaxLifetime, now: o.Now,
+		verified: newVerifiedTokens(o.VerifiedTokens)}
 	if a.maxLifetime == 0 {
 		a.maxLifetime = DefaultMaxTokenLifetime
 	}
@@ -191,23 +198,37 @@ func (a *Authenticator) verify(ctx context.Context, token string) (Identity, err
 	if len(token) > MaxTokenBytes {
 		return Identity{}, fmt.Errorf("longer than %d bytes", MaxTokenBytes)
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return Identity{}, errors.New("not a compact JWS (three base64url parts separated by dots)")
+	now := a.now()
+	if id, ok := a.verified.get(token, now); ok {
+		return id, nil
 	}
-	hb, err := base64.RawURLEncoding.Strict().DecodeString(parts[0])
-	if err != nil {
-		return Identity{}, errors.New("header is not base64url")
-	}
-	h, err := parseHeader(hb)
+	id, exp, err := a.verifyFull(ctx, token)
 	if err != nil {
 		return Identity{}, err
 	}
+	a.verified.put(token, id, now, exp)
+	return id, nil
+}
+
+// verifyFull checks token in full and returns its identity and exp.
+func (a *Authenticator) verifyFull(ctx context.Context, token string) (Identity, time.Time, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return Identity{}, time.Time{}, errors.New("not a compact JWS (three base64url parts separated by dots)")
+	}
+	hb, err := base64.RawURLEncoding.Strict().DecodeString(parts[0])
+	if err != nil {
+		return Identity{}, time.Time{}, errors.New("header is not base64url")
+	}
+	h, err := parseHeader(hb)
+	if err != nil {
+		return Identity{}, time.Time{}, err
+	}
 	if !slices.Contains(a.algs, h.Alg) {
-		return Identity{}, fmt.Errorf("alg %q is not accepted (accepted: %s)", h.Alg, strings.Join(a.algs, ", "))
+		return Identity{}, time.Time{}, fmt.Errorf("alg %q is not accepted (accepted: %s)", h.Alg, strings.Join(a.algs, ", "))
 	}
 	if a.set != nil && h.Kid == "" {
-		return Identity{}, errors.New("kid is required")
+		return Identity{}, time.Time{}, errors.New("kid is required")
 	}
 	if _, err := a.parser.Parse(token, func(t *jwt.Token) (any, error) {
 		if a.set == nil {
@@ -215,28 +236,28 @@ func (a *Authenticator) verify(ctx context.Context, token string) (Identity, err
 		}
 		return a.set.key(ctx, t, h.Alg)
 	}); err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	pb, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil {
-		return Identity{}, errors.New("payload is not base64url")
+		return Identity{}, time.Time{}, errors.New("payload is not base64url")
 	}
 	c, err := parseClaims(pb)
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	if err := a.checkTimes(c); err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	if a.issuer != "" && c.Issuer != a.issuer {
-		return Identity{}, fmt.Errorf("iss %q is not the configured issuer", c.Issuer)
+		return Identity{}, time.Time{}, fmt.Errorf("iss %q is not the configured issuer", c.Issuer)
 	}
 	if a.audience != "" && !slices.Contains(c.Audience, a.audience) {
-		return Identity{}, errors.New("aud does not contain the configured audience")
+		return Identity{}, time.Time{}, errors.New("aud does not contain the configured audience")
 	}
 	uid, err := canonicalUserID(c.Subject)
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	id := Identity{UserID: uid}
 	for _, s := range scopes(c.Scope) {
@@ -249,7 +270,7 @@ func (a *Authenticator) verify(ctx context.Context, token string) (Identity, err
 			id.Events = true
 		}
 	}
-	return id, nil
+	return id, c.Expires, nil
 }
 
 // checkTimes applies the time rules: exp in the future and at most the

@@ -341,3 +341,54 @@ func TestAuthJWKSThatCannotLoad(t *testing.T) {
 		t.Fatalf("test provider not on loopback: %s", bad.srv.URL)
 	}
 }
+
+// TestAuthVerifiedTokenCache: a token that verified is answered from the
+// cache for at most VerifiedTokenTTL and never past its exp: after its
+// key left the set (and the set was re-read) the very same token is
+// still accepted within the TTL, a new token of that key is not, a token
+// differing in one byte is not; once the TTL has passed the cached token
+// is refused too, and a cached token stops at its exp. With the cache
+// off, the removed key's token is refused at the re-read.
+func TestAuthVerifiedTokenCache(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		clk := &clock{now: time.Now()}
+		k1, k2 := newRSA(t, "k1"), newRSA(t, "k2")
+		p := newIDP(t, jwksOf(t, "", k1, k2))
+		o := api.AuthOptions{JWKS: p.srv.URL, JWKSRefresh: 10 * time.Second, Now: clk.Now}
+		if !cached {
+			o.VerifiedTokens = -1
+		}
+		a, err := api.NewAuthenticatorWith(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := k1.token(t, clk.Now(), nil)
+		short := k2.token(t, clk.Now(), jwt.MapClaims{"exp": clk.Now().Add(20 * time.Second).Unix()})
+		for _, s := range []string{tok, short} {
+			if _, err := a.Verify(s); err != nil {
+				t.Fatalf("cached %v: first verification: %v", cached, err)
+			}
+		}
+		p.set(jwksOf(t, "", k2), http.StatusOK) // k1 leaves the set
+		clk.advance(15 * time.Second)
+		refused(t, "a new token of the removed key", second(a.Verify(k1.token(t, clk.Now(), nil))), "kid is not in the key set")
+		i := strings.LastIndexByte(tok, '.') + 5 // a byte inside the signature
+		flip := byte('A')
+		if tok[i] == 'A' {
+			flip = 'B'
+		}
+		tampered := tok[:i] + string(flip) + tok[i+1:]
+		refused(t, "the cached token with one byte changed", second(a.Verify(tampered)), "")
+		id, err := a.Verify(tok)
+		switch {
+		case cached && (err != nil || id.UserID != 1001):
+			t.Fatalf("the cached token within the TTL after its key left: %v %+v", err, id)
+		case !cached:
+			refused(t, "without the cache, the removed key's token after the re-read", err, "kid is not in the key set")
+		}
+		clk.advance(10 * time.Second) // 25 s: past the short token's exp
+		refused(t, "a cached token past its exp", second(a.Verify(short)), "expired")
+		clk.advance(api.VerifiedTokenTTL)
+		refused(t, "the cached token past the TTL", second(a.Verify(tok)), "kid is not in the key set")
+	}
+}
