@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -65,17 +66,24 @@ type saleOptions struct {
 	CeilingCalls     int     `json:"ceiling_calls"`
 	Seed             uint64  `json:"seed"`
 	out              string
-	ramp, settle     time.Duration
+	// cpuProfile is the file of the CPU profile of this process (the load
+	// generator and the sampler) from the first call until the sale
+	// settled; empty: no profile.
+	cpuProfile   string
+	ramp, settle time.Duration
 }
 
 // benchSale runs a whole sale against one `seckill serve` subprocess on a
 // scratch stack: buyers arrive (all at once or over a ramp) and each makes
 // --attempts PlaceOrder calls through the public API while a sampler
-// records answer rates, committed orders, the backlog age, latency and the
-// CPU of every process twice a second. It then waits for the backlog to
-// drain, checks the invariants, measures the reserve-script and bare-send
-// ceilings, and writes result.json and a self-contained report.html. It
-// fails when an invariant is violated (after writing both files).
+// records answer rates, committed orders, the backlog age, the outbox
+// rows not yet published, latency and the CPU of every process twice a
+// second. It then waits for the backlog and the outbox to drain (every
+// accepted order resolved and every outbox row published by the relay,
+// so the CPU per order covers the relay's sends), checks the invariants,
+// measures the reserve-script and bare-send ceilings, and writes
+// result.json and a self-contained report.html. It fails when an
+// invariant is violated (after writing both files).
 func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseSaleOptions(args)
 	if err != nil {
@@ -135,8 +143,12 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
 		tty: isTerminal(os.Stderr)}
 
-	// The sale: the sampler runs from the first call until the backlog is
-	// drained (or --settle ran out).
+	// The sale: the sampler runs from the first call until the backlog and
+	// the outbox are drained (or --settle ran out).
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
 	smp.begin(time.Now())
 	load.start = smp.t0
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -147,10 +159,13 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if loadEnd.IsZero() {
 		loadEnd = load.start // no answer at all (ctx ended)
 	}
-	drained, settleErr := waitDrained(ctx, pool, smp, load, o.settle)
+	settled, settleErr := waitDrained(ctx, pool, smp, load, o.settle)
 	stopSampling()
 	<-sampled
 	smp.finish()
+	if err := stopProfile(); err != nil {
+		return err
+	}
 	if settleErr != nil {
 		return settleErr
 	}
@@ -158,7 +173,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Broker: sc.env.Broker(), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), StartedAt: smp.t0, ActivityID: activityID, Processes: smp.names(),
 		ProcessNote: procNote, Series: smp.series}
-	sum, err := summarizeSale(ctx, pool, load, smp, activityID, loadEnd, drained)
+	sum, err := summarizeSale(ctx, pool, load, smp, activityID, loadEnd, settled)
 	if err != nil {
 		return err
 	}
@@ -212,6 +227,7 @@ func parseSaleOptions(args []string) (saleOptions, error) {
 	fs.IntVar(&o.CeilingClients, "ceiling-clients", 64, "clients of the reserve-script and bare-send ceilings")
 	fs.IntVar(&o.CeilingCalls, "ceiling-calls", 60000, "reserve-script calls of the ceiling (the send ceiling makes a third as many sends)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the buyers' choices (which later attempts reuse the request_id)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator and sampler) from the first call until the sale settled to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -685,21 +701,24 @@ type saleSampler struct {
 // saleSample is one point of the time series; rates are over the
 // interval that ends at T (seconds since the sale started).
 type saleSample struct {
-	T                      float64            `json:"t"`
-	Phase                  string             `json:"phase"`
-	AcceptedPerSec         float64            `json:"accepted_per_sec"`
-	SoldOutPerSec          float64            `json:"sold_out_per_sec"`
-	AlreadyPurchasedPerSec float64            `json:"already_purchased_per_sec"`
-	OtherPerSec            float64            `json:"other_per_sec"`
-	Orders                 int64              `json:"orders"`
-	OrdersPerSec           float64            `json:"orders_per_sec"`
-	BacklogAgeSeconds      float64            `json:"backlog_age_seconds"`
-	MQPendingAgeSeconds    float64            `json:"mq_pending_age_seconds"`
-	Unresolved             float64            `json:"unresolved"`
-	P50Ms                  float64            `json:"p50_ms"`
-	P99Ms                  float64            `json:"p99_ms"`
-	Calls                  int                `json:"calls"`
-	CPUCores               map[string]float64 `json:"cpu_cores"`
+	T                      float64 `json:"t"`
+	Phase                  string  `json:"phase"`
+	AcceptedPerSec         float64 `json:"accepted_per_sec"`
+	SoldOutPerSec          float64 `json:"sold_out_per_sec"`
+	AlreadyPurchasedPerSec float64 `json:"already_purchased_per_sec"`
+	OtherPerSec            float64 `json:"other_per_sec"`
+	Orders                 int64   `json:"orders"`
+	OrdersPerSec           float64 `json:"orders_per_sec"`
+	// OutboxUnpublished is the count of outbox rows the relay had not
+	// published yet (-1: the count failed).
+	OutboxUnpublished   int64              `json:"outbox_unpublished"`
+	BacklogAgeSeconds   float64            `json:"backlog_age_seconds"`
+	MQPendingAgeSeconds float64            `json:"mq_pending_age_seconds"`
+	Unresolved          float64            `json:"unresolved"`
+	P50Ms               float64            `json:"p50_ms"`
+	P99Ms               float64            `json:"p99_ms"`
+	Calls               int                `json:"calls"`
+	CPUCores            map[string]float64 `json:"cpu_cores"`
 }
 
 // The service's metrics the sampler keeps (docs/operations.md).
@@ -778,6 +797,12 @@ func (s *saleSampler) take(ctx context.Context) {
 		smp.Orders = s.lastOrds // a slow count keeps the last one
 	}
 	smp.OrdersPerSec = float64(smp.Orders-s.lastOrds) / dt
+	qctx, cancel = context.WithTimeout(ctx, 400*time.Millisecond)
+	smp.OutboxUnpublished, err = countUnpublished(qctx, s.pool)
+	cancel()
+	if err != nil {
+		smp.OutboxUnpublished = -1
+	}
 	if g, err := scrapeGauges(ctx, s.http, s.metricsURL, metricUnresolvedAge, metricUnresolved, metricPendingAge); err == nil {
 		s.mu.Lock()
 		s.gauges = g
@@ -800,10 +825,10 @@ func (s *saleSampler) take(ctx context.Context) {
 // printProgress writes the live progress line: rewritten in place on a
 // terminal, one line per second otherwise.
 func (s *saleSampler) printProgress(smp saleSample, cnt [4]int64) {
-	line := fmt.Sprintf("%6.1fs %-6s accepted %d  sold-out %d  already %d  other %d  orders %d  backlog %.1fs  p99 %.1fms",
-		smp.T, smp.Phase, cnt[0], cnt[1], cnt[2], cnt[3], smp.Orders, smp.BacklogAgeSeconds, smp.P99Ms)
+	line := fmt.Sprintf("%6.1fs %-6s accepted %d  sold-out %d  already %d  other %d  orders %d  backlog %.1fs  outbox %d  p99 %.1fms",
+		smp.T, smp.Phase, cnt[0], cnt[1], cnt[2], cnt[3], smp.Orders, smp.BacklogAgeSeconds, smp.OutboxUnpublished, smp.P99Ms)
 	if s.tty {
-		fmt.Fprintf(s.progress, "\r%-110s", line)
+		fmt.Fprintf(s.progress, "\r%-124s", line)
 		return
 	}
 	if len(s.series)%2 == 0 {
@@ -856,31 +881,99 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// saleSettle is what waitDrained saw of the backlog and of the outbox.
+type saleSettle struct {
+	// backlog: every accepted order id is an order or a rejection and
+	// the service reports no unresolved reservation.
+	backlog bool
+	// outbox: the backlog drained and the relay published every outbox
+	// row (the orders' events, FIFO state changes and payment-timeout
+	// delay messages).
+	outbox bool
+	// outboxAt is when the wait saw the outbox empty (with outbox).
+	outboxAt time.Time
+	// unpublishedAtLoadEnd and unpublishedAtEnd are the outbox rows not
+	// yet published when the load ended and when the wait ended.
+	unpublishedAtLoadEnd, unpublishedAtEnd int64
+}
+
 // waitDrained waits until every accepted order id is an order or a
-// rejection and the service reports no unresolved reservation, or settle
-// passed. It returns whether the backlog drained.
-func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleLoad, settle time.Duration) (bool, error) {
+// rejection, the service reports no unresolved reservation and the outbox
+// holds no unpublished row, or settle passed. The outbox is counted in
+// the scratch database (newScratch's own, that no other service writes),
+// and only once the backlog drained: until then orders still to be
+// created add rows. It returns what it saw; the error is ctx's or a
+// failed query's.
+func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleLoad, settle time.Duration) (saleSettle, error) {
 	smp.phase.Store("settle")
+	var st saleSettle
+	n, err := countUnpublished(ctx, pool)
+	if err != nil {
+		return st, fmt.Errorf("wait for the relay: %w", err)
+	}
+	st.unpublishedAtLoadEnd, st.unpublishedAtEnd = n, n
 	ids, _ := load.acceptedIDs()
 	deadline := time.Now().Add(settle)
 	for {
-		_, _, open, err := resolveIDs(ctx, pool, ids)
-		if err != nil {
-			return false, fmt.Errorf("wait for the backlog: %w", err)
+		if !st.backlog {
+			_, _, open, err := resolveIDs(ctx, pool, ids)
+			if err != nil {
+				return st, fmt.Errorf("wait for the backlog: %w", err)
+			}
+			unresolved, scraped := smp.unresolved()
+			st.backlog = open == 0 && (!scraped || unresolved == 0)
 		}
-		unresolved, scraped := smp.unresolved()
-		if open == 0 && (!scraped || unresolved == 0) {
-			return true, nil
+		n, err := countUnpublished(ctx, pool)
+		if err != nil {
+			return st, fmt.Errorf("wait for the relay: %w", err)
+		}
+		st.unpublishedAtEnd = n
+		if st.backlog && n == 0 {
+			st.outbox, st.outboxAt = true, time.Now()
+			return st, nil
 		}
 		if time.Now().After(deadline) {
-			return false, nil
+			return st, nil
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return st, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// countUnpublished counts the outbox rows the relay has not published.
+func countUnpublished(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
+	}
+	return n, nil
+}
+
+// startCPUProfile starts a CPU profile of this process into path and
+// returns the function that stops it and closes the file; with an empty
+// path both do nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start the CPU profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write the CPU profile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // saleResult is everything result.json holds.
@@ -907,29 +1000,44 @@ type saleResult struct {
 // answer carrying the last new order id), both on this host's clock.
 // Drain is the same order time minus the end of the load (the last
 // answer of any kind), 0 when the orders kept pace with the load.
+// RelayDrain is the time the bench saw the outbox empty (it counts the
+// unpublished rows every 250 ms once the backlog drained) minus the end of
+// the load; it is set only when the outbox drained. LastPublishedAt is
+// max(event_outbox.published_at): the start of the relay transaction that
+// published the last row, up to one send earlier than the row's commit. The CPU figures cover the sale from
+// the first call until the backlog and the outbox drained (or --settle
+// ran out), the relay's sends included.
 type saleSummary struct {
-	LoadSeconds          float64            `json:"load_seconds"`
-	SellingSeconds       float64            `json:"selling_seconds"`
-	Answers              map[string]int64   `json:"answers"`
-	AnswersPerSec        map[string]float64 `json:"answers_per_sec"`
-	OtherByCode          map[string]int     `json:"other_by_code"`
-	CallsPerSec          float64            `json:"calls_per_sec"`
-	SellingRatePerSec    float64            `json:"selling_rate_per_sec"`
-	AcceptedOrders       int                `json:"accepted_orders"`
-	OrdersCommitted      int64              `json:"orders_committed"`
-	Rejected             int                `json:"rejected"`
-	Drained              bool               `json:"drained"`
-	P3Seconds            float64            `json:"p3_seconds"`
-	DrainSeconds         float64            `json:"drain_seconds"`
-	LastAcceptedAt       time.Time          `json:"last_accepted_at"`
-	LoadEndAt            time.Time          `json:"load_end_at"`
-	LastOrderAt          time.Time          `json:"last_order_at"`
-	PlaceP50Ms           float64            `json:"place_p50_ms"`
-	PlaceP99Ms           float64            `json:"place_p99_ms"`
-	MeasuredSeconds      float64            `json:"measured_seconds"`
-	CPUSeconds           map[string]float64 `json:"cpu_seconds"`
-	CPUMicrosPerOrder    map[string]float64 `json:"cpu_us_per_order"`
-	CPUMicrosPerOrderAll float64            `json:"cpu_us_per_order_all"`
+	LoadSeconds       float64            `json:"load_seconds"`
+	SellingSeconds    float64            `json:"selling_seconds"`
+	Answers           map[string]int64   `json:"answers"`
+	AnswersPerSec     map[string]float64 `json:"answers_per_sec"`
+	OtherByCode       map[string]int     `json:"other_by_code"`
+	CallsPerSec       float64            `json:"calls_per_sec"`
+	SellingRatePerSec float64            `json:"selling_rate_per_sec"`
+	AcceptedOrders    int                `json:"accepted_orders"`
+	OrdersCommitted   int64              `json:"orders_committed"`
+	Rejected          int                `json:"rejected"`
+	Drained           bool               `json:"drained"`
+	P3Seconds         float64            `json:"p3_seconds"`
+	DrainSeconds      float64            `json:"drain_seconds"`
+	// OutboxUnpublishedAtLoadEnd and OutboxUnpublishedAtEnd are the
+	// outbox rows not yet published when the load ended and when the
+	// bench stopped waiting.
+	OutboxUnpublishedAtLoadEnd int64              `json:"outbox_unpublished_at_load_end"`
+	OutboxUnpublishedAtEnd     int64              `json:"outbox_unpublished_at_end"`
+	OutboxDrained              bool               `json:"outbox_drained"`
+	RelayDrainSeconds          float64            `json:"relay_drain_seconds"`
+	LastPublishedAt            time.Time          `json:"last_published_at"`
+	LastAcceptedAt             time.Time          `json:"last_accepted_at"`
+	LoadEndAt                  time.Time          `json:"load_end_at"`
+	LastOrderAt                time.Time          `json:"last_order_at"`
+	PlaceP50Ms                 float64            `json:"place_p50_ms"`
+	PlaceP99Ms                 float64            `json:"place_p99_ms"`
+	MeasuredSeconds            float64            `json:"measured_seconds"`
+	CPUSeconds                 map[string]float64 `json:"cpu_seconds"`
+	CPUMicrosPerOrder          map[string]float64 `json:"cpu_us_per_order"`
+	CPUMicrosPerOrderAll       float64            `json:"cpu_us_per_order_all"`
 	// SoldOutPhasePerSec is the answers per second from the last
 	// accepted answer to the end of the load (every buyer then hears
 	// sold out or already purchased).
@@ -944,9 +1052,10 @@ type saleSummary struct {
 
 // summarizeSale computes the summary from the load, the sampler and the
 // scratch database.
-func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp *saleSampler, activityID int64, loadEnd time.Time, drained bool) (saleSummary, error) {
+func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp *saleSampler, activityID int64, loadEnd time.Time, st saleSettle) (saleSummary, error) {
 	ids, lastAccepted := load.acceptedIDs()
-	s := saleSummary{Drained: drained, LoadEndAt: loadEnd, LastAcceptedAt: lastAccepted, AcceptedOrders: len(ids),
+	s := saleSummary{Drained: st.backlog, OutboxDrained: st.outbox, OutboxUnpublishedAtLoadEnd: st.unpublishedAtLoadEnd,
+		OutboxUnpublishedAtEnd: st.unpublishedAtEnd, LoadEndAt: loadEnd, LastAcceptedAt: lastAccepted, AcceptedOrders: len(ids),
 		Answers: map[string]int64{}, AnswersPerSec: map[string]float64{}, OtherByCode: map[string]int{},
 		CPUSeconds: map[string]float64{}, CPUMicrosPerOrder: map[string]float64{}, SellingCPUMicrosPerOrder: map[string]float64{}}
 	s.LoadSeconds = loadEnd.Sub(load.start).Seconds()
@@ -993,6 +1102,16 @@ func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp 
 		return s, fmt.Errorf("count rejections: %w", err)
 	}
 	s.Rejected = rejected
+	if st.outbox {
+		s.RelayDrainSeconds = max(0, st.outboxAt.Sub(loadEnd).Seconds())
+		var published *time.Time
+		if err := pool.QueryRow(ctx, `SELECT max(published_at) FROM event_outbox`).Scan(&published); err != nil {
+			return s, fmt.Errorf("read the last outbox publication: %w", err)
+		}
+		if published != nil {
+			s.LastPublishedAt = *published
+		}
+	}
 
 	s.MeasuredSeconds = smp.lastAt.Sub(smp.t0).Seconds()
 	var total float64

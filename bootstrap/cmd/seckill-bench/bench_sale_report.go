@@ -43,7 +43,7 @@ func writeSaleReport(dir string, r saleResult) (jsonPath, htmlPath string, err e
 
 // salePlots are the data-plot names of the report's charts, in page
 // order.
-var salePlots = []string{"accepted", "sold-out", "other-answers", "orders", "backlog-age", "latency", "cpu"}
+var salePlots = []string{"accepted", "sold-out", "other-answers", "orders", "backlog-age", "outbox", "latency", "cpu"}
 
 // reportPage is what the HTML template renders.
 type reportPage struct {
@@ -77,9 +77,10 @@ func newReportPage(r saleResult) reportPage {
 	}
 	p.Notes = append(p.Notes,
 		"P3 is the time of the last committed order (max orders.created_at: the database clock at the start of its order-create transaction, a few milliseconds before the commit) minus the client's receive time of the last accepted reservation (the first answer carrying the last new order id); both clocks are this host's.",
-		"CPU per accepted order: the whole sale divides the CPU from the first call until the backlog drained by the accepted orders (it includes the sold-out answers); the selling phase counts only the sampling intervals up to the one holding the last accepted answer.",
+		"CPU per accepted order: the whole sale divides the CPU from the first call until the backlog and the outbox drained (every accepted order resolved and every outbox row published by the relay: the orders' events, FIFO state changes and payment-timeout delay messages) by the accepted orders (it includes the sold-out answers); the selling phase counts only the sampling intervals up to the one holding the last accepted answer.",
+		"Relay drain is the time the bench saw the outbox empty (it counts the unpublished rows every 250 ms once every accepted order is resolved) minus the end of the load; the 'last published' line marks max(event_outbox.published_at), the start of the relay transaction that sent the last row.",
 		"Rates are per 500 ms sampling interval; CPU is in cores (CPU seconds per second) from /proc/<pid>/stat, PostgreSQL as the postmaster with all its backends.",
-		"Dashed vertical lines: the end of the load (last answer) and the last committed order.")
+		"Dashed vertical lines: the end of the load (last answer), the last committed order and the last outbox row published.")
 	for _, c := range saleCharts(r) {
 		p.Charts = append(p.Charts, reportChart{Name: c.Name, Title: c.Title, Caption: c.Unit, SVG: template.HTML(c.svg())})
 	}
@@ -104,6 +105,9 @@ func summaryRows(r saleResult) [][2]string {
 		{"backlog drained", yesNo(s.Drained)},
 		{"P3: last order committed - last accepted", saleSecs(s.P3Seconds)},
 		{"drain: last order committed - end of load", saleSecs(s.DrainSeconds)},
+		{"outbox rows unpublished at the end of the load", group(s.OutboxUnpublishedAtLoadEnd)},
+		{"outbox drained (relay published every row)", outboxText(s)},
+		{"relay drain: outbox empty - end of load", relayDrainText(s)},
 		{"max backlog age (oldest unresolved)", saleSecs(maxOf(r.Series, func(x saleSample) float64 { return x.BacklogAgeSeconds }))},
 	}
 	for _, n := range r.Processes {
@@ -139,6 +143,23 @@ func otherText(by map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, by[k])
 	}
 	return ": " + strings.Join(parts, ", ")
+}
+
+// outboxText says whether the outbox drained and, if not, how many rows
+// were left.
+func outboxText(s saleSummary) string {
+	if s.OutboxDrained {
+		return "yes"
+	}
+	return fmt.Sprintf("NO (--settle ran out with %s rows unpublished)", group(s.OutboxUnpublishedAtEnd))
+}
+
+// relayDrainText is the relay drain, or why there is none.
+func relayDrainText(s saleSummary) string {
+	if !s.OutboxDrained {
+		return "- (not drained)"
+	}
+	return saleSecs(s.RelayDrainSeconds)
 }
 
 func yesNo(b bool) string {
@@ -236,6 +257,9 @@ func saleCharts(r saleResult) []plot {
 	if !r.Summary.LastOrderAt.IsZero() {
 		markers = append(markers, plotMarker{X: r.Summary.LastOrderAt.Sub(r.StartedAt).Seconds(), Label: "last order"})
 	}
+	if !r.Summary.LastPublishedAt.IsZero() {
+		markers = append(markers, plotMarker{X: r.Summary.LastPublishedAt.Sub(r.StartedAt).Seconds(), Label: "last published"})
+	}
 	line := func(name string, f func(saleSample) float64) plotLine {
 		return plotLine{Name: name, X: xs, Y: col(f)}
 	}
@@ -254,6 +278,8 @@ func saleCharts(r saleResult) []plot {
 			Lines: []plotLine{
 				line("oldest unresolved reservation", func(s saleSample) float64 { return s.BacklogAgeSeconds }),
 				line("oldest unconfirmed send", func(s saleSample) float64 { return s.MQPendingAgeSeconds })}},
+		{Name: "outbox", Title: "Outbox rows not yet published by the relay (PostgreSQL)", Unit: "rows",
+			Lines: []plotLine{line("unpublished rows", func(s saleSample) float64 { return outboxPoint(s) })}},
 		{Name: "latency", Title: "PlaceOrder latency per interval (client side)", Unit: "ms",
 			Lines: []plotLine{
 				line("p50", func(s saleSample) float64 { return latencyPoint(s, s.P50Ms) }),
@@ -268,6 +294,15 @@ func saleCharts(r saleResult) []plot {
 		charts[i].Markers = markers
 	}
 	return charts
+}
+
+// outboxPoint is the sample's unpublished outbox rows, or NaN (no point)
+// when the count failed.
+func outboxPoint(s saleSample) float64 {
+	if s.OutboxUnpublished < 0 {
+		return math.NaN()
+	}
+	return float64(s.OutboxUnpublished)
 }
 
 // latencyPoint is v, or NaN (no point) for an interval without calls.

@@ -36,6 +36,9 @@ func syntheticSaleResult() saleResult {
 			s.SoldOutPerSec = 4000
 			s.AlreadyPurchasedPerSec = 300
 		}
+		if t <= 16 {
+			s.OutboxUnpublished = int64(1500 * t * (1 - t/16))
+		}
 		if t <= 14 {
 			s.OrdersPerSec = 700
 			s.BacklogAgeSeconds = t / 2
@@ -55,7 +58,8 @@ func syntheticSaleResult() saleResult {
 		OtherByCode:   map[string]int{"unavailable": 10},
 		CallsPerSec:   5000, SellingRatePerSec: 1250, AcceptedOrders: 10000, OrdersCommitted: 10000, Drained: true,
 		P3Seconds: 6, DrainSeconds: 0, LoadEndAt: start.Add(20 * time.Second), LastAcceptedAt: start.Add(8 * time.Second),
-		LastOrderAt: start.Add(14 * time.Second), PlaceP50Ms: 25, PlaceP99Ms: 120, MeasuredSeconds: 60,
+		LastOrderAt: start.Add(14 * time.Second), OutboxUnpublishedAtLoadEnd: 0, OutboxDrained: true, RelayDrainSeconds: 0,
+		LastPublishedAt: start.Add(16 * time.Second), PlaceP50Ms: 25, PlaceP99Ms: 120, MeasuredSeconds: 60,
 		CPUSeconds:        map[string]float64{"service": 20, "redis": 5},
 		CPUMicrosPerOrder: map[string]float64{"service": 2000, "redis": 500}, CPUMicrosPerOrderAll: 2500,
 		Ceilings: saleCeilings{Clients: 64, ReservePerSec: 30000, SendPerSec: 20000, MinPerSec: 20000, SellingRatio: 0.0625, CallsRatio: 0.25}}
@@ -199,6 +203,19 @@ func TestBenchSaleEndToEnd(t *testing.T) {
 	if calls := s.Answers[outcomeAccepted] + s.Answers[outcomeSoldOut] + s.Answers[outcomeAlreadyPurchased] + s.Answers[outcomeOther]; calls != 1200 {
 		t.Errorf("%d answers, want 600 buyers x 2 attempts", calls)
 	}
+	if !s.OutboxDrained || s.RelayDrainSeconds < 0 || s.LastPublishedAt.IsZero() || s.OutboxUnpublishedAtEnd != 0 {
+		t.Errorf("outbox drained %v, relay drain %.2f s, last published %v, %d rows left: the relay did not finish",
+			s.OutboxDrained, s.RelayDrainSeconds, s.LastPublishedAt, s.OutboxUnpublishedAtEnd)
+	}
+	if s.OutboxUnpublishedAtLoadEnd < 0 || (s.OutboxUnpublishedAtLoadEnd > 0 && s.RelayDrainSeconds <= 0) {
+		t.Errorf("%d outbox rows unpublished at the end of the load, relay drain %.2f s", s.OutboxUnpublishedAtLoadEnd, s.RelayDrainSeconds)
+	}
+	for _, row := range []string{"outbox rows unpublished at the end of the load", "outbox drained (relay published every row)",
+		"relay drain: outbox empty - end of load"} {
+		if !strings.Contains(stdout.String(), row) {
+			t.Errorf("the summary has no row %q", row)
+		}
+	}
 	if len(r.Series) == 0 {
 		t.Error("no time series")
 	}
@@ -206,6 +223,42 @@ func TestBenchSaleEndToEnd(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("\n%s", stdout.String())
+}
+
+// TestSaleSummaryReportsTheRelay checks the summary's relay rows: the
+// outbox rows left at the end of the load, whether the relay published
+// every row, and the relay drain (or why there is none).
+func TestSaleSummaryReportsTheRelay(t *testing.T) {
+	r := syntheticSaleResult()
+	r.Summary.OutboxUnpublishedAtLoadEnd, r.Summary.RelayDrainSeconds = 16050, 15.36
+	var out bytes.Buffer
+	writeSaleSummary(&out, r)
+	for _, want := range []string{
+		"outbox rows unpublished at the end of the load 16,050",
+		"outbox drained (relay published every row)     yes",
+		"relay drain: outbox empty - end of load        15.36 s",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	r.Summary.OutboxDrained, r.Summary.OutboxUnpublishedAtEnd = false, 1234
+	out.Reset()
+	writeSaleSummary(&out, r)
+	for _, want := range []string{"NO (--settle ran out with 1,234 rows unpublished)", "relay drain: outbox empty - end of load        - (not drained)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the summary of an undrained outbox lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := json.Marshal(r.Summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"outbox_unpublished_at_load_end":16050`, `"relay_drain_seconds":15.36`, `"outbox_drained":false`, `"outbox_unpublished_at_end":1234`} {
+		if !bytes.Contains(b, []byte(key)) {
+			t.Errorf("result.json's summary lacks %s: %s", key, b)
+		}
+	}
 }
 
 // tail returns the last n bytes of s.
