@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 )
 
 // syntheticSaleResult is a sale of 60 seconds with made-up but plausible
@@ -258,6 +262,42 @@ func TestSaleSummaryReportsTheRelay(t *testing.T) {
 		if !bytes.Contains(b, []byte(key)) {
 			t.Errorf("result.json's summary lacks %s: %s", key, b)
 		}
+	}
+}
+
+// TestSaleJSONCodecWritesWhatProtojsonReads checks that the load
+// generator's PlaceOrderRequest JSON reads back, through protojson, as the
+// request it encodes, and that a request id needing escapes (or any other
+// message) goes through protojson.
+func TestSaleJSONCodecWritesWhatProtojsonReads(t *testing.T) {
+	for _, req := range []*seckillv1.PlaceOrderRequest{
+		{ActivityId: 1796159630439546, SkuId: 1, RequestId: "sale-49999-1"},
+		{ActivityId: 7, SkuId: 9223372036854775807, RequestId: `a "quoted" \ id ü`},
+		{ActivityId: 0, SkuId: 1, RequestId: "sale-0-0"},
+	} {
+		b, err := saleJSONCodec{}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := &seckillv1.PlaceOrderRequest{}
+		if err := protojson.Unmarshal(b, back); err != nil {
+			t.Fatalf("%s does not parse: %v", b, err)
+		}
+		if !proto.Equal(back, req) {
+			t.Errorf("%s reads back as %v, want %v", b, back, req)
+		}
+	}
+	res := &seckillv1.PlaceOrderResponse{OrderId: "o-1", Status: seckillv1.OrderStatus_ORDER_STATUS_QUEUING}
+	b, err := saleJSONCodec{}.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &seckillv1.PlaceOrderResponse{}
+	if err := (saleJSONCodec{}).Unmarshal(append(b[:len(b)-1:len(b)-1], []byte(`,"unknownField":1}`)...), back); err != nil {
+		t.Fatalf("an answer with an unknown field: %v", err)
+	}
+	if !proto.Equal(back, res) {
+		t.Errorf("the answer reads back as %v, want %v", back, res)
 	}
 }
 
