@@ -65,6 +65,10 @@ func dialProto(cfg Config, role string) (*protoConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s connection: %w", role, err)
 	}
+	// Connect now rather than at the first call: a sale's first sends
+	// would otherwise spend their send bound waiting for the handshake
+	// and end UNKNOWN.
+	conn.Connect()
 	host, _ := os.Hostname()
 	return &protoConn{conn: conn, client: v2.NewMessagingServiceClient(conn), cfg: cfg, host: host,
 		clientID: fmt.Sprintf("%s@%d@%s@%d", host, os.Getpid(), role, time.Now().UnixNano())}, nil
