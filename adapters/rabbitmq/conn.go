@@ -28,8 +28,6 @@ func dial(ctx context.Context, cfg Config, name string, recover bool) (*amqp.Con
 			Dial:       amqp.DefaultDial(5 * time.Second),
 		}
 		if recover {
-			// The publisher's connection: see publishSendBuffer.
-			ac.Dial = dialSendBuffer(5*time.Second, publishSendBuffer)
 			ac.Recovery = &amqp.Recovery{
 				ReconnectionConfig:   &amqp.ReconnectionConfig{MaxRetryCount: math.MaxInt32, RetryInterval: cfg.ReconnectInterval},
 				TopologyRecoveryMode: amqp.TopologyRecoveryOnlyTransient,
