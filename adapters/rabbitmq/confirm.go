@@ -98,6 +98,9 @@ type request struct {
 
 // written is the result of one write.
 type written struct {
+	// c is the channel that wrote it (the writers of a shared queue
+	// take any request).
+	c   *confirmChannel
 	w   *waiter
 	err error
 }
@@ -120,9 +123,19 @@ type waiter struct {
 	done bool
 }
 
-// newConfirmChannel opens a confirm-mode channel on conn and starts its
-// writer and listeners (they end when the channel closes for good).
+// newConfirmChannel opens a confirm-mode channel on conn with a queue of
+// its own and starts its writer and listeners (they end when the channel
+// closes for good).
 func newConfirmChannel(conn *amqp.Connection) (*confirmChannel, error) {
+	return newConfirmChannelOn(conn, make(chan *request, pipelineDepth))
+}
+
+// newConfirmChannelOn is newConfirmChannel with the writer taking its
+// publishes from queue, which other channels' writers may share: a
+// publish queued there is written by whichever writer is free first, so
+// a writer held up (its goroutine not scheduled, its write blocked) does
+// not hold up the publishes queued after it.
+func newConfirmChannelOn(conn *amqp.Connection, queue chan *request) (*confirmChannel, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("open channel: %w", err)
@@ -130,7 +143,7 @@ func newConfirmChannel(conn *amqp.Connection) (*confirmChannel, error) {
 	if err := ch.Confirm(false); err != nil {
 		return nil, fmt.Errorf("confirm mode: %w", err)
 	}
-	c := &confirmChannel{ch: ch, queue: make(chan *request, pipelineDepth), closed: make(chan struct{}), pending: map[uint64]*waiter{}}
+	c := &confirmChannel{ch: ch, queue: queue, closed: make(chan struct{}), pending: map[uint64]*waiter{}}
 	c.open.Store(true)
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1024))
 	states := make(chan *amqp.StateChanged, 16)
@@ -170,11 +183,11 @@ func (c *confirmChannel) writeLoop() {
 				continue
 			}
 			if !c.open.Load() {
-				r.done <- written{err: errRecovering}
+				r.done <- written{c: c, err: errRecovering}
 				continue
 			}
 			w, err := c.write(r.exchange, r.key, r.msg)
-			r.done <- written{w, err}
+			r.done <- written{c, w, err}
 		}
 	}
 }
@@ -274,11 +287,11 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	w := wr.w
 	acked, err := w.dc.WaitContext(ctx)
 	if err != nil {
-		c.forget(w)
+		wr.c.forget(w)
 		return OutcomeUnknown, fmt.Errorf("no confirmation: %w", err)
 	}
 	if acked {
-		c.forget(w)
+		wr.c.forget(w)
 		return OutcomeConfirmed, nil
 	}
 	select {
@@ -287,7 +300,7 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	case <-w.lost:
 		return OutcomeUnknown, errChannelReset
 	case <-ctx.Done():
-		c.forget(w)
+		wr.c.forget(w)
 		return OutcomeUnknown, fmt.Errorf("not acknowledged, cause unknown: %w", ctx.Err())
 	}
 }

@@ -149,9 +149,11 @@ func (p *Publisher) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One queue for all the channels' writers (newConfirmChannelOn).
+	queue := make(chan *request, pipelineDepth*p.cfg.PublishChannels)
 	chans := make([]*confirmChannel, p.cfg.PublishChannels)
 	for i := range chans {
-		if chans[i], err = newConfirmChannel(conn); err != nil {
+		if chans[i], err = newConfirmChannelOn(conn, queue); err != nil {
 			_ = conn.Close()
 			return err
 		}
