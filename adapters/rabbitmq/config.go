@@ -22,9 +22,7 @@ const (
 	// message group, each queue is consumed by one active consumer.
 	DefaultFIFOShards = 8
 	// DefaultPublishChannels is the number of confirm-mode channels a
-	// Publisher spreads its sends over. Each channel pipelines its
-	// publishes (one writer, any number awaiting confirmation), so the
-	// count does not bound how many sends are in flight.
+	// Publisher spreads its sends over.
 	DefaultPublishChannels = 4
 	// DefaultReconnectInterval is the pause between the client's
 	// connection recovery attempts.
@@ -47,9 +45,7 @@ type Config struct {
 	// queue a message group goes to. Zero means DefaultFIFOShards.
 	FIFOShards int
 	// PublishChannels is the number of confirm-mode channels of a
-	// Publisher, each with its own writer; sends are spread round-robin
-	// and any number of them await their confirmations on a channel at
-	// once. Zero means DefaultPublishChannels.
+	// Publisher. Zero means DefaultPublishChannels.
 	PublishChannels int
 	// MaxQueueLength, when positive, bounds every group queue
 	// (x-max-length with x-overflow reject-publish): a publish to a full

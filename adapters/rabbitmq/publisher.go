@@ -30,16 +30,13 @@ const (
 
 // Publisher implements ports.Publisher on RabbitMQ with publisher
 // confirms over Config.PublishChannels confirm-mode channels of one
-// connection (client recovery on). Each Publish queues one persistent
-// message for a channel's writer and waits for its write and then its
-// confirmation (matched by delivery tag; any number of publishes await
-// theirs on a channel at once), bounded by min(ctx, Config.SendTimeout),
-// and maps the result onto the port's outcomes (see
+// connection (client recovery on). Each Publish writes one persistent
+// message and waits for its confirmation, bounded by min(ctx,
+// Config.SendTimeout), and maps the result onto the port's outcomes (see
 // confirmChannel.publish): acknowledged = CONFIRMED; a nack on an open
-// channel or a context ended before the writer took the message =
-// DEFINITE_FAILURE (ports.ErrSendRejected); a write error, a channel
-// being recovered, a confirmation lost to a channel close or recovery, or
-// a timeout after the write started = UNKNOWN (ports.ErrSendUnknown).
+// channel or a context ended before the write = DEFINITE_FAILURE
+// (ports.ErrSendRejected); a write error, a confirmation lost to a channel
+// close or recovery, or a timeout = UNKNOWN (ports.ErrSendUnknown).
 //
 // Routing: a NORMAL topic's fanout exchange copies the message to each
 // group's queue; the FIFO topic's direct exchange routes it to the shard
@@ -149,11 +146,9 @@ func (p *Publisher) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// One queue for all the channels' writers (newConfirmChannelOn).
-	queue := make(chan *request, pipelineDepth*p.cfg.PublishChannels)
 	chans := make([]*confirmChannel, p.cfg.PublishChannels)
 	for i := range chans {
-		if chans[i], err = newConfirmChannelOn(conn, queue); err != nil {
+		if chans[i], err = newConfirmChannel(conn); err != nil {
 			_ = conn.Close()
 			return err
 		}
@@ -326,8 +321,6 @@ func errorClass(outcome string, err error) string {
 		return "NACKED"
 	case errors.Is(err, errChannelReset):
 		return "CHANNEL_RESET"
-	case errors.Is(err, errRecovering):
-		return "CHANNEL_RECOVERING"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "DEADLINE_EXCEEDED"
 	case errors.Is(err, context.Canceled):
