@@ -33,8 +33,8 @@ func (r *RelayOutbox) coalesceTimeouts(ctx context.Context, items []relayItem) [
 		activity int64
 		at       time.Time
 	}
-	groups := map[due][]int{} // item indexes
-	checks := make([]message.CancelOrderIfUnpaid, len(items))
+	groups := map[due][]int{}                       // item indexes
+	checks := map[int]message.CancelOrderIfUnpaid{} // the decoded timeout rows, by item index
 	var order []due
 	for i, it := range items {
 		if it.msg.Topic != ports.TopicOrderTimeout {

@@ -30,25 +30,8 @@ func TestPublishBatchesConcurrentSends(t *testing.T) {
 	pub := startPublisher(t, cfg, reg)
 	topic := env.Topic(ports.TopicOrderCreate)
 
-	const n, senders = 300, 50
-	var mu sync.Mutex
-	sent := map[string]ports.SendReceipt{}
-	var wg sync.WaitGroup
-	for w := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += senders {
-				id := fmt.Sprintf("evt_%d", i)
-				r := mustPublish(t, pub, ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: "CREATE_ORDER",
-					Keys: []string{"rsv_" + id}, Body: []byte(`{}`), Properties: map[string]string{"reservation_id": "rsv_" + id}})
-				mu.Lock()
-				sent[id] = r
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	const n = 300
+	sent := publishConcurrently(t, pub, "evt_", n, 50)
 	calls := histogramCount(t, reg, "mq_send_batch_messages")
 	if calls == 0 || calls >= n {
 		t.Fatalf("%d SendMessage calls for %d concurrent messages: no batching", calls, n)
@@ -116,6 +99,33 @@ func TestPublishBatchBlackholedIsUnknown(t *testing.T) {
 	}
 }
 
+// publishConcurrently publishes n order-create messages (ids prefix0 ..
+// prefix<n-1>, keys and a reservation_id property "rsv_<id>") from
+// senders goroutines at once, each confirmed, and returns the receipts by
+// message id.
+func publishConcurrently(t *testing.T, pub *rocketmq.Publisher, prefix string, n, senders int) map[string]ports.SendReceipt {
+	t.Helper()
+	var mu sync.Mutex
+	sent := map[string]ports.SendReceipt{}
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += senders {
+				id := fmt.Sprintf("%s%d", prefix, i)
+				r := mustPublish(t, pub, ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: "CREATE_ORDER",
+					Keys: []string{"rsv_" + id}, Body: []byte(`{}`), Properties: map[string]string{"reservation_id": "rsv_" + id}})
+				mu.Lock()
+				sent[id] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return sent
+}
+
 // histogramCount is the sample count of histogram name in reg.
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
@@ -148,20 +158,8 @@ func TestPublishBatchesInPlainText(t *testing.T) {
 	pub := startPublisher(t, cfg, reg)
 	topic := env.Topic(ports.TopicOrderCreate)
 
-	const n, senders = 60, 20
-	var wg sync.WaitGroup
-	for w := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += senders {
-				id := fmt.Sprintf("evt_plain_%d", i)
-				mustPublish(t, pub, ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: "CREATE_ORDER",
-					Keys: []string{"rsv_" + id}, Body: []byte(`{}`)})
-			}
-		}()
-	}
-	wg.Wait()
+	const n = 60
+	publishConcurrently(t, pub, "evt_plain_", n, 20)
 	if calls := histogramCount(t, reg, "mq_send_batch_messages"); calls == 0 {
 		t.Fatal("no SendMessage call went through the adapter's connection")
 	}
