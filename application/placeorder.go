@@ -284,10 +284,12 @@ func (p *PlaceOrder) send(ctx context.Context, r reservation.Snapshot) error {
 				"DEFINITE_FAILURE", err, latency, slog.Bool("released", released), slog.Any("release_error", rerr))
 			return fmt.Errorf("order queue rejected the message: %w", ports.ErrTransient)
 		case errors.Is(err, ports.ErrBrokerUnavailable):
-			// Not attempted (the breaker is open): the scanner sends it after
-			// the broker is back; one line per request would flood the log.
+			// Not written (the breaker is open, or the publisher had no
+			// free channel within the bound): the scanner sends it later;
+			// one line per request would flood the log.
 			if p.log.Enabled(ctx, slog.LevelDebug) {
-				p.logSend(ctx, slog.LevelDebug, "order-create send skipped, broker believed down; scanner will send", r, "SKIPPED", err, latency)
+				p.logSend(ctx, slog.LevelDebug, "order-create send not attempted (broker believed down or busy); scanner will send", r,
+					"SKIPPED", err, latency)
 			}
 		case attempt == 1 && ctx.Err() == nil:
 			msg.Retry = true

@@ -66,9 +66,10 @@ var (
 	// reset, server-side internal error): the message may or may not be
 	// stored. Never compensate on it; resend with the same message_id.
 	ErrSendUnknown = errors.New("send outcome unknown")
-	// ErrBrokerUnavailable: the publisher did not attempt the send because
-	// it believes the broker is down (its circuit breaker is open). The
-	// message was not stored. It is always wrapped together with
+	// ErrBrokerUnavailable: the publisher did not write the message: it
+	// believes the broker is down (its circuit breaker is open), or it
+	// could not start the write within the send bound (every connection
+	// or channel it writes on was busy). The message was not stored. It is always wrapped together with
 	// ErrSendUnknown, so callers that only know that one retry later with
 	// the same message id; callers that know it should pause instead of
 	// retrying at once.

@@ -73,6 +73,11 @@ func Declare(ctx context.Context, cfg Config, t Topology) error {
 // was lost to a channel close or recovery.
 var errChannelReset = errors.New("the channel closed or recovered before the broker confirmed the message")
 
+// errChannelBusy is the cause of a publish that was never written: its
+// channel was busy with another write until the deadline. Nothing reached
+// the broker.
+var errChannelBusy = errors.New("the channel was busy with another write until the deadline")
+
 // errNacked is the cause of a DEFINITE_FAILURE: the broker nacked the
 // message on an open channel.
 var errNacked = errors.New("the broker nacked the message (a queue refused it: x-overflow reject-publish, or a queue error)")
@@ -178,12 +183,17 @@ func (c *confirmChannel) loseAll() {
 	c.lastTag = 0
 }
 
+// idle reports whether no write holds the channel at this instant: a
+// hint for choosing a channel, which the next publish may still find
+// taken.
+func (c *confirmChannel) idle() bool { return len(c.sem) == 0 }
+
 // publish sends one message and waits for its confirmation until ctx
 // ends. It returns the outcome and, unless CONFIRMED, its cause:
 //
 //   - ctx ended before the write started (already ended, or the channel
-//     was busy with another write until the deadline): DEFINITE_FAILURE,
-//     nothing was written;
+//     was busy with another write until the deadline, errChannelBusy):
+//     DEFINITE_FAILURE, nothing was written;
 //   - the write failed, or had not finished at the deadline (the client's
 //     write is not context-aware; it goes on in the background):
 //     UNKNOWN, part of it may have reached the broker;
@@ -198,7 +208,7 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return OutcomeDefiniteFailure, fmt.Errorf("not sent: the channel was busy with another write until the deadline: %w", ctx.Err())
+		return OutcomeDefiniteFailure, fmt.Errorf("not sent: %w: %w", errChannelBusy, ctx.Err())
 	}
 	type written struct {
 		w   *waiter

@@ -34,9 +34,12 @@ const (
 // message and waits for its confirmation, bounded by min(ctx,
 // Config.SendTimeout), and maps the result onto the port's outcomes (see
 // confirmChannel.publish): acknowledged = CONFIRMED; a nack on an open
-// channel or a context ended before the write = DEFINITE_FAILURE
+// channel or a context that had ended before the call = DEFINITE_FAILURE
 // (ports.ErrSendRejected); a write error, a confirmation lost to a channel
-// close or recovery, or a timeout = UNKNOWN (ports.ErrSendUnknown).
+// close or recovery, or a timeout = UNKNOWN (ports.ErrSendUnknown), and a
+// timeout before any channel was free to write = UNKNOWN with
+// ports.ErrBrokerUnavailable (nothing was written). A send takes the
+// first confirm channel no write holds.
 //
 // Routing: a NORMAL topic's fanout exchange copies the message to each
 // group's queue; the FIFO topic's direct exchange routes it to the shard
@@ -200,10 +203,12 @@ func (p *Publisher) BrokerAvailable() (bool, time.Time) {
 // Publish sends msg and waits for the broker's confirmation, bounded by
 // min(ctx, Config.SendTimeout). nil means CONFIRMED; errors match
 // ports.ErrSendRejected (DEFINITE_FAILURE: an invalid message, a nack, a
-// context ended before the write) or ports.ErrSendUnknown (UNKNOWN). A
-// Retry send takes a slot of the retry window first; when the window is
-// full nothing is sent and the error matches ports.ErrBrokerUnavailable
-// too.
+// context ended before Publish was called) or ports.ErrSendUnknown
+// (UNKNOWN). Two sends that were never written match
+// ports.ErrBrokerUnavailable too: a Retry send when the retry window is
+// full (it takes a slot first), and a send whose deadline passed while
+// every confirm channel was busy with other writes (a loaded machine, not
+// a refusal: the caller keeps the message and sends it again later).
 func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
 	spec, err := p.topo.Topic(msg.Topic)
 	if err != nil {
@@ -249,7 +254,7 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 				spec.Exchange, ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.Size())
 		}
 	}
-	ch := chans[p.next.Add(1)%uint64(len(chans))]
+	ch := pick(chans, p.next.Add(1))
 	sendCtx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
 	defer cancel()
 	start := time.Now()
@@ -265,12 +270,32 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 		p.observe(msg, spec.Exchange, outcome, "", sendID, elapsed, nil)
 		return outcome, ports.SendReceipt{BrokerMessageID: sendID}, nil
 	case OutcomeDefiniteFailure:
+		if errors.Is(err, errChannelBusy) {
+			// Never written: like a send the breaker skipped, the
+			// caller keeps the message and sends it later (a timeout
+			// is UNKNOWN, never a failure).
+			p.observe(msg, spec.Exchange, OutcomeUnknown, "CHANNEL_BUSY", "", elapsed, err)
+			return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
+				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
+		}
 		p.observe(msg, spec.Exchange, outcome, class, "", elapsed, err)
 		return outcome, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendRejected, err)
 	default:
 		p.observe(msg, spec.Exchange, OutcomeUnknown, class, "", elapsed, err)
 		return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendUnknown, err)
 	}
+}
+
+// pick returns the first channel, from the n-th round-robin, that no
+// write holds, or the n-th when every one is busy: a publish waits for a
+// channel only when all of them are writing.
+func pick(chans []*confirmChannel, n uint64) *confirmChannel {
+	for i := range uint64(len(chans)) {
+		if ch := chans[(n+i)%uint64(len(chans))]; ch.idle() {
+			return ch
+		}
+	}
+	return chans[n%uint64(len(chans))]
 }
 
 // UnroutableCount returns how many messages wait in the alternate

@@ -209,7 +209,9 @@ func TestInvalidMessagesRejected(t *testing.T) {
 // buffers) does not hold Publish past its deadline: UNKNOWN, since part of
 // the message may have been written. A second publish on the same
 // channel, whose write cannot start before its deadline, sent nothing:
-// DEFINITE_FAILURE. Once the network is back the publisher recovers.
+// UNKNOWN with ErrBrokerUnavailable (a loaded channel is not a refusal;
+// the caller keeps the message). Once the network is back the publisher
+// recovers.
 func TestBlockedWriteIsBounded(t *testing.T) {
 	t.Parallel()
 	env := rabbittest.NewEnv(t, []ports.Subscription{{Group: "CG_AUDIT", Topic: ports.TopicOrderEvent, MaxRetries: 3}})
@@ -245,8 +247,9 @@ func TestBlockedWriteIsBounded(t *testing.T) {
 	if !isUnknown(first.err) {
 		t.Fatalf("blocked write: %v, want only %v", first.err, ports.ErrSendUnknown)
 	}
-	if _, err := p.Publish(context.Background(), event("evt_queued")); !isRejected(err) {
-		t.Fatalf("publish behind a blocked write: %v, want only %v (nothing written)", err, ports.ErrSendRejected)
+	if _, err := p.Publish(context.Background(), event("evt_queued")); !isUnknown(err) || !errors.Is(err, ports.ErrBrokerUnavailable) {
+		t.Fatalf("publish behind a blocked write: %v, want %v and %v (nothing written, the caller sends it later)",
+			err, ports.ErrSendUnknown, ports.ErrBrokerUnavailable)
 	}
 	proxy.SetPass()
 	deadline := time.Now().Add(30 * time.Second)
