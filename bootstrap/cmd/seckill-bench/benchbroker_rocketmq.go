@@ -106,7 +106,8 @@ func (e *rocketMQNamespace) ServiceEnv() []string {
 func (e *rocketMQNamespace) bc(sendTimeout time.Duration) rocketmq.Config {
 	c := e.cfg.RocketMQ
 	return rocketmq.Config{Endpoint: c.Endpoint, TopicPrefix: e.prefix, SendTimeout: sendTimeout, AccessKey: c.AccessKey,
-		AccessSecret: string(c.SecretKey), ClientLogDir: c.ClientLogDir, AckOneByOne: !c.AckBatch, Plaintext: !c.TLS}
+		AccessSecret: string(c.SecretKey), ClientLogDir: c.ClientLogDir, AckOneByOne: !c.AckBatch, Plaintext: !c.TLS,
+		SendBatch: c.SendBatch}
 }
 
 func (e *rocketMQNamespace) Publisher(ctx context.Context, sendTimeout time.Duration, log *slog.Logger) (ports.Publisher, func(), error) {

@@ -66,6 +66,11 @@ and a naive PostgreSQL row-lock purchase.`, benchPlace),
 			`Publish order-create messages for one hot SKU through the real broker, let the
 order-create consumer drain them into PostgreSQL and report orders created per second for
 each batch size, beside the handler-alone ceiling, with the invariants checked.`, benchConsume),
+		c.flagSetCmd("broker", "Measure the broker alone: its CPU per message of each kind an order needs",
+			`Publish N messages of each kind an accepted order makes the broker carry (the order-create
+request, the ORDER_CREATED event, the FIFO state change) from concurrent senders, consume them
+with the service's consumer and a handler that only acknowledges, and report the broker's CPU
+per message with its idle share subtracted: the broker's floor per order, beside nothing else.`, benchBroker),
 		c.flagSetCmd("events", "Measure the event subscription: catch-up, live delivery, the sale beside live subscribers",
 			`Fill a scratch store with paid orders' events through the write path and sequence them,
 then measure a subscriber reading from position 0 to the head (application.EventSubscriptions
