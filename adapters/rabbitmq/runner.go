@@ -64,6 +64,13 @@ type RunnerConfig struct {
 	// message; see the RocketMQ runner's RunnerConfig); otherwise they log
 	// at DEBUG.
 	LogAcks bool
+	// AckOneByOne acknowledges each delivery with a basic.ack of its own.
+	// False (the default) acknowledges the deliveries of an unordered
+	// group's channel with multiple acks (see ackTracker): each one still
+	// only after its handler's decision, and never one of a batch whose
+	// handler is still running. Ordered groups (prefetch 1) and the
+	// dead-letter runner always acknowledge one by one.
+	AckOneByOne bool
 }
 
 func (rc RunnerConfig) withDefaults() RunnerConfig {
@@ -102,7 +109,10 @@ type source struct {
 // ports.BatchHandler with manual acknowledgement:
 //
 //   - an acknowledging decision acks the delivery (after the handler
-//     returned, so after its transaction committed);
+//     returned, so after its transaction committed); on an unordered
+//     group's channel with one multiple ack per batch where possible,
+//     which waits while an earlier delivery of the channel is undecided
+//     (see ackTracker, RunnerConfig.AckOneByOne);
 //   - a message whose delivery time (a DELAY topic, a retry) is still
 //     ahead is not handed to the handler: it is parked in the next delay
 //     tier and acked;
@@ -129,8 +139,10 @@ type Runner struct {
 	handler ports.BatchHandler
 	log     *slog.Logger
 	metrics *consumerMetrics
-	sources []source
-	name    string
+	// ackBatch is mq_ack_batch_messages (see newAckBatchMetric).
+	ackBatch *prometheus.HistogramVec
+	sources  []source
+	name     string
 
 	// origins holds the source of the dead letters being handled (see
 	// NewDeadLetterRunner), by dead-letter queue and send id.
@@ -178,8 +190,12 @@ func newRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler,
 	m.Duplicate.WithLabelValues(name)
 	m.Inflight.WithLabelValues(name)
 	m.deadLettered.WithLabelValues(name)
+	ackBatch, err := newAckBatchMetric(reg)
+	if err != nil {
+		return nil, err
+	}
 	r := &Runner{cfg: cfg, topo: topo, rc: rc, handler: h, log: log.With(slog.String("consumer_group", name)),
-		metrics: m, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}
+		metrics: m, ackBatch: ackBatch, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}
 	if cfg.Tracer != nil {
 		r.tracer = cfg.Tracer.Tracer(tracerName)
 	}
@@ -282,6 +298,10 @@ func (r *Runner) session(ctx, handlerCtx context.Context, conn *amqp.Connection,
 // consumer is one channel consuming one queue.
 type consumer struct {
 	ch *amqp.Channel
+	// acks batches the channel's acknowledgements into multiple acks;
+	// nil when each delivery is acknowledged on its own (ordered groups,
+	// dead-letter queues, RunnerConfig.AckOneByOne).
+	acks *ackTracker
 }
 
 // open opens a channel with the source's prefetch and starts consuming.
@@ -291,6 +311,9 @@ func (r *Runner) open(ctx context.Context, conn *amqp.Connection, src source) (*
 		return nil, nil, fmt.Errorf("open channel: %w", err)
 	}
 	c := &consumer{ch: ch}
+	if !src.ordered && !src.dead && !r.rc.AckOneByOne {
+		c.acks = newAckTracker(ch)
+	}
 	prefetch := r.rc.Concurrency * r.rc.BatchSize
 	if src.ordered {
 		prefetch = 1
@@ -375,6 +398,7 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 			return
 		case slots <- struct{}{}:
 		}
+		r.track(c, batch)
 		r.metrics.Inflight.WithLabelValues(r.name).Add(float64(len(batch)))
 		workers.Add(1)
 		process := func() {
@@ -403,11 +427,17 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 // process parks what is not due yet, runs the handler on the rest and
 // applies its decisions.
 func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *confirmChannel, src source, batch []received) []hold {
+	if c.acks != nil {
+		// After every settlement of the batch, parks included: what the
+		// batch settled may complete the prefix of another batch.
+		defer r.flushAcks(c)
+	}
 	now := time.Now()
 	due := batch[:0:0]
 	for _, rv := range batch {
 		if at := deliverAt(rv.d); !src.dead && at.After(now) {
 			r.park(c, parker, src, rv, deliveryAttempt(rv.d)-1, at)
+			r.settledAlone(c, rv)
 			continue
 		}
 		due = append(due, rv)
@@ -497,9 +527,21 @@ const (
 
 // settle applies one decision (see Runner). A delivery to requeue after
 // a delay (ordered group, dead-letter queue) is returned as a hold for
-// the caller, which waits outside the handler slots.
+// the caller, which waits outside the handler slots. On a channel with
+// an ackTracker an acknowledgement is only marked ready (the caller's
+// flush sends it and logs it); any other settlement marks its tag
+// settled once its call has returned.
 func (r *Runner) settle(c *consumer, parker *confirmChannel, src source, rv received, d ports.Delivery, dec ports.Decision) (hold, bool) {
 	r.count(d, dec)
+	if c.acks != nil {
+		if dec.Ack {
+			if err := c.acks.ready(rv.d.DeliveryTag, ackItem{d: d, dec: dec}); err != nil {
+				r.trackerFailed(c, err)
+			}
+			return hold{}, false
+		}
+		defer r.settledAlone(c, rv)
+	}
 	var result string
 	var err error
 	switch {
@@ -560,6 +602,63 @@ func (r *Runner) guard(c *consumer, _ received) error {
 		return errStaleDelivery
 	}
 	return nil
+}
+
+// track records the delivery tags of batch on c's tracker, in delivery
+// order (the batches of a channel are handed out one after another).
+func (r *Runner) track(c *consumer, batch []received) {
+	if c.acks == nil {
+		return
+	}
+	tags := make([]uint64, len(batch))
+	for i, rv := range batch {
+		tags[i] = rv.d.DeliveryTag
+	}
+	if err := c.acks.track(tags...); err != nil {
+		r.trackerFailed(c, err)
+	}
+}
+
+// settledAlone marks rv's tag settled on c's tracker after the
+// individual call that settled it (nack, reject, the ack of a park) has
+// returned, successful or not: a failed call closed the channel.
+func (r *Runner) settledAlone(c *consumer, rv received) {
+	if c.acks == nil {
+		return
+	}
+	if err := c.acks.settled(rv.d.DeliveryTag); err != nil {
+		r.trackerFailed(c, err)
+	}
+}
+
+// trackerFailed handles a tracker refusing a tag (a bug: a tag tracked
+// twice or out of order, or settled twice): the channel is closed, so
+// the broker redelivers whatever it held unacknowledged and no multiple
+// ack can cover a delivery before its decision.
+func (r *Runner) trackerFailed(c *consumer, err error) {
+	r.log.Error("acknowledgement tracking failed", slog.String("error", err.Error()))
+	r.abandon(c, err)
+}
+
+// flushAcks sends the multiple ack c's tracker allows (see ackTracker)
+// and logs every delivery it acknowledged, or failed to.
+func (r *Runner) flushAcks(c *consumer) {
+	f := c.acks.flush()
+	if len(f.items) == 0 {
+		return
+	}
+	result := ackResultAcked
+	if f.sent {
+		r.ackBatch.WithLabelValues(r.name).Observe(float64(len(f.items)))
+	}
+	if f.err != nil {
+		result = ackResultAckFailed
+		r.metrics.AckFailure.WithLabelValues(r.name).Add(float64(len(f.items)))
+		r.abandon(c, f.err)
+	}
+	for _, it := range f.items {
+		r.logDecision(it.d, it.dec, result, f.err)
+	}
 }
 
 // ack acknowledges one delivery.
