@@ -1,0 +1,331 @@
+package concurrency
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Defaults of Config.
+const (
+	DefaultGrowStep    = 2
+	DefaultRampStep    = 1
+	DefaultBackoff     = 0.7
+	DefaultFloorWindow = 60
+)
+
+// sizeBuckets is the number of batch-size classes the latency floor is
+// kept for: 1, 2-3, 4-7, 8-15, 16 and more messages.
+const sizeBuckets = 5
+
+// Config configures one group's Limiter.
+type Config struct {
+	// Group names the consumer group (the group label of the metrics).
+	Group string
+	// Floor is the lowest limit, at least 1. Zero means 1.
+	Floor int
+	// Budget is the highest limit the group has of its own (its share of
+	// the pool's consumer budget); a Budget may raise the ceiling of its
+	// priority group above it with what the other groups yield. Required,
+	// >= Floor.
+	Budget int
+	// Initial is the limit before the first tick. Zero means Budget
+	// (today's fixed concurrency: the limiter only takes away what
+	// PostgreSQL cannot carry). To ramp up at start, tick with
+	// Signals.BrokerRecoveredAt set to the start time.
+	Initial int
+	// GrowStep is the additive increase per tick while lag is high and
+	// PostgreSQL healthy. Zero means DefaultGrowStep.
+	GrowStep int
+	// RampStep is the increase per tick while ramping up after a broker
+	// recovery (from the floor). Zero means DefaultRampStep.
+	RampStep int
+	// Backoff is the multiplicative decrease, in (0, 1): a shrink sets the
+	// limit to Backoff × limit (at least one less, never below Floor).
+	// Zero means DefaultBackoff.
+	Backoff float64
+	// FloorWindow is the number of ticks the latency floor is the minimum
+	// of. Zero means DefaultFloorWindow.
+	FloorWindow int
+	// Policy holds the thresholds of the decision table.
+	Policy Policy
+}
+
+func (c Config) withDefaults() Config {
+	if c.Floor <= 0 {
+		c.Floor = 1
+	}
+	if c.Initial <= 0 {
+		c.Initial = c.Budget
+	}
+	if c.GrowStep <= 0 {
+		c.GrowStep = DefaultGrowStep
+	}
+	if c.RampStep <= 0 {
+		c.RampStep = DefaultRampStep
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.FloorWindow <= 0 {
+		c.FloorWindow = DefaultFloorWindow
+	}
+	c.Policy = c.Policy.withDefaults()
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Group == "":
+		return errors.New("limiter config: empty Group")
+	case c.Budget < c.Floor:
+		return fmt.Errorf("limiter config %s: Budget %d below Floor %d", c.Group, c.Budget, c.Floor)
+	case c.Initial < c.Floor || c.Initial > c.Budget:
+		return fmt.Errorf("limiter config %s: Initial %d outside [%d, %d]", c.Group, c.Initial, c.Floor, c.Budget)
+	case c.Backoff >= 1:
+		return fmt.Errorf("limiter config %s: Backoff %v not below 1", c.Group, c.Backoff)
+	}
+	return nil
+}
+
+// Limiter is one consumer group's adaptive concurrency limit, an AIMD
+// limiter steered by the decision table (see the package documentation).
+// It implements ports.ConcurrencyLimit: the runner reads Limit and reports
+// each batch with Observe; the caller calls Tick once per interval with
+// the external signals. It starts no goroutine and reads time only from
+// its clock, so a test drives it exactly. All methods are safe for
+// concurrent use.
+type Limiter struct {
+	cfg   Config
+	clock ports.Clock
+
+	limit atomic.Int64 // what Limit returns: min(value, ceiling)
+
+	mu           sync.Mutex
+	value        int // the AIMD state, in [Floor, ceiling]
+	ceiling      int // Budget, or what a Budget grants, >= Floor
+	lastRecovery time.Time
+	floors       [][sizeBuckets]time.Duration // per tick and batch-size class: mean latency; 0 = no sample
+	next         int
+	acc          accumulator
+	last         Decision
+	lastAt       time.Time
+	counts       map[Reason]uint64
+}
+
+// accumulator sums the samples observed since the last tick.
+type accumulator struct {
+	batches, transient int
+	peakInFlight       int
+	poolWait           time.Duration
+	latency            [sizeBuckets]time.Duration // sums
+	count              [sizeBuckets]int
+}
+
+var _ ports.ConcurrencyLimit = (*Limiter)(nil)
+
+// NewLimiter validates cfg and returns a limiter at cfg.Initial.
+func NewLimiter(cfg Config, clock ports.Clock) (*Limiter, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if clock == nil {
+		return nil, fmt.Errorf("limiter %s: nil clock", cfg.Group)
+	}
+	l := &Limiter{
+		cfg: cfg, clock: clock, value: cfg.Initial, ceiling: cfg.Budget,
+		floors: make([][sizeBuckets]time.Duration, cfg.FloorWindow),
+		last:   Decision{Action: ActionHold, Reason: ReasonStart, Step: StepHold, Admission: AdmissionOpen},
+		counts: map[Reason]uint64{},
+	}
+	l.publish()
+	return l, nil
+}
+
+// Group returns the consumer group's name.
+func (l *Limiter) Group() string { return l.cfg.Group }
+
+// Limit returns the current limit: within [Floor, Budget], or up to the
+// ceiling a Budget granted its priority group.
+func (l *Limiter) Limit() int { return int(l.limit.Load()) }
+
+// Observe records one finished batch for the next Tick.
+func (l *Limiter) Observe(s ports.BatchSample) {
+	lat := s.TxLatency
+	if lat <= 0 {
+		lat = s.Duration
+	}
+	b := sizeBucket(s.Messages)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := &l.acc
+	a.batches++
+	if s.Transient {
+		a.transient++
+	}
+	a.peakInFlight = max(a.peakInFlight, s.InFlight)
+	a.poolWait += s.PoolWait
+	if lat > 0 {
+		a.latency[b] += lat
+		a.count[b]++
+	}
+}
+
+// sizeBucket returns the batch-size class of n messages.
+func sizeBucket(n int) int {
+	if n < 1 {
+		n = 1
+	}
+	return min(bits.Len(uint(n))-1, sizeBuckets-1)
+}
+
+// Tick takes one decision: it completes s with what the samples observed
+// since the last tick say (see below), applies the decision table, moves
+// the limit by the decision's step and returns the decision.
+//
+// From the samples: Now is the clock's time; TxLatency and
+// TxLatencyFloor, when s has no TxLatency, are the mean batch latency of
+// the interval and the floor it is compared with (the latency of batches
+// of the same sizes over the last FloorWindow ticks, so a backlog that
+// fills the batches does not read as pressure); ErrorRate and PoolWait are
+// at least the share of batches with a transient decision and their mean
+// pool wait.
+//
+// The steps: grow adds GrowStep, and ramp RampStep, only when the
+// interval's peak of in-flight calls reached the limit (a limit that does
+// not bind is not raised); ramp first drops the limit to Floor when the
+// recovery is one it has not seen; shrink multiplies by Backoff (at least
+// one less). The limit stays within [Floor, ceiling].
+func (l *Limiter) Tick(s Signals) Decision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s.Now = l.clock.Now()
+	s = l.merge(s)
+	d := l.cfg.Policy.Decide(s)
+	bound := l.peakBinds()
+	switch d.Step {
+	case StepGrow:
+		if bound {
+			l.value += l.cfg.GrowStep
+		}
+	case StepRamp:
+		if s.BrokerRecoveredAt.After(l.lastRecovery) {
+			l.lastRecovery = s.BrokerRecoveredAt
+			l.value = l.cfg.Floor
+		} else if bound {
+			l.value += l.cfg.RampStep
+		}
+	case StepShrink:
+		l.value = min(l.value-1, int(float64(l.value)*l.cfg.Backoff))
+	}
+	l.value = min(max(l.value, l.cfg.Floor), l.ceiling)
+	l.acc = accumulator{}
+	l.last, l.lastAt = d, s.Now
+	l.counts[d.Reason]++
+	l.publish()
+	return d
+}
+
+// peakBinds reports whether the in-flight calls reached the limit during
+// the interval.
+func (l *Limiter) peakBinds() bool {
+	return l.acc.peakInFlight >= int(l.limit.Load())
+}
+
+// merge completes s from the accumulated samples and records the
+// interval's latencies in the floor window.
+func (l *Limiter) merge(s Signals) Signals {
+	a := &l.acc
+	var tick [sizeBuckets]time.Duration
+	for b := range sizeBuckets {
+		if a.count[b] > 0 {
+			tick[b] = a.latency[b] / time.Duration(a.count[b])
+		}
+	}
+	if a.batches == 0 {
+		return s
+	}
+	l.floors[l.next] = tick
+	l.next = (l.next + 1) % len(l.floors)
+	if s.TxLatency == 0 {
+		var sum, floorSum time.Duration
+		n := 0
+		for b := range sizeBuckets {
+			if a.count[b] == 0 {
+				continue
+			}
+			sum += a.latency[b]
+			floorSum += time.Duration(a.count[b]) * l.floor(b)
+			n += a.count[b]
+		}
+		if n > 0 {
+			s.TxLatency = sum / time.Duration(n)
+			s.TxLatencyFloor = floorSum / time.Duration(n)
+		}
+	}
+	s.ErrorRate = max(s.ErrorRate, float64(a.transient)/float64(a.batches))
+	s.PoolWait = max(s.PoolWait, a.poolWait/time.Duration(a.batches))
+	return s
+}
+
+// floor returns the lowest mean latency of batch-size class b over the
+// window (the current tick included).
+func (l *Limiter) floor(b int) time.Duration {
+	var lo time.Duration
+	for _, t := range l.floors {
+		if t[b] > 0 && (lo == 0 || t[b] < lo) {
+			lo = t[b]
+		}
+	}
+	return lo
+}
+
+// setCeiling changes the highest limit (a Budget's grant), at least Floor;
+// a lower ceiling lowers the limit at once, a higher one lets it grow.
+func (l *Limiter) setCeiling(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ceiling = max(n, l.cfg.Floor)
+	l.value = min(l.value, l.ceiling)
+	l.publish()
+}
+
+// publish stores the limit Limit returns; l.mu is held.
+func (l *Limiter) publish() {
+	l.limit.Store(int64(min(l.value, l.ceiling)))
+}
+
+// State is a Limiter's current limit and its last decision: the values of
+// the gauge consumer_concurrency_limit{group} and of the counter
+// consumer_concurrency_decisions_total{group,reason}.
+type State struct {
+	Group string
+	// Limit is what Limit returns.
+	Limit int
+	// Floor and Budget are the configured bounds; Ceiling is the highest
+	// limit now (Budget, or what a Budget grants).
+	Floor, Budget, Ceiling int
+	// Last is the last decision (Reason ReasonStart before the first
+	// tick) and LastAt the time of its tick.
+	Last   Decision
+	LastAt time.Time
+	// Decisions counts the ticks by the reason of their decision.
+	Decisions map[Reason]uint64
+}
+
+// State returns the limiter's state.
+func (l *Limiter) State() State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return State{
+		Group: l.cfg.Group, Limit: l.Limit(), Floor: l.cfg.Floor, Budget: l.cfg.Budget, Ceiling: l.ceiling,
+		Last: l.last, LastAt: l.lastAt, Decisions: maps.Clone(l.counts),
+	}
+}

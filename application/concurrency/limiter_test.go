@@ -1,0 +1,263 @@
+package concurrency_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/application/concurrency"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// clock is a manual clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: t0} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newLimiter(t *testing.T, cfg concurrency.Config, c *clock) *concurrency.Limiter {
+	t.Helper()
+	l, err := concurrency.NewLimiter(cfg, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// busy reports a batch of n messages with latency lat while the limit is
+// fully used.
+func busy(l *concurrency.Limiter, n int, lat time.Duration) {
+	l.Observe(ports.BatchSample{Messages: n, Duration: lat, InFlight: l.Limit()})
+}
+
+// lagHigh is the external signal of a backlog with a healthy PostgreSQL
+// (the latency comes from the samples).
+func lagHigh() concurrency.Signals { return concurrency.Signals{Lag: time.Minute} }
+
+func TestLimiterGrowsAdditivelyUpToBudget(t *testing.T) {
+	c := newClock()
+	l := newLimiter(t, concurrency.Config{Group: "g", Floor: 1, Budget: 9, Initial: 2}, c)
+	want := []int{4, 6, 8, 9, 9}
+	for i, w := range want {
+		busy(l, 4, 5*time.Millisecond)
+		c.advance(time.Second)
+		d := l.Tick(lagHigh())
+		if d.Action != concurrency.ActionGrow || l.Limit() != w {
+			t.Fatalf("tick %d: %s, limit %d; want grow to %d", i, d.Action, l.Limit(), w)
+		}
+	}
+}
+
+// A limit that does not bind (fewer calls in flight than allowed, or no
+// batch finished) is not raised.
+func TestLimiterGrowsOnlyWhenTheLimitBinds(t *testing.T) {
+	c := newClock()
+	l := newLimiter(t, concurrency.Config{Group: "g", Floor: 1, Budget: 10, Initial: 4}, c)
+	l.Observe(ports.BatchSample{Messages: 4, Duration: time.Millisecond, InFlight: 3})
+	l.Tick(lagHigh())
+	l.Tick(lagHigh()) // no sample at all
+	if l.Limit() != 4 {
+		t.Fatalf("limit %d, want 4 (not binding)", l.Limit())
+	}
+}
+
+// Multiplicative decrease on each pressure signal, never below the floor.
+func TestLimiterShrinks(t *testing.T) {
+	cases := []struct {
+		name   string
+		sample ports.BatchSample
+		s      concurrency.Signals
+		reason concurrency.Reason
+	}{
+		{"pool wait reported by the caller", ports.BatchSample{Messages: 1, Duration: time.Millisecond},
+			concurrency.Signals{Lag: time.Minute, PoolWait: 50 * time.Millisecond}, concurrency.ReasonPoolWait},
+		{"pool wait in the samples", ports.BatchSample{Messages: 1, Duration: time.Millisecond, PoolWait: 50 * time.Millisecond},
+			lagHigh(), concurrency.ReasonPoolWait},
+		{"pool exhausted", ports.BatchSample{Messages: 1, Duration: time.Millisecond},
+			concurrency.Signals{Lag: time.Minute, PoolExhausted: true}, concurrency.ReasonPoolExhausted},
+		{"transient decisions", ports.BatchSample{Messages: 1, Duration: time.Millisecond, Transient: true},
+			lagHigh(), concurrency.ReasonErrors},
+		{"lock waits", ports.BatchSample{Messages: 1, Duration: time.Millisecond},
+			concurrency.Signals{Lag: time.Minute, LockWaits: 10}, concurrency.ReasonLockWaits},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20, Backoff: 0.5}, c)
+			for _, w := range []int{10, 5, 2, 2} {
+				l.Observe(tc.sample)
+				d := l.Tick(tc.s)
+				if d.Reason != tc.reason || d.Step != concurrency.StepShrink || l.Limit() != w {
+					t.Fatalf("%s/%s, limit %d; want shrink by %s to %d", d.Action, d.Reason, l.Limit(), tc.reason, w)
+				}
+			}
+		})
+	}
+}
+
+// A shrink takes at least one off, even when Backoff × limit rounds to
+// the limit.
+func TestLimiterShrinkTakesAtLeastOne(t *testing.T) {
+	l := newLimiter(t, concurrency.Config{Group: "g", Budget: 3, Backoff: 0.9}, newClock())
+	l.Tick(concurrency.Signals{PoolExhausted: true})
+	if l.Limit() != 2 {
+		t.Fatalf("limit %d, want 2", l.Limit())
+	}
+}
+
+// Latency against its recent floor, kept per batch-size class: a latency
+// three times the floor of the same batch size shrinks; fuller batches
+// taking longer than single messages do not.
+func TestLimiterLatencyAgainstItsFloor(t *testing.T) {
+	c := newClock()
+	l := newLimiter(t, concurrency.Config{Group: "g", Budget: 10, Initial: 6}, c)
+	for range 3 {
+		busy(l, 1, 4*time.Millisecond)
+		l.Tick(lagHigh())
+	}
+	if l.Limit() != 10 {
+		t.Fatalf("limit %d after healthy ticks, want 10", l.Limit())
+	}
+	busy(l, 16, 30*time.Millisecond) // first full batch: its own floor
+	if d := l.Tick(lagHigh()); d.Action != concurrency.ActionGrow {
+		t.Fatalf("a full batch slower than a single message: %s/%s, want grow", d.Action, d.Reason)
+	}
+	busy(l, 1, 12*time.Millisecond)
+	d := l.Tick(lagHigh())
+	if d.Reason != concurrency.ReasonLatency || l.Limit() != 7 {
+		t.Fatalf("latency 3x its floor: %s/%s, limit %d; want shrink by latency to 7", d.Action, d.Reason, l.Limit())
+	}
+	// The caller's own latency signals take precedence over the samples.
+	busy(l, 1, 40*time.Millisecond)
+	if d := l.Tick(concurrency.Signals{Lag: time.Minute, TxLatency: 5 * time.Millisecond, TxLatencyFloor: 4 * time.Millisecond}); d.Action != concurrency.ActionGrow {
+		t.Fatalf("caller's latency at its floor: %s/%s, want grow", d.Action, d.Reason)
+	}
+}
+
+// The floor is the minimum over FloorWindow ticks: an old fast interval
+// leaves the window.
+func TestLimiterFloorWindow(t *testing.T) {
+	l := newLimiter(t, concurrency.Config{Group: "g", Budget: 10, FloorWindow: 2}, newClock())
+	busy(l, 1, time.Millisecond)
+	l.Tick(lagHigh())
+	busy(l, 1, 3*time.Millisecond)
+	if d := l.Tick(lagHigh()); d.Reason != concurrency.ReasonLatency {
+		t.Fatalf("3x the floor inside the window: %s, want latency", d.Reason)
+	}
+	busy(l, 1, 3*time.Millisecond)
+	if d := l.Tick(lagHigh()); d.Reason != concurrency.ReasonLagHigh {
+		t.Fatalf("the fast tick left the window: %s, want lag_high", d.Reason)
+	}
+}
+
+// After a broker recovery the limit starts again from the floor and grows
+// by RampStep per tick; when the recovery window has passed it grows by
+// GrowStep again. A recovery is reset to the floor only once.
+func TestLimiterRampsAfterBrokerRecovery(t *testing.T) {
+	c := newClock()
+	l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20, GrowStep: 3, RampStep: 1,
+		Policy: concurrency.Policy{RecoveryWindow: 10 * time.Second}}, c)
+	recovered := c.Now()
+	s := concurrency.Signals{Lag: time.Minute, LagTrend: 2, BrokerRecoveredAt: recovered}
+	want := []int{2, 3, 4, 5, 6}
+	for i, w := range want {
+		busy(l, 1, time.Millisecond)
+		d := l.Tick(s)
+		if d.Action != concurrency.ActionRampUp || l.Limit() != w {
+			t.Fatalf("ramp tick %d: %s, limit %d; want ramp to %d", i, d.Action, l.Limit(), w)
+		}
+		c.advance(2 * time.Second)
+	}
+	// 10 s after the recovery: normal growth.
+	busy(l, 1, time.Millisecond)
+	if d := l.Tick(s); d.Action != concurrency.ActionGrow || l.Limit() != 9 {
+		t.Fatalf("after the window: %s, limit %d; want grow to 9", d.Action, l.Limit())
+	}
+	// A new recovery ramps from the floor again.
+	c.advance(time.Second)
+	s.BrokerRecoveredAt = c.Now()
+	busy(l, 1, time.Millisecond)
+	if d := l.Tick(s); d.Action != concurrency.ActionRampUp || l.Limit() != 2 {
+		t.Fatalf("second recovery: %s, limit %d; want ramp from 2", d.Action, l.Limit())
+	}
+}
+
+func TestLimiterState(t *testing.T) {
+	c := newClock()
+	l := newLimiter(t, concurrency.Config{Group: "orders", Floor: 1, Budget: 8, Initial: 4}, c)
+	if st := l.State(); st.Limit != 4 || st.Last.Reason != concurrency.ReasonStart || len(st.Decisions) != 0 {
+		t.Fatalf("initial state %+v", st)
+	}
+	c.advance(time.Second)
+	l.Tick(concurrency.Signals{PoolExhausted: true})
+	l.Tick(concurrency.Signals{PoolExhausted: true})
+	l.Tick(concurrency.Signals{})
+	st := l.State()
+	want := map[concurrency.Reason]uint64{concurrency.ReasonPoolExhausted: 2, concurrency.ReasonLagLow: 1}
+	if st.Group != "orders" || st.Limit != l.Limit() || st.Ceiling != 8 || st.Last.Reason != concurrency.ReasonLagLow ||
+		!st.LastAt.Equal(c.Now()) || len(st.Decisions) != len(want) {
+		t.Fatalf("state %+v", st)
+	}
+	for r, n := range want {
+		if st.Decisions[r] != n {
+			t.Errorf("decisions[%s] = %d, want %d", r, st.Decisions[r], n)
+		}
+	}
+}
+
+func TestLimiterConfig(t *testing.T) {
+	bad := []concurrency.Config{
+		{Budget: 4},
+		{Group: "g", Floor: 5, Budget: 4},
+		{Group: "g", Budget: 4, Initial: 5},
+		{Group: "g", Budget: 4, Backoff: 1},
+	}
+	for _, cfg := range bad {
+		if _, err := concurrency.NewLimiter(cfg, newClock()); err == nil {
+			t.Errorf("NewLimiter(%+v) accepted", cfg)
+		}
+	}
+	if _, err := concurrency.NewLimiter(concurrency.Config{Group: "g", Budget: 4}, nil); err == nil {
+		t.Error("NewLimiter with a nil clock accepted")
+	}
+	l := newLimiter(t, concurrency.Config{Group: "g", Budget: 4}, newClock())
+	if l.Limit() != 4 {
+		t.Errorf("default initial limit %d, want the budget 4", l.Limit())
+	}
+}
+
+// Observe and Limit from many goroutines while the caller ticks: the
+// limit stays within its bounds (run with -race to check the locking).
+func TestLimiterConcurrentUse(t *testing.T) {
+	l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 6}, newClock())
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				l.Observe(ports.BatchSample{Messages: 1 + i%16, Duration: time.Millisecond, Transient: (i+g)%7 == 0, InFlight: l.Limit()})
+				if n := l.Limit(); n < 2 || n > 6 {
+					t.Errorf("limit %d outside [2, 6]", n)
+					return
+				}
+			}
+		})
+	}
+	for range 200 {
+		l.Tick(lagHigh())
+	}
+	wg.Wait()
+}

@@ -1,0 +1,45 @@
+package ports
+
+import "time"
+
+// ConcurrencyLimit is an adaptive bound on a consumer group's concurrent
+// handler calls (spec 22: consumer throughput follows what PostgreSQL can
+// take). A consumer runner asks Limit before each receive and starts one
+// only while fewer handler calls than Limit are in flight (its own fixed
+// concurrency stays the hard cap), and reports every finished handler call
+// with Observe. The implementation adjusts the limit from the samples and
+// from whatever other signals it is given; the runner knows nothing of how.
+//
+// Contract: Limit is never above the budget the implementation was given
+// and never below its floor, which is at least 1, so a group always makes
+// progress. Both methods are safe for concurrent use, never block and
+// never fail. The interface is broker-neutral.
+type ConcurrencyLimit interface {
+	// Limit returns the number of handler calls that may run at once now.
+	Limit() int
+	// Observe reports one finished handler call (a batch).
+	Observe(BatchSample)
+}
+
+// BatchSample describes one finished handler call for a ConcurrencyLimit.
+type BatchSample struct {
+	// Messages is the number of deliveries in the batch.
+	Messages int
+	// Duration is how long the handler call took.
+	Duration time.Duration
+	// TxLatency is the longest Decision.TxLatency of the batch: the
+	// handler's own transaction latency; zero when the handler reports
+	// none.
+	TxLatency time.Duration
+	// Transient reports that at least one decision of the batch left its
+	// message unacknowledged (a transient error, a timeout, a canceled or
+	// conflicting transaction, a panicking handler): the work did not
+	// commit and will be redelivered.
+	Transient bool
+	// PoolWait is how long the handler waited for a database connection;
+	// zero when unknown.
+	PoolWait time.Duration
+	// InFlight is the number of handler calls of the group that were
+	// running when this one started, this one included.
+	InFlight int
+}
