@@ -80,6 +80,12 @@ type RunnerConfig struct {
 	// proxy to learn which brokers to receive from (one receive loop per
 	// broker, see Runner). Zero means DefaultRouteRefresh.
 	RouteRefresh time.Duration
+	// Limit, when set, is an adaptive bound below Concurrency: a receive
+	// starts only while fewer than min(Limit.Limit(), Concurrency) handler
+	// calls (and receives) are in flight, and every handler call is
+	// reported to Limit.Observe. A raised limit is seen when a call ends or
+	// within 50 ms. Nil: Concurrency alone bounds the calls.
+	Limit ports.ConcurrencyLimit
 }
 
 func (rc RunnerConfig) withDefaults() RunnerConfig {
@@ -126,8 +132,9 @@ func (rc RunnerConfig) validate() error {
 // Runner drives one SimpleConsumer and a ports.BatchHandler.
 //
 // It long-polls Receive for up to BatchSize messages, but only when one of
-// its Concurrency handler slots is free, so at most Concurrency handler
-// calls run at once and no message waits unprocessed while its invisible
+// its Concurrency handler slots is free (and, with a Limit, fewer calls
+// than Limit are in flight), so at most Concurrency handler calls run at
+// once and no message waits unprocessed while its invisible
 // duration runs. It receives from every broker that serves its topics at
 // once: one receive loop per broker named by the proxy's route of the
 // topics (read every RouteRefresh), each asking the proxy for its broker's
@@ -171,6 +178,8 @@ type Runner struct {
 	routes *protoConn
 	// tracer records a span per processed batch (nil: tracing off).
 	tracer trace.Tracer
+	// gate holds the calls to RunnerConfig.Limit (nil without one).
+	gate *limitGate
 }
 
 // NewRunner validates the configuration, installs the client runtime and
@@ -203,6 +212,10 @@ func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slo
 	m.Duplicate.WithLabelValues(rc.Group)
 	m.Inflight.WithLabelValues(rc.Group)
 	r := &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}
+	if rc.Limit != nil {
+		r.gate = &limitGate{limit: rc.Limit, max: rc.Concurrency, freed: make(chan struct{})}
+		r.handler = observed{BatchHandler: handler, gate: r.gate}
+	}
 	if cfg.Tracer != nil {
 		r.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/rocketmq")
 	}
@@ -436,6 +449,10 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 	// Receive failures back off to at most 1 s: after a proxy restart the
 	// consumers are back within a second of it.
 	backoff := newBackoff(100*time.Millisecond, time.Second)
+	release := func() {
+		r.gate.leave()
+		<-slots
+	}
 	for {
 		if !wanted(broker) {
 			return false
@@ -445,13 +462,17 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 			return false
 		case slots <- struct{}{}:
 		}
-		if !wanted(broker) {
+		if !r.gate.enter(ctx) {
 			<-slots
+			return false
+		}
+		if !wanted(broker) {
+			release()
 			return false
 		}
 		views, err := consumer.Receive(rctx, int32(r.rc.BatchSize), r.rc.InvisibleDuration)
 		if err != nil {
-			<-slots
+			release()
 			if ctx.Err() != nil {
 				return false
 			}
@@ -466,7 +487,7 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 		}
 		backoff.reset()
 		if len(views) == 0 {
-			<-slots
+			release()
 			continue
 		}
 		r.metrics.Inflight.WithLabelValues(r.rc.Group).Add(float64(len(views)))
@@ -475,11 +496,98 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 		go func() {
 			defer workers.Done()
 			defer own.Done()
-			defer func() { <-slots }()
+			defer release()
 			defer r.metrics.Inflight.WithLabelValues(r.rc.Group).Sub(float64(len(views)))
 			r.process(handlerCtx, consumer, views)
 		}()
 	}
+}
+
+// limitPoll is how often a receive loop held by RunnerConfig.Limit reads
+// the limit again when no handler call ends.
+const limitPoll = 50 * time.Millisecond
+
+// limitGate holds the receives and handler calls of a runner to
+// RunnerConfig.Limit: one enters (after taking its slot) only while fewer
+// than min(Limit(), Concurrency) are in. A nil gate lets everything in.
+type limitGate struct {
+	limit ports.ConcurrencyLimit
+	max   int
+
+	mu       sync.Mutex
+	inflight int
+	freed    chan struct{} // closed (and replaced) when one leaves
+}
+
+// enter waits until the limit lets one more in, or ctx ends (false).
+func (g *limitGate) enter(ctx context.Context) bool {
+	if g == nil {
+		return true
+	}
+	for {
+		g.mu.Lock()
+		if g.inflight < min(max(g.limit.Limit(), 1), g.max) {
+			g.inflight++
+			g.mu.Unlock()
+			return true
+		}
+		freed := g.freed
+		g.mu.Unlock()
+		t := time.NewTimer(limitPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-freed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// leave lets the next one in.
+func (g *limitGate) leave() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	close(g.freed)
+	g.freed = make(chan struct{})
+}
+
+// inFlight returns the number of receives and handler calls in.
+func (g *limitGate) inFlight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inflight
+}
+
+// observed reports every call of its handler to the gate's limit.
+type observed struct {
+	ports.BatchHandler
+	gate *limitGate
+}
+
+// HandleBatch calls the handler and reports the batch: a panicking handler
+// is reported as transient (the panic goes on to the runner).
+func (o observed) HandleBatch(ctx context.Context, ds []ports.Delivery) (decisions []ports.Decision) {
+	s := ports.BatchSample{Messages: len(ds), InFlight: o.gate.inFlight()}
+	start := time.Now()
+	returned := false
+	defer func() {
+		s.Duration = time.Since(start)
+		s.Transient = !returned
+		for _, d := range decisions {
+			s.Transient = s.Transient || !d.Ack
+			s.TxLatency = max(s.TxLatency, d.TxLatency)
+		}
+		o.gate.limit.Observe(s)
+	}()
+	decisions = o.BatchHandler.HandleBatch(ctx, ds)
+	returned = true
+	return decisions
 }
 
 // settingsLost reports whether err is the proxy's answer to a receive
