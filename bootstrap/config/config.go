@@ -346,7 +346,31 @@ type Workers struct {
 	// ReconcileGrace is how old an inconsistency must be before the
 	// reconciler repairs it (SECKILL_RECONCILE_GRACE).
 	ReconcileGrace time.Duration
+	// ConsumerLimiter chooses how the business consumers' concurrency is
+	// bounded (SECKILL_CONSUMER_LIMITER): LimiterFixed (default) keeps
+	// each group at its configured concurrency; LimiterAdaptive lets an
+	// adaptive limiter per group (spec 22.2) move it between
+	// ConsumerLimitFloor and that concurrency on PostgreSQL's signals and
+	// the backlog (RocketMQ only; RabbitMQ stays fixed).
+	ConsumerLimiter string
+	// ConsumerLimitFloor is the lowest concurrency of an adaptive group
+	// (SECKILL_CONSUMER_LIMIT_FLOOR, default 2, 1..the order-create
+	// concurrency); a group whose concurrency is lower keeps it as floor.
+	ConsumerLimitFloor int
+	// ConsumerLimitTick is how often the adaptive limiters decide
+	// (SECKILL_CONSUMER_LIMIT_TICK, default 1s, 100ms..1m).
+	ConsumerLimitTick time.Duration
 }
+
+// The consumer limiters SECKILL_CONSUMER_LIMITER chooses from.
+const (
+	LimiterFixed    = "fixed"
+	LimiterAdaptive = "adaptive"
+)
+
+// AdaptiveConsumers reports whether the business consumers run under the
+// adaptive concurrency limiter (SECKILL_CONSUMER_LIMITER=adaptive).
+func (c Config) AdaptiveConsumers() bool { return c.Workers.ConsumerLimiter == LimiterAdaptive }
 
 // Load reads the configuration through lookup (os.LookupEnv in
 // production) and validates it.
@@ -521,6 +545,12 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"period of the reconciler (0: off)"),
 			ReconcileGrace: r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second,
 				"age an inconsistency must reach before the reconciler repairs it"),
+			ConsumerLimiter: r.str("SECKILL_CONSUMER_LIMITER", LimiterFixed,
+				"bound of the business consumers' concurrency: fixed (each group at its configured concurrency) or adaptive (a limiter per group moves it between SECKILL_CONSUMER_LIMIT_FLOOR and that concurrency on PostgreSQL's pool, latency, lock waits and the backlog; RocketMQ only)"),
+			ConsumerLimitFloor: r.integer("SECKILL_CONSUMER_LIMIT_FLOOR", 2,
+				"lowest concurrency of a group under the adaptive limiter, 1..the order-create concurrency (a group configured lower keeps its own)"),
+			ConsumerLimitTick: r.duration("SECKILL_CONSUMER_LIMIT_TICK", time.Second,
+				"how often the adaptive limiter decides, 100ms..1m"),
 		},
 		Events: Events{
 			SequenceInterval: r.duration("SECKILL_EVENT_SEQUENCE_INTERVAL", 20*time.Millisecond,
@@ -634,6 +664,12 @@ func (c Config) validate() []error {
 	check(c.Workers.InvisibleDuration >= time.Second, "SECKILL_INVISIBLE_DURATION must be >= 1s (and >= the proxy's minInvisibleTimeMillsForRecv, 10s by default)")
 	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
 	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
+	check(c.Workers.ConsumerLimiter == LimiterFixed || c.Workers.ConsumerLimiter == LimiterAdaptive,
+		"SECKILL_CONSUMER_LIMITER must be fixed or adaptive, not %q", c.Workers.ConsumerLimiter)
+	check(c.Workers.ConsumerLimitFloor >= 1 && c.Workers.ConsumerLimitFloor <= c.ConsumerConcurrency(),
+		"SECKILL_CONSUMER_LIMIT_FLOOR must be 1..%d (the order-create concurrency)", c.ConsumerConcurrency())
+	check(c.Workers.ConsumerLimitTick >= 100*time.Millisecond && c.Workers.ConsumerLimitTick <= time.Minute,
+		"SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m")
 	check(c.Events.SequenceInterval > 0 && c.Events.PollInterval > 0 && c.Events.CheckpointInterval > 0,
 		"SECKILL_EVENT_SEQUENCE_INTERVAL, SECKILL_EVENT_POLL_INTERVAL and SECKILL_EVENT_CHECKPOINT_INTERVAL must be > 0")
 	check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")
@@ -665,6 +701,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("topic_prefix", c.RocketMQ.TopicPrefix),
 		slog.Duration("send_timeout", c.RocketMQ.SendTimeout),
 		slog.Int("consumer_batch", c.Orders.ConsumerBatch),
+		slog.String("consumer_limiter", c.Workers.ConsumerLimiter),
 		slog.String("failpoints", c.Failpoints),
 	)
 }

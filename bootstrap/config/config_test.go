@@ -209,3 +209,40 @@ func TestAuthJWKSSettings(t *testing.T) {
 		t.Fatalf("issuer/audience: %v %+v", err, c.Auth)
 	}
 }
+
+// TestConsumerLimiterSettings: the consumer limiter is fixed by default
+// with its floor and tick defaults, adaptive when asked, and every value
+// out of range is refused naming its variable.
+func TestConsumerLimiterSettings(t *testing.T) {
+	c, err := Load(env(localStack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers.ConsumerLimiter != LimiterFixed || c.AdaptiveConsumers() {
+		t.Fatalf("default limiter %q (adaptive %v), want fixed", c.Workers.ConsumerLimiter, c.AdaptiveConsumers())
+	}
+	if c.Workers.ConsumerLimitFloor != 2 || c.Workers.ConsumerLimitTick != time.Second {
+		t.Fatalf("defaults floor %d tick %v, want 2 and 1s", c.Workers.ConsumerLimitFloor, c.Workers.ConsumerLimitTick)
+	}
+	c, err = Load(env(with(localStack, "SECKILL_CONSUMER_LIMITER", "adaptive",
+		"SECKILL_CONSUMER_LIMIT_FLOOR", "4", "SECKILL_CONSUMER_LIMIT_TICK", "250ms")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.AdaptiveConsumers() || c.Workers.ConsumerLimitFloor != 4 || c.Workers.ConsumerLimitTick != 250*time.Millisecond {
+		t.Fatalf("adaptive settings read as %+v", c.Workers)
+	}
+	for _, tc := range []struct{ key, value, want string }{
+		{"SECKILL_CONSUMER_LIMITER", "gradient", "SECKILL_CONSUMER_LIMITER must be fixed or adaptive"},
+		{"SECKILL_CONSUMER_LIMIT_FLOOR", "0", "SECKILL_CONSUMER_LIMIT_FLOOR must be 1..22"},
+		{"SECKILL_CONSUMER_LIMIT_FLOOR", "23", "SECKILL_CONSUMER_LIMIT_FLOOR must be 1..22"},
+		{"SECKILL_CONSUMER_LIMIT_FLOOR", "two", "SECKILL_CONSUMER_LIMIT_FLOOR: \"two\" is not an integer"},
+		{"SECKILL_CONSUMER_LIMIT_TICK", "10ms", "SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m"},
+		{"SECKILL_CONSUMER_LIMIT_TICK", "2m", "SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m"},
+	} {
+		_, err := Load(env(with(localStack, "SECKILL_CONSUMER_LIMITER", "adaptive", tc.key, tc.value)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: error %v, want %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+}
