@@ -1,0 +1,279 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/application/concurrency"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// limitsClock is a clock the test moves.
+type limitsClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *limitsClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *limitsClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// memDatabase is DatabaseSignals in memory.
+type memDatabase struct {
+	mu      sync.Mutex
+	pool    PoolCounters
+	locks   int
+	lockErr error
+	counts  int // LockWaits calls
+}
+
+func (d *memDatabase) Pool() PoolCounters { d.mu.Lock(); defer d.mu.Unlock(); return d.pool }
+func (d *memDatabase) LockWaits(ctx context.Context) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.counts++
+	if _, ok := ctx.Deadline(); !ok {
+		return 0, errors.New("lock-wait count without a deadline")
+	}
+	return d.locks, d.lockErr
+}
+
+// memBacklog is BacklogMeasure in memory: Measure stores next.
+type memBacklog struct {
+	mu       sync.Mutex
+	state    BacklogState
+	next     BacklogState
+	measures int
+}
+
+func (b *memBacklog) State() BacklogState { b.mu.Lock(); defer b.mu.Unlock(); return b.state }
+func (b *memBacklog) Measure(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.measures++
+	b.state = b.next
+	return nil
+}
+
+// memBroker is ports.BrokerHealth in memory.
+type memBroker struct {
+	mu   sync.Mutex
+	down bool
+}
+
+func (b *memBroker) BrokerAvailable() (bool, time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.down, time.Time{}
+}
+
+type limitsFixture struct {
+	clock   *limitsClock
+	db      *memDatabase
+	backlog *memBacklog
+	broker  *memBroker
+	limits  *ConsumerLimits
+}
+
+func newLimitsFixture(t *testing.T) *limitsFixture {
+	t.Helper()
+	f := &limitsFixture{clock: &limitsClock{now: time.Unix(1_800_000_000, 0)}, db: &memDatabase{pool: PoolCounters{Max: 16}},
+		backlog: &memBacklog{}, broker: &memBroker{}}
+	f.gate(0)
+	l, err := NewConsumerLimits(ConsumerLimitsConfig{Priority: "create", Tick: time.Second, Groups: []ConsumerLimitGroup{
+		{Group: "create", Budget: 10, Floor: 2, Batch: 32},
+		{Group: "audit", Budget: 4, Floor: 2, Batch: 16},
+	}}, f.db, f.backlog, f.broker, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.limits = l
+	return f
+}
+
+// gate sets a fresh gate measurement with the oldest unresolved
+// reservation lag old (none when 0).
+func (f *limitsFixture) gate(lag time.Duration) {
+	now := f.clock.Now()
+	st := BacklogState{MeasuredAt: now, Interval: 250 * time.Millisecond, Ratio: 0.5}
+	if lag > 0 {
+		st.OldestUnresolvedAt = now.Add(-lag)
+	}
+	f.backlog.mu.Lock()
+	f.backlog.state, f.backlog.next = st, st
+	f.backlog.mu.Unlock()
+}
+
+// busy reports n batches of size messages at the group's current limit
+// (the limit binds), each taking latency.
+func (f *limitsFixture) busy(group string, n, size int, latency time.Duration) {
+	l := f.limits.Limit(group)
+	for range n {
+		l.Observe(ports.BatchSample{Messages: size, Duration: latency, InFlight: l.Limit()})
+	}
+}
+
+func (f *limitsFixture) tick(t *testing.T) map[string]concurrency.Decision {
+	t.Helper()
+	f.clock.add(time.Second)
+	return f.limits.Tick(context.Background())
+}
+
+func (f *limitsFixture) limit(group string) int { return f.limits.Limit(group).Limit() }
+
+// TestConsumerLimitsShrinkOnLockWaitsAndGrowBackOnLag: lock waits shrink
+// every group; with them gone and the order-create backlog old, the
+// order-create limit grows back to its budget, the audit group grows only
+// while its batches come full.
+func TestConsumerLimitsShrinkOnLockWaitsAndGrowBackOnLag(t *testing.T) {
+	f := newLimitsFixture(t)
+	if f.limit("create") != 10 || f.limit("audit") != 4 {
+		t.Fatalf("start limits %d, %d, want the budgets 10, 4", f.limit("create"), f.limit("audit"))
+	}
+	if f.limits.Limit("unknown") != nil {
+		t.Fatal("a group not under the limiter has a limit")
+	}
+	f.db.locks = 3
+	for range 3 {
+		f.busy("create", 5, 1, 5*time.Millisecond)
+		d := f.tick(t)
+		if d["create"].Reason != concurrency.ReasonLockWaits || d["audit"].Reason != concurrency.ReasonLockWaits {
+			t.Fatalf("with 3 lock waits: %+v", d)
+		}
+	}
+	if f.limit("create") != 2 || f.limit("audit") != 2 {
+		t.Fatalf("after 3 shrinks: %d, %d, want the floor 2 (10 -> 7 -> 4 -> 2) for both", f.limit("create"), f.limit("audit"))
+	}
+	f.db.locks = 0
+	for i := range 5 {
+		f.gate(5 * time.Second)
+		f.busy("create", 5, 1, 5*time.Millisecond)
+		if i < 1 {
+			f.busy("audit", 1, 16, 5*time.Millisecond) // a full batch: messages waited
+		}
+		d := f.tick(t)
+		if d["create"].Action != concurrency.ActionGrow {
+			t.Fatalf("tick %d, lag 5s and healthy: %+v", i, d["create"])
+		}
+		if want := map[bool]concurrency.Action{true: concurrency.ActionGrow, false: concurrency.ActionHold}[i < 1]; d["audit"].Action != want {
+			t.Fatalf("tick %d: audit %+v, want %s", i, d["audit"], want)
+		}
+	}
+	if f.limit("create") != 10 || f.limit("audit") != 4 {
+		t.Fatalf("after the lag: %d, %d, want 10 (2 + 2 per tick), 4", f.limit("create"), f.limit("audit"))
+	}
+	st := f.limits.States()
+	if st[0].Group != "create" || st[0].Last.Reason != concurrency.ReasonLagHigh || st[0].Decisions[concurrency.ReasonLockWaits] != 3 {
+		t.Fatalf("states %+v", st)
+	}
+	if f.db.counts != 8 {
+		t.Fatalf("lock waits counted %d times in 8 ticks, want once per tick", f.db.counts)
+	}
+}
+
+// TestConsumerLimitsReadThePool: acquires that waited on a full pool are
+// an exhausted pool; waits on a pool still opening connections are only a
+// pool wait, the mean over every acquire of the tick.
+func TestConsumerLimitsReadThePool(t *testing.T) {
+	f := newLimitsFixture(t)
+	f.db.pool = PoolCounters{Acquires: 100, EmptyAcquires: 10, EmptyAcquireWait: time.Second, Total: 8, Max: 16}
+	d := f.tick(t)
+	if d["create"].Reason != concurrency.ReasonPoolWait {
+		t.Fatalf("10 ms mean wait on a pool opening connections: %+v", d["create"])
+	}
+	f.db.pool = PoolCounters{Acquires: 200, EmptyAcquires: 11, EmptyAcquireWait: time.Second + time.Millisecond, Total: 16, Max: 16}
+	f.gate(5 * time.Second)
+	d = f.tick(t)
+	if d["create"].Action != concurrency.ActionShrinkPool || d["create"].Reason != concurrency.ReasonPoolExhausted {
+		t.Fatalf("an acquire waited on the full pool: %+v", d["create"])
+	}
+	d = f.tick(t) // counters unchanged: nothing waited this tick
+	if d["create"].Pressure != "" {
+		t.Fatalf("no acquire this tick: %+v", d["create"])
+	}
+}
+
+// TestConsumerLimitsRampAfterTheBrokerRecovers: once the publisher's
+// breaker reports the broker back, a lag that jumps ramps from the floor,
+// one step per binding tick.
+func TestConsumerLimitsRampAfterTheBrokerRecovers(t *testing.T) {
+	f := newLimitsFixture(t)
+	f.broker.down = true
+	f.tick(t)
+	f.broker.down = false
+	f.gate(5 * time.Second)
+	d := f.tick(t)
+	if d["create"].Action != concurrency.ActionRampUp || f.limit("create") != 2 {
+		t.Fatalf("first tick after the recovery: %+v, limit %d, want ramp from the floor 2", d["create"], f.limit("create"))
+	}
+	f.gate(6 * time.Second)
+	f.busy("create", 3, 32, 5*time.Millisecond)
+	d = f.tick(t)
+	if d["create"].Action != concurrency.ActionRampUp || f.limit("create") != 3 {
+		t.Fatalf("second tick: %+v, limit %d, want 3", d["create"], f.limit("create"))
+	}
+}
+
+// TestConsumerLimitsMeasureAStaleBacklog: without a fresh gate
+// measurement (no gate loop on a workers-only instance) a tick measures
+// the backlog itself; a failed lock-wait count is no lock wait.
+func TestConsumerLimitsMeasureAStaleBacklog(t *testing.T) {
+	f := newLimitsFixture(t)
+	f.clock.add(10 * time.Second) // the gate's measurement is now stale
+	now := f.clock.Now().Add(time.Second)
+	f.backlog.next = BacklogState{MeasuredAt: now, OldestUnresolvedAt: now.Add(-3 * time.Second), Interval: 250 * time.Millisecond}
+	f.db.lockErr = errors.New("timeout")
+	f.db.locks = 5
+	d := f.tick(t)
+	if f.backlog.measures != 1 {
+		t.Fatalf("backlog measured %d times, want 1", f.backlog.measures)
+	}
+	if d["create"].Reason != concurrency.ReasonLagHigh {
+		t.Fatalf("lag 3s from the tick's measurement, lock count failed: %+v", d["create"])
+	}
+}
+
+// TestConsumerLimitsRunStopsWithItsContext: Run returns nil once its
+// context ends.
+func TestConsumerLimitsRunStopsWithItsContext(t *testing.T) {
+	f := newLimitsFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.limits.Run(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context's end")
+	}
+}
+
+// TestConsumerLimitsValidate: a priority group missing from the groups,
+// a group twice or a nil dependency is refused.
+func TestConsumerLimitsValidate(t *testing.T) {
+	f := newLimitsFixture(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for name, cfg := range map[string]ConsumerLimitsConfig{
+		"no priority": {Priority: "x", Groups: []ConsumerLimitGroup{{Group: "a", Budget: 2}}},
+		"twice":       {Priority: "a", Groups: []ConsumerLimitGroup{{Group: "a", Budget: 2}, {Group: "a", Budget: 2}}},
+	} {
+		if _, err := NewConsumerLimits(cfg, f.db, f.backlog, f.broker, f.clock, log); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := NewConsumerLimits(ConsumerLimitsConfig{Priority: "a", Groups: []ConsumerLimitGroup{{Group: "a", Budget: 2}}},
+		nil, f.backlog, f.broker, f.clock, log); err == nil {
+		t.Error("nil database: no error")
+	}
+}
