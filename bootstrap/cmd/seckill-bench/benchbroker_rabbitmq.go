@@ -27,6 +27,9 @@ type rabbitMQNamespace struct {
 	rc   rabbitmq.Config
 	topo rabbitmq.Topology
 	log  *slog.Logger
+	// ackOneByOne turns the runner's multiple acks off
+	// (SECKILL_ACK_BATCH=false), as in the service.
+	ackOneByOne bool
 }
 
 func newRabbitMQNamespace(ctx context.Context, cfg config.Config, prefix string, log *slog.Logger) (*rabbitMQNamespace, error) {
@@ -35,7 +38,7 @@ func newRabbitMQNamespace(ctx context.Context, cfg config.Config, prefix string,
 	if err != nil {
 		return nil, err
 	}
-	e := &rabbitMQNamespace{rc: rc, topo: topo, log: log}
+	e := &rabbitMQNamespace{rc: rc, topo: topo, log: log, ackOneByOne: !cfg.RocketMQ.AckBatch}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := rabbitmq.Declare(dctx, rc, topo); err != nil {
@@ -79,7 +82,8 @@ func (e *rabbitMQNamespace) Group(g ports.ConsumerGroup) string {
 }
 
 func (e *rabbitMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, log *slog.Logger) (func(context.Context) error, error) {
-	rn, err := rabbitmq.NewRunner(e.rc, e.topo, rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: batch, Concurrency: concurrency},
+	rn, err := rabbitmq.NewRunner(e.rc, e.topo, rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: batch, Concurrency: concurrency,
+		AckOneByOne: e.ackOneByOne},
 		h, log, prometheus.NewRegistry())
 	if err != nil {
 		return nil, err
