@@ -134,7 +134,7 @@ type Authenticator struct {
 	audience    string
 	maxLifetime time.Duration
 	now         func() time.Time
-	parser      *jwt.Parser
+	headers     headerCache
 	verified    *verifiedTokens // nil: every token verified in full
 }
 
@@ -174,9 +174,35 @@ func NewAuthenticatorWith(ctx context.Context, o AuthOptions) (*Authenticator, e
 		a.set = set
 		a.algs = []string{AlgRS256, AlgES256, AlgEdDSA}
 	}
-	// The claims are checked here from the strict parse, not by jwt.
-	a.parser = jwt.NewParser(jwt.WithValidMethods(a.algs), jwt.WithoutClaimsValidation())
 	return a, nil
+}
+
+// verifySignature checks the JWS signature of parts (header, payload,
+// signature) with the library's signing method of h.Alg, which the caller
+// checked is accepted, and the key of the mode: the shared secret, or the
+// key set's key for h.Kid. The header and the claims are parsed strictly
+// by this package (parseHeader, parseClaims), so the library's own parse
+// of them (jwt.Parser) is not repeated here.
+func (a *Authenticator) verifySignature(ctx context.Context, h tokenHeader, parts []string) error {
+	method := jwt.GetSigningMethod(h.Alg)
+	if method == nil {
+		return fmt.Errorf("alg %q has no signing method", h.Alg)
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil {
+		return errors.New("signature is not base64url")
+	}
+	var key any = a.secret
+	if a.set != nil {
+		t := &jwt.Token{Header: map[string]any{"alg": h.Alg, "kid": h.Kid}, Method: method}
+		if key, err = a.set.key(ctx, t, h.Alg); err != nil {
+			return err
+		}
+	}
+	if err := method.Verify(parts[0]+"."+parts[1], sig, key); err != nil {
+		return fmt.Errorf("signature: %w", err)
+	}
+	return nil
 }
 
 // Verify parses and checks a bearer token and returns the identity.
@@ -216,11 +242,7 @@ func (a *Authenticator) verifyFull(ctx context.Context, token string) (Identity,
 	if len(parts) != 3 {
 		return Identity{}, time.Time{}, errors.New("not a compact JWS (three base64url parts separated by dots)")
 	}
-	hb, err := base64.RawURLEncoding.Strict().DecodeString(parts[0])
-	if err != nil {
-		return Identity{}, time.Time{}, errors.New("header is not base64url")
-	}
-	h, err := parseHeader(hb)
+	h, err := a.headers.parse(parts[0])
 	if err != nil {
 		return Identity{}, time.Time{}, err
 	}
@@ -230,12 +252,7 @@ func (a *Authenticator) verifyFull(ctx context.Context, token string) (Identity,
 	if a.set != nil && h.Kid == "" {
 		return Identity{}, time.Time{}, errors.New("kid is required")
 	}
-	if _, err := a.parser.Parse(token, func(t *jwt.Token) (any, error) {
-		if a.set == nil {
-			return a.secret, nil
-		}
-		return a.set.key(ctx, t, h.Alg)
-	}); err != nil {
+	if err := a.verifySignature(ctx, h, parts); err != nil {
 		return Identity{}, time.Time{}, err
 	}
 	pb, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -112,6 +114,47 @@ type tokenHeader struct {
 	Alg string
 	// Kid names the verification key ("kid", empty when absent).
 	Kid string
+}
+
+// headerCache remembers the headers that parsed, by their encoded form:
+// an issuer signs every token with the same few headers, so the strict
+// parse of each runs once. It holds at most maxCachedHeaders; a header
+// beyond that is parsed every time. A header that did not parse is never
+// kept. The zero value is ready to use and safe for concurrent use.
+type headerCache struct {
+	mu sync.RWMutex
+	m  map[string]tokenHeader
+}
+
+// maxCachedHeaders bounds a headerCache (a token's header is at most
+// MaxTokenBytes, so the cache holds at most 64 x 4 KiB).
+const maxCachedHeaders = 64
+
+// parse returns the header whose base64url form is encoded (see
+// parseHeader).
+func (c *headerCache) parse(encoded string) (tokenHeader, error) {
+	c.mu.RLock()
+	h, ok := c.m[encoded]
+	c.mu.RUnlock()
+	if ok {
+		return h, nil
+	}
+	hb, err := base64.RawURLEncoding.Strict().DecodeString(encoded)
+	if err != nil {
+		return tokenHeader{}, errors.New("header is not base64url")
+	}
+	if h, err = parseHeader(hb); err != nil {
+		return tokenHeader{}, err
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[string]tokenHeader, maxCachedHeaders)
+	}
+	if len(c.m) < maxCachedHeaders {
+		c.m[encoded] = h
+	}
+	c.mu.Unlock()
+	return h, nil
 }
 
 // parseHeader reads a token's decoded header strictly (see strictObject):
