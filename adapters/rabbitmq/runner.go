@@ -71,6 +71,12 @@ type RunnerConfig struct {
 	// handler is still running. Ordered groups (prefetch 1) and the
 	// dead-letter runner always acknowledge one by one.
 	AckOneByOne bool
+	// Limit, when set, is an adaptive bound below Concurrency: a batch
+	// read from the channel waits for its handler call until fewer than
+	// min(Limit.Limit(), Concurrency) calls run, and every call is
+	// reported to Limit.Observe (brokerkit.LimitGate). The prefetch stays
+	// Concurrency*BatchSize. Nil: Concurrency alone bounds the calls.
+	Limit ports.ConcurrencyLimit
 }
 
 func (rc RunnerConfig) withDefaults() RunnerConfig {
@@ -151,6 +157,9 @@ type Runner struct {
 
 	// tracer records a span per processed batch (nil: tracing off).
 	tracer trace.Tracer
+	// gate holds the handler calls to RunnerConfig.Limit (nil without
+	// one: it lets everything in).
+	gate *brokerkit.LimitGate
 }
 
 // NewRunner returns the runner of group rc.Group of topo.
@@ -196,6 +205,10 @@ func newRunner(cfg Config, topo Topology, rc RunnerConfig, h ports.BatchHandler,
 	}
 	r := &Runner{cfg: cfg, topo: topo, rc: rc, handler: h, log: log.With(slog.String("consumer_group", name)),
 		metrics: m, ackBatch: ackBatch, sources: srcs, name: name, origins: map[originKey]DeadLetter{}}
+	if rc.Limit != nil {
+		r.gate = brokerkit.NewLimitGate(rc.Limit, rc.Concurrency)
+		r.handler = r.gate.Observe(h)
+	}
 	if cfg.Tracer != nil {
 		r.tracer = cfg.Tracer.Tracer(tracerName)
 	}
@@ -398,6 +411,10 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 			return
 		case slots <- struct{}{}:
 		}
+		if !r.gate.Enter(ctx) {
+			<-slots
+			return
+		}
 		r.track(c, batch)
 		r.metrics.Inflight.WithLabelValues(r.name).Add(float64(len(batch)))
 		workers.Add(1)
@@ -405,7 +422,10 @@ func (r *Runner) read(ctx, handlerCtx context.Context, c *consumer, ds <-chan am
 			defer workers.Done()
 			defer r.metrics.Inflight.WithLabelValues(r.name).Sub(float64(len(batch)))
 			held := func() []hold {
-				defer func() { <-slots }()
+				defer func() {
+					r.gate.Leave()
+					<-slots
+				}()
 				return r.process(ctx, handlerCtx, c, parker, src, batch)
 			}()
 			// Held messages wait for their redelivery outside the handler

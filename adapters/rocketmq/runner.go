@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -179,7 +180,7 @@ type Runner struct {
 	// tracer records a span per processed batch (nil: tracing off).
 	tracer trace.Tracer
 	// gate holds the calls to RunnerConfig.Limit (nil without one).
-	gate *limitGate
+	gate *brokerkit.LimitGate
 }
 
 // NewRunner validates the configuration, installs the client runtime and
@@ -213,8 +214,8 @@ func NewRunner(cfg Config, rc RunnerConfig, handler ports.BatchHandler, log *slo
 	m.Inflight.WithLabelValues(rc.Group)
 	r := &Runner{cfg: cfg, rc: rc, handler: handler, log: log.With(slog.String("consumer_group", rc.Group)), metrics: m}
 	if rc.Limit != nil {
-		r.gate = &limitGate{limit: rc.Limit, max: rc.Concurrency, freed: make(chan struct{})}
-		r.handler = observed{BatchHandler: handler, gate: r.gate}
+		r.gate = brokerkit.NewLimitGate(rc.Limit, rc.Concurrency)
+		r.handler = r.gate.Observe(handler)
 	}
 	if cfg.Tracer != nil {
 		r.tracer = cfg.Tracer.Tracer("github.com/seckill-dev/seckill/adapters/rocketmq")
@@ -450,7 +451,7 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 	// consumers are back within a second of it.
 	backoff := newBackoff(100*time.Millisecond, time.Second)
 	release := func() {
-		r.gate.leave()
+		r.gate.Leave()
 		<-slots
 	}
 	for {
@@ -462,7 +463,7 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 			return false
 		case slots <- struct{}{}:
 		}
-		if !r.gate.enter(ctx) {
+		if !r.gate.Enter(ctx) {
 			<-slots
 			return false
 		}
@@ -501,93 +502,6 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 			r.process(handlerCtx, consumer, views)
 		}()
 	}
-}
-
-// limitPoll is how often a receive loop held by RunnerConfig.Limit reads
-// the limit again when no handler call ends.
-const limitPoll = 50 * time.Millisecond
-
-// limitGate holds the receives and handler calls of a runner to
-// RunnerConfig.Limit: one enters (after taking its slot) only while fewer
-// than min(Limit(), Concurrency) are in. A nil gate lets everything in.
-type limitGate struct {
-	limit ports.ConcurrencyLimit
-	max   int
-
-	mu       sync.Mutex
-	inflight int
-	freed    chan struct{} // closed (and replaced) when one leaves
-}
-
-// enter waits until the limit lets one more in, or ctx ends (false).
-func (g *limitGate) enter(ctx context.Context) bool {
-	if g == nil {
-		return true
-	}
-	for {
-		g.mu.Lock()
-		if g.inflight < min(max(g.limit.Limit(), 1), g.max) {
-			g.inflight++
-			g.mu.Unlock()
-			return true
-		}
-		freed := g.freed
-		g.mu.Unlock()
-		t := time.NewTimer(limitPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-freed:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// leave lets the next one in.
-func (g *limitGate) leave() {
-	if g == nil {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.inflight--
-	close(g.freed)
-	g.freed = make(chan struct{})
-}
-
-// inFlight returns the number of receives and handler calls in.
-func (g *limitGate) inFlight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inflight
-}
-
-// observed reports every call of its handler to the gate's limit.
-type observed struct {
-	ports.BatchHandler
-	gate *limitGate
-}
-
-// HandleBatch calls the handler and reports the batch: a panicking handler
-// is reported as transient (the panic goes on to the runner).
-func (o observed) HandleBatch(ctx context.Context, ds []ports.Delivery) (decisions []ports.Decision) {
-	s := ports.BatchSample{Messages: len(ds), InFlight: o.gate.inFlight()}
-	start := time.Now()
-	returned := false
-	defer func() {
-		s.Duration = time.Since(start)
-		s.Transient = !returned
-		for _, d := range decisions {
-			s.Transient = s.Transient || !d.Ack
-			s.TxLatency = max(s.TxLatency, d.TxLatency)
-		}
-		o.gate.limit.Observe(s)
-	}()
-	decisions = o.BatchHandler.HandleBatch(ctx, ds)
-	returned = true
-	return decisions
 }
 
 // settingsLost reports whether err is the proxy's answer to a receive
