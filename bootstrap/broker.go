@@ -53,6 +53,10 @@ type ConsumerOptions struct {
 	// LogAcks logs every acknowledged message at INFO (an opt-in: one
 	// line per message; without it acknowledgements are logged at DEBUG).
 	LogAcks bool
+	// Limit, when set, is the group's adaptive bound below Concurrency
+	// (SECKILL_CONSUMER_LIMITER=adaptive); the RocketMQ runner applies it,
+	// the RabbitMQ runner has no such hook and is never given one.
+	Limit ports.ConcurrencyLimit
 }
 
 // provideBroker builds the broker adapter cfg.Broker names and returns its
@@ -124,7 +128,7 @@ func (b *rocketMQBroker) Consumer(sub ports.Subscription, h ports.BatchHandler, 
 	}
 	return b.runner(rocketmq.RunnerConfig{Group: b.Group(sub.Group), Subscriptions: map[string]string{physical: "*"},
 		Orderly: sub.Ordered, BatchSize: opts.Batch, Concurrency: opts.Concurrency,
-		InvisibleDuration: b.cfg.Workers.InvisibleDuration, LogAcks: opts.LogAcks}, h)
+		InvisibleDuration: b.cfg.Workers.InvisibleDuration, LogAcks: opts.LogAcks, Limit: opts.Limit}, h)
 }
 
 func (b *rocketMQBroker) DeadLetterReader(reader func(origin func(ports.Delivery) (application.DeadLetterOrigin, bool)) ports.BatchHandler) (func(context.Context) error, error) {

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -18,14 +21,16 @@ import (
 // role the stock-books recovery, the dead-letter gauge, the resend
 // scanner, the outbox relay, the event sequencer, the reconciler and one consumer loop per
 // business group (plus the dead-letter reader), each consumer bounded as
-// configured; for RoleAll both.
+// configured (with SECKILL_CONSUMER_LIMITER=adaptive each group under
+// its adaptive limit, see provideConsumerLimits, ticked by the
+// consumer-limits worker); for RoleAll both.
 func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r ports.Reservations,
 	clock ports.Clock, m ports.Metrics, fp ports.Failpoints,
 	log *slog.Logger, acts *application.Activities, gate *application.BacklogGate, life *application.OrderLifecycle,
 	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
 	marker *application.SentMarker, policy application.CompensationPolicy, recovery *application.StockRecovery,
 	guard *redis.Guard, seq *application.Sequencer, events *application.EventSubscriptions,
-	stock *application.StockChanges) ([]Worker, error) {
+	stock *application.StockChanges, store *postgres.Store, reg prometheus.Registerer) ([]Worker, error) {
 	pub := ports.Publisher(broker)
 	w := cfg.Workers
 	var workers []Worker
@@ -59,25 +64,31 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 			return rec.Run(ctx, ports.ActorReconciler, w.ReconcileInterval)
 		}})
 	}
-	handlers := map[ports.ConsumerGroup]struct {
-		handler ports.BatchHandler
-		opts    ConsumerOptions
-	}{
-		ports.GroupOrderCreate: {application.NewCreateOrders(uow, r, acts, fp, log, broker.Group(ports.GroupOrderCreate), policy),
-			ConsumerOptions{Batch: cfg.Orders.ConsumerBatch, Concurrency: cfg.ConsumerConcurrency()}},
-		ports.GroupOrderTimeout: {application.NewCancelExpiredOrders(life, uow, m, log, broker.Group(ports.GroupOrderTimeout)),
-			ConsumerOptions{Batch: 16, Concurrency: 4}},
-		ports.GroupInventoryCompensate: {application.NewCompensateReservations(r, uow, clock, m, log, broker.Group(ports.GroupInventoryCompensate)),
-			ConsumerOptions{Batch: 16, Concurrency: 4}},
-		ports.GroupOrderProjection: {proj, ConsumerOptions{Batch: 16, Concurrency: 4}},
-		ports.GroupAudit:           {application.NewAuditEvents(uow, log, broker.Group(ports.GroupAudit)), ConsumerOptions{Batch: 32, Concurrency: 2}},
+	handlers := map[ports.ConsumerGroup]ports.BatchHandler{
+		ports.GroupOrderCreate:         application.NewCreateOrders(uow, r, acts, fp, log, broker.Group(ports.GroupOrderCreate), policy),
+		ports.GroupOrderTimeout:        application.NewCancelExpiredOrders(life, uow, m, log, broker.Group(ports.GroupOrderTimeout)),
+		ports.GroupInventoryCompensate: application.NewCompensateReservations(r, uow, clock, m, log, broker.Group(ports.GroupInventoryCompensate)),
+		ports.GroupOrderProjection:     proj,
+		ports.GroupAudit:               application.NewAuditEvents(uow, log, broker.Group(ports.GroupAudit)),
+	}
+	options := consumerOptions(cfg)
+	limits, err := provideConsumerLimits(cfg, store, gate, broker, clock, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	if limits != nil {
+		workers = append(workers, Worker{Name: "consumer-limits", Run: limits.Run})
 	}
 	for _, sub := range ports.Subscriptions() {
-		c, ok := handlers[sub.Group]
+		h, ok := handlers[sub.Group]
 		if !ok {
 			return nil, fmt.Errorf("consumer group %s has no handler", sub.Group)
 		}
-		run, err := broker.Consumer(sub, c.handler, c.opts)
+		opts := options[sub.Group]
+		if limits != nil {
+			opts.Limit = limits.Limit(broker.Group(sub.Group))
+		}
+		run, err := broker.Consumer(sub, h, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,140 @@
+package bootstrap_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+)
+
+// TestConsumerLimitFollowsASlowTransaction runs the service with
+// SECKILL_CONSUMER_LIMITER=adaptive under a steady stream of orders: the
+// order-create limit starts at its budget (the fixed concurrency); a
+// failpoint adding 300 ms inside the order-create transaction drops it to
+// its floor by decisions on latency or lock waits (at normal speed the
+// limiter may already have moved it: its latency floor is the fastest
+// tick's); once the failpoint is cleared the backlog it left makes the
+// limit climb back; every order is created exactly once.
+//
+// The consumer takes one message per transaction, so every batch falls in
+// the same latency class of the limiter and the slow transactions are
+// compared with the fast ones before them.
+func TestConsumerLimitFollowsASlowTransaction(t *testing.T) {
+	s := startSystem(t, options{configure: func(c *config.Config) {
+		c.Failpoints = ports.FailConsumerInTx + "=delay(0s)"
+		c.Workers.ConsumerLimiter = config.LimiterAdaptive
+		c.Workers.ConsumerLimitTick = 500 * time.Millisecond
+		c.Orders.ConsumerBatch = 1
+	}})
+	budget := s.cfg.ConsumerConcurrency()
+	floor := s.cfg.Workers.ConsumerLimitFloor
+	group := `group="` + s.app.Broker.Group(ports.GroupOrderCreate) + `"`
+	limit := func() int { return int(s.metric("consumer_concurrency_limit", group)) }
+	decisions := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, r := range []string{"lag_high", "lag_low", "pool_exhausted", "pool_wait", "wal_saturated", "latency",
+			"lock_waits", "errors", "broker_recovered", "deadline"} {
+			if n := s.metric("consumer_concurrency_decisions_total", group, `reason="`+r+`"`); n > 0 {
+				out[r] = n
+			}
+		}
+		return out
+	}
+	if got := limit(); got != budget {
+		t.Fatalf("limit at start %d, want the budget %d", got, budget)
+	}
+	const activity = 70
+	s.activity(activity, 1_000_000, 10*time.Minute, 10*time.Minute)
+
+	// A steady stream of orders, about 250 a second, each by its own
+	// user; bounded in count and stopped when the test ends.
+	var (
+		accepted, sent atomic.Int64
+		wg             sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopLoad)
+	const placers, maxOrders = 8, 40_000
+	for w := range placers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(30 * time.Millisecond):
+				}
+				if sent.Add(1) > maxOrders {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				res, err := s.place(ctx, 1_000_000+int64(w)*100_000+int64(i), activity, fmt.Sprintf("lim-%d-%d", w, i))
+				cancel()
+				if err == nil && res.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_REJECTED {
+					accepted.Add(1)
+				}
+			}
+		}()
+	}
+	// The limiter learns the latency of the fast transactions first.
+	s.eventually(30*time.Second, "orders are created at normal speed", func() bool {
+		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) >= 100
+	})
+	before := limit()
+	slowBefore := decisions()["latency"] + decisions()["lock_waits"]
+	t.Logf("at normal speed: limit %d, decisions %v", before, decisions())
+
+	if err := s.app.Failpoints.Set(ports.FailConsumerInTx, "delay(300ms)"); err != nil {
+		t.Fatal(err)
+	}
+	low := before
+	s.eventually(20*time.Second, "the order-create limit drops to its floor on latency or lock waits with the transaction slowed", func() bool {
+		low = min(low, limit())
+		d := decisions()
+		return low <= floor && d["latency"]+d["lock_waits"] > slowBefore
+	})
+	// Hold the slowdown while a backlog builds: the oldest unresolved
+	// reservation ages beyond the limiter's 2 s of lag.
+	s.eventually(30*time.Second, "a backlog older than 3 s builds behind the slow consumer", func() bool {
+		low = min(low, limit())
+		return s.metric("reservation_unresolved_oldest_age_seconds") > 3
+	})
+	if err := s.app.Failpoints.Set(ports.FailConsumerInTx, "delay(0s)"); err != nil {
+		t.Fatal(err)
+	}
+	high := low
+	s.eventually(30*time.Second, fmt.Sprintf("the limit climbs back from %d once the slowdown ended", low), func() bool {
+		high = max(high, limit())
+		return high >= min(low+4, budget)
+	})
+	stopLoad()
+	s.invariants(activity)
+	if live := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activity); live != accepted.Load() {
+		t.Errorf("%d live orders for %d accepted reservations", live, accepted.Load())
+	}
+	t.Logf("budget %d, floor %d: the limit dropped to %d and climbed back to %d; %d orders accepted; decisions %v",
+		budget, floor, low, high, accepted.Load(), decisions())
+}
+
+// TestConsumerLimitOffByDefault: with the default SECKILL_CONSUMER_LIMITER
+// (fixed) no limiter runs and none is exported.
+func TestConsumerLimitOffByDefault(t *testing.T) {
+	s := startSystem(t, options{})
+	for _, w := range s.app.Workers {
+		if w.Name == "consumer-limits" {
+			t.Fatal("the consumer-limits worker runs with the fixed limiter")
+		}
+	}
+	group := `group="` + s.app.Broker.Group(ports.GroupOrderCreate) + `"`
+	if n := s.metric("consumer_concurrency_limit", group); n != 0 {
+		t.Fatalf("consumer_concurrency_limit exported as %v with the fixed limiter", n)
+	}
+}

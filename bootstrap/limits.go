@@ -1,0 +1,119 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/adapters/postgres"
+	"github.com/seckill-dev/seckill/application"
+	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// consumerOptions returns each business group's batch and concurrency:
+// the order-create group's from the pool's consumer budget
+// (cfg.ConsumerConcurrency), the others fixed. Under the adaptive limiter
+// the concurrency is the group's budget, the highest limit.
+func consumerOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions {
+	return map[ports.ConsumerGroup]ConsumerOptions{
+		ports.GroupOrderCreate:         {Batch: cfg.Orders.ConsumerBatch, Concurrency: cfg.ConsumerConcurrency()},
+		ports.GroupOrderTimeout:        {Batch: 16, Concurrency: 4},
+		ports.GroupInventoryCompensate: {Batch: 16, Concurrency: 4},
+		ports.GroupOrderProjection:     {Batch: 16, Concurrency: 4},
+		ports.GroupAudit:               {Batch: 32, Concurrency: 2},
+	}
+}
+
+// provideConsumerLimits builds the adaptive limiters of the business
+// consumer groups when SECKILL_CONSUMER_LIMITER=adaptive on an instance
+// that runs the workers with the RocketMQ adapter, and registers their
+// metrics; otherwise it returns nil and every consumer keeps its fixed
+// concurrency. The RabbitMQ runner has no limit hook yet: with
+// SECKILL_BROKER=rabbitmq the setting is logged and left fixed.
+//
+// The groups are named by their physical names (Broker.Group), the group
+// label of the consumers' other metrics. The order-create group has
+// priority in the shared budget.
+func provideConsumerLimits(cfg config.Config, store *postgres.Store, gate *application.BacklogGate, broker Broker,
+	clock ports.Clock, reg prometheus.Registerer, log *slog.Logger) (*application.ConsumerLimits, error) {
+	if !cfg.AdaptiveConsumers() || !cfg.RunsWorkers() {
+		return nil, nil
+	}
+	if cfg.Broker != config.BrokerRocketMQ {
+		log.Warn("SECKILL_CONSUMER_LIMITER=adaptive applies to the RocketMQ consumers only; the RabbitMQ consumers keep their fixed concurrency",
+			"broker", cfg.Broker)
+		return nil, nil
+	}
+	lc := application.ConsumerLimitsConfig{Priority: broker.Group(ports.GroupOrderCreate), Tick: cfg.Workers.ConsumerLimitTick}
+	for g, o := range consumerOptions(cfg) {
+		lc.Groups = append(lc.Groups, application.ConsumerLimitGroup{Group: broker.Group(g), Budget: o.Concurrency,
+			Floor: cfg.Workers.ConsumerLimitFloor, Batch: o.Batch})
+	}
+	limits, err := application.NewConsumerLimits(lc, databaseSignals{store}, gate, broker, clock,
+		log.With("component", "consumer-limits"))
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(newLimitsCollector(limits)); err != nil {
+		return nil, fmt.Errorf("consumer limit metrics: %w", err)
+	}
+	return limits, nil
+}
+
+// databaseSignals is application.DatabaseSignals on the PostgreSQL
+// adapter.
+type databaseSignals struct{ s *postgres.Store }
+
+// Pool implements application.DatabaseSignals.
+func (d databaseSignals) Pool() application.PoolCounters {
+	p := d.s.PoolStats()
+	return application.PoolCounters{Acquires: p.Acquires, EmptyAcquires: p.EmptyAcquires, EmptyAcquireWait: p.EmptyAcquireWait,
+		Acquired: p.Acquired, Total: p.Total, Max: p.Max}
+}
+
+// LockWaits implements application.DatabaseSignals.
+func (d databaseSignals) LockWaits(ctx context.Context) (int, error) {
+	n, err := d.s.LockWaits(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("lock waits: %w", err)
+	}
+	return n, nil
+}
+
+// limitsCollector exports the limiters' state at scrape time: the gauge
+// consumer_concurrency_limit{group} and the counter
+// consumer_concurrency_decisions_total{group,reason}.
+type limitsCollector struct {
+	limits           *application.ConsumerLimits
+	limit, decisions *prometheus.Desc
+}
+
+func newLimitsCollector(limits *application.ConsumerLimits) limitsCollector {
+	return limitsCollector{limits: limits,
+		limit: prometheus.NewDesc("consumer_concurrency_limit",
+			"Concurrent handler calls the adaptive limiter allows the consumer group now (SECKILL_CONSUMER_LIMITER=adaptive).",
+			[]string{"group"}, nil),
+		decisions: prometheus.NewDesc("consumer_concurrency_decisions_total",
+			"Decisions of the group's adaptive concurrency limiter, by the signal that chose them.",
+			[]string{"group", "reason"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c limitsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.limit
+	ch <- c.decisions
+}
+
+// Collect implements prometheus.Collector.
+func (c limitsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.limits.States() {
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.Limit), st.Group)
+		for reason, n := range st.Decisions {
+			ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(n), st.Group, string(reason))
+		}
+	}
+}
