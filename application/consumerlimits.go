@@ -88,8 +88,9 @@ type ConsumerLimitsConfig struct {
 //     gate loop), and its trend; for the other groups, which the service
 //     does not measure, lag high when a full batch was observed during
 //     the tick (messages waited), else zero;
-//   - the pool: mean wait per acquire over the tick, and exhausted when
-//     every connection was open and acquires still waited;
+//   - the pool: when every connection is open (a wait on a pool still
+//     opening connections is the opening, not pressure), the mean wait
+//     per acquire over the tick, and exhausted when acquires waited;
 //   - lock waits: one count of the database's sessions waiting on a lock,
 //     bounded by LockWaitTimeout (a failed count is zero);
 //   - the broker's recovery: when the publisher's breaker
@@ -254,12 +255,14 @@ func (c *ConsumerLimits) database(ctx context.Context) concurrency.Signals {
 	acquires := p.Acquires - c.prevPool.Acquires
 	empty := p.EmptyAcquires - c.prevPool.EmptyAcquires
 	wait := p.EmptyAcquireWait - c.prevPool.EmptyAcquireWait
-	if acquires > 0 && wait > 0 {
+	// An empty acquire on a pool not yet at its size only waited for a
+	// new connection (the pool opening, not pressure); on a full pool it
+	// waited for another acquire to end.
+	full := p.Max > 0 && p.Total >= p.Max
+	if full && acquires > 0 && wait > 0 {
 		s.PoolWait = wait / time.Duration(acquires)
 	}
-	// An empty acquire on a pool not yet at its size only waited for a
-	// new connection; on a full pool it waited for another to end.
-	s.PoolExhausted = empty > 0 && p.Max > 0 && p.Total >= p.Max
+	s.PoolExhausted = full && empty > 0
 	c.prevPool = p
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.LockWaitTimeout)
 	n, err := c.db.LockWaits(lctx)
