@@ -2,12 +2,14 @@ package bootstrap_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -119,6 +121,24 @@ func TestConsumerLimitFollowsASlowTransaction(t *testing.T) {
 	s.invariants(activity)
 	if live := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activity); live != accepted.Load() {
 		t.Errorf("%d live orders for %d accepted reservations", live, accepted.Load())
+	}
+	// The status page shows each group's limit beside its in-flight calls.
+	body, err := fetchStatus("http://" + s.app.OpsAddr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st bootstrap.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	shown := false
+	for _, row := range st.Consumers.Groups {
+		if row.Group == s.app.Broker.Group(ports.GroupOrderCreate) && row.Limit != nil && int(*row.Limit) >= floor && int(*row.Limit) <= budget {
+			shown = true
+		}
+	}
+	if !shown {
+		t.Errorf("/status.json shows no order-create limit within [%d, %d]: %+v", floor, budget, st.Consumers.Groups)
 	}
 	t.Logf("budget %d, floor %d: the limit dropped to %d and climbed back to %d; %d orders accepted; decisions %v",
 		budget, floor, low, high, accepted.Load(), decisions())

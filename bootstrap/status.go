@@ -238,6 +238,9 @@ type ConsumerRow struct {
 	Ready       *float64 `json:"ready"`
 	LagMessages *float64 `json:"lag_messages"`
 	Inflight    *float64 `json:"inflight"`
+	// Limit is consumer_concurrency_limit: the group's adaptive
+	// concurrency limit on this instance (nil with the fixed limiter).
+	Limit *float64 `json:"concurrency_limit,omitempty"`
 }
 
 // StatusDeadLetters are the open dead letters.
@@ -561,7 +564,8 @@ func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) Sta
 		sec.Error = gatherErr.Error()
 	}
 	byGroup := map[string]*ConsumerRow{}
-	for _, name := range []string{"mq_consumer_lag_seconds", "mq_consumer_ready", "mq_consumer_lag_messages", "mq_consumer_inflight"} {
+	for _, name := range []string{"mq_consumer_lag_seconds", "mq_consumer_ready", "mq_consumer_lag_messages", "mq_consumer_inflight",
+		"consumer_concurrency_limit"} {
 		for _, m := range families[name].GetMetric() {
 			g := label(m, "group")
 			row := byGroup[g]
@@ -579,6 +583,8 @@ func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) Sta
 				row.LagMessages = &v
 			case "mq_consumer_inflight":
 				row.Inflight = &v
+			case "consumer_concurrency_limit":
+				row.Limit = &v
 			}
 		}
 	}
@@ -868,9 +874,9 @@ orders/s is the change of the orders (every instance, net of cancellations) sinc
 {{with .Consumers.Error}}<div class="err">{{.}}</div>{{end}}
 {{if isFalse .Consumers.BrokerMetricsUp}}<div class="err">the last read of the broker's exporter failed (mq_broker_metrics_up 0)</div>{{end}}
 <table>
-<tr><th>group</th><th>oldest unacked</th><th>ready</th><th>unacked</th><th>in flight here</th></tr>
+<tr><th>group</th><th>oldest unacked</th><th>ready</th><th>unacked</th><th>in flight here</th><th>limit here</th></tr>
 {{range .Consumers.Groups}}<tr data-group="{{.Group}}">
-<td>{{.Group}}</td><td class="{{lagClass .LagSeconds}}">{{optSecs .LagSeconds}}</td><td>{{optNum .Ready}}</td><td>{{optNum .LagMessages}}</td><td>{{optNum .Inflight}}</td></tr>
+<td>{{.Group}}</td><td class="{{lagClass .LagSeconds}}">{{optSecs .LagSeconds}}</td><td>{{optNum .Ready}}</td><td>{{optNum .LagMessages}}</td><td>{{optNum .Inflight}}</td><td>{{optNum .Limit}}</td></tr>
 {{end}}</table>
 {{if isNil .Consumers.BrokerMetricsUp}}<p class="muted">The broker's figures (oldest unacked, ready, unacked) are not read: SECKILL_ROCKETMQ_METRICS_URL is not set.</p>{{end}}
 </section>
