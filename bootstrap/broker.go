@@ -54,8 +54,8 @@ type ConsumerOptions struct {
 	// line per message; without it acknowledgements are logged at DEBUG).
 	LogAcks bool
 	// Limit, when set, is the group's adaptive bound below Concurrency
-	// (SECKILL_CONSUMER_LIMITER=adaptive); the RocketMQ runner applies it,
-	// the RabbitMQ runner has no such hook and is never given one.
+	// (SECKILL_CONSUMER_LIMITER=adaptive), applied by either broker's
+	// runner (RunnerConfig.Limit).
 	Limit ports.ConcurrencyLimit
 }
 
@@ -187,7 +187,7 @@ func (b *rabbitMQBroker) Group(g ports.ConsumerGroup) string {
 
 func (b *rabbitMQBroker) Consumer(sub ports.Subscription, h ports.BatchHandler, opts ConsumerOptions) (func(context.Context) error, error) {
 	rn, err := rabbitmq.NewRunner(b.rc, b.Topology(), rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: opts.Batch,
-		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks}, h, b.log, b.reg)
+		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks, Limit: opts.Limit}, h, b.log, b.reg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", sub.Group, err)
 	}

@@ -28,7 +28,11 @@ import (
 // the same latency class of the limiter and the slow transactions are
 // compared with the fast ones before them.
 func TestConsumerLimitFollowsASlowTransaction(t *testing.T) {
-	s := startSystem(t, options{configure: func(c *config.Config) {
+	forEachBroker(t, consumerLimitFollowsASlowTransaction)
+}
+
+func consumerLimitFollowsASlowTransaction(t *testing.T, broker string) {
+	s := startSystem(t, options{broker: broker, configure: func(c *config.Config) {
 		c.Failpoints = ports.FailConsumerInTx + "=delay(0s)"
 		c.Workers.ConsumerLimiter = config.LimiterAdaptive
 		c.Workers.ConsumerLimitTick = 500 * time.Millisecond

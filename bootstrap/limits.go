@@ -29,10 +29,8 @@ func consumerOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions 
 
 // provideConsumerLimits builds the adaptive limiters of the business
 // consumer groups when SECKILL_CONSUMER_LIMITER=adaptive on an instance
-// that runs the workers with the RocketMQ adapter, and registers their
-// metrics; otherwise it returns nil and every consumer keeps its fixed
-// concurrency. The RabbitMQ runner has no limit hook yet: with
-// SECKILL_BROKER=rabbitmq the setting is logged and left fixed.
+// that runs the workers, and registers their metrics; otherwise it
+// returns nil and every consumer keeps its fixed concurrency.
 //
 // The groups are named by their physical names (Broker.Group), the group
 // label of the consumers' other metrics. The order-create group has
@@ -40,11 +38,6 @@ func consumerOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions 
 func provideConsumerLimits(cfg config.Config, store *postgres.Store, gate *application.BacklogGate, broker Broker,
 	clock ports.Clock, reg prometheus.Registerer, log *slog.Logger) (*application.ConsumerLimits, error) {
 	if !cfg.AdaptiveConsumers() || !cfg.RunsWorkers() {
-		return nil, nil
-	}
-	if cfg.Broker != config.BrokerRocketMQ {
-		log.Warn("SECKILL_CONSUMER_LIMITER=adaptive applies to the RocketMQ consumers only; the RabbitMQ consumers keep their fixed concurrency",
-			"broker", cfg.Broker)
 		return nil, nil
 	}
 	lc := application.ConsumerLimitsConfig{Priority: broker.Group(ports.GroupOrderCreate), Tick: cfg.Workers.ConsumerLimitTick}

@@ -351,7 +351,7 @@ type Workers struct {
 	// each group at its configured concurrency; LimiterAdaptive lets an
 	// adaptive limiter per group (spec 22.2) move it between
 	// ConsumerLimitFloor and that concurrency on PostgreSQL's signals and
-	// the backlog (RocketMQ only; RabbitMQ stays fixed).
+	// the backlog.
 	ConsumerLimiter string
 	// ConsumerLimitFloor is the lowest concurrency of an adaptive group
 	// (SECKILL_CONSUMER_LIMIT_FLOOR, default 2, 1..the order-create
@@ -546,7 +546,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			ReconcileGrace: r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second,
 				"age an inconsistency must reach before the reconciler repairs it"),
 			ConsumerLimiter: r.str("SECKILL_CONSUMER_LIMITER", LimiterFixed,
-				"bound of the business consumers' concurrency: fixed (each group at its configured concurrency) or adaptive (a limiter per group moves it between SECKILL_CONSUMER_LIMIT_FLOOR and that concurrency on PostgreSQL's pool, latency, lock waits and the backlog; RocketMQ only)"),
+				"bound of the business consumers' concurrency: fixed (each group at its configured concurrency) or adaptive (a limiter per group moves it between SECKILL_CONSUMER_LIMIT_FLOOR and that concurrency on PostgreSQL's pool, latency, lock waits and the backlog)"),
 			ConsumerLimitFloor: r.integer("SECKILL_CONSUMER_LIMIT_FLOOR", 2,
 				"lowest concurrency of a group under the adaptive limiter, 1..the order-create concurrency (a group configured lower keeps its own)"),
 			ConsumerLimitTick: r.duration("SECKILL_CONSUMER_LIMIT_TICK", time.Second,
