@@ -187,7 +187,7 @@ func (b *rabbitMQBroker) Group(g ports.ConsumerGroup) string {
 
 func (b *rabbitMQBroker) Consumer(sub ports.Subscription, h ports.BatchHandler, opts ConsumerOptions) (func(context.Context) error, error) {
 	rn, err := rabbitmq.NewRunner(b.rc, b.Topology(), rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: opts.Batch,
-		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks, Limit: opts.Limit}, h, b.log, b.reg)
+		Concurrency: opts.Concurrency, LogAcks: opts.LogAcks, Limit: opts.Limit, AckOneByOne: !b.cfg.RocketMQ.AckBatch}, h, b.log, b.reg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", sub.Group, err)
 	}

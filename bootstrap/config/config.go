@@ -267,8 +267,9 @@ type RocketMQ struct {
 	// one per call, through the client library).
 	SendBatch int
 	// AckBatch acknowledges the messages of a consumer batch with one
-	// AckMessage call per topic (SECKILL_ACK_BATCH, default true; false:
-	// one call per message, through the client library).
+	// AckMessage call per topic on RocketMQ, and with multiple acks on
+	// RabbitMQ (SECKILL_ACK_BATCH, default true; false: one
+	// acknowledgement per message).
 	AckBatch bool
 	// ClientLogDir receives the Go client's own log files
 	// (SECKILL_ROCKETMQ_LOG_DIR).
@@ -492,7 +493,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			SendBatch: r.integer("SECKILL_SEND_BATCH", 32,
 				"concurrent plain messages of one topic one SendMessage call may carry (0 or 1: one per call)"),
 			AckBatch: r.boolean("SECKILL_ACK_BATCH", true,
-				"acknowledge a consumer batch with one AckMessage call per topic (false: one call per message)"),
+				"acknowledge a consumer batch together: one AckMessage call per topic on RocketMQ, multiple acks on RabbitMQ (false: one acknowledgement per message)"),
 			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", "",
 				"directory of the RocketMQ client's own log files (empty: the client's default)"),
 			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
