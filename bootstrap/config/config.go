@@ -667,10 +667,14 @@ func (c Config) validate() []error {
 	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
 	check(c.Workers.ConsumerLimiter == LimiterFixed || c.Workers.ConsumerLimiter == LimiterAdaptive,
 		"SECKILL_CONSUMER_LIMITER must be fixed or adaptive, not %q", c.Workers.ConsumerLimiter)
-	check(c.Workers.ConsumerLimitFloor >= 1 && c.Workers.ConsumerLimitFloor <= c.ConsumerConcurrency(),
-		"SECKILL_CONSUMER_LIMIT_FLOOR must be 1..%d (the order-create concurrency)", c.ConsumerConcurrency())
-	check(c.Workers.ConsumerLimitTick >= 100*time.Millisecond && c.Workers.ConsumerLimitTick <= time.Minute,
-		"SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m")
+	if c.Workers.ConsumerLimiter == LimiterAdaptive {
+		// The floor and the tick mean nothing to the fixed limiter: a
+		// small pool (a floor above its concurrency) stays valid there.
+		check(c.Workers.ConsumerLimitFloor >= 1 && c.Workers.ConsumerLimitFloor <= c.ConsumerConcurrency(),
+			"SECKILL_CONSUMER_LIMIT_FLOOR must be 1..%d (the order-create concurrency)", c.ConsumerConcurrency())
+		check(c.Workers.ConsumerLimitTick >= 100*time.Millisecond && c.Workers.ConsumerLimitTick <= time.Minute,
+			"SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m")
+	}
 	check(c.Events.SequenceInterval > 0 && c.Events.PollInterval > 0 && c.Events.CheckpointInterval > 0,
 		"SECKILL_EVENT_SEQUENCE_INTERVAL, SECKILL_EVENT_POLL_INTERVAL and SECKILL_EVENT_CHECKPOINT_INTERVAL must be > 0")
 	check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")

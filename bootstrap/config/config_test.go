@@ -224,6 +224,11 @@ func TestConsumerLimiterSettings(t *testing.T) {
 	if c.Workers.ConsumerLimitFloor != 2 || c.Workers.ConsumerLimitTick != time.Second {
 		t.Fatalf("defaults floor %d tick %v, want 2 and 1s", c.Workers.ConsumerLimitFloor, c.Workers.ConsumerLimitTick)
 	}
+	// The fixed limiter ignores the floor: a pool whose order-create
+	// concurrency is below the default floor (2) is valid.
+	if _, err := Load(env(with(localStack, "SECKILL_PG_MAX_CONNS", "2"))); err != nil {
+		t.Fatalf("fixed limiter, order-create concurrency 1: %v", err)
+	}
 	c, err = Load(env(with(localStack, "SECKILL_CONSUMER_LIMITER", "adaptive",
 		"SECKILL_CONSUMER_LIMIT_FLOOR", "4", "SECKILL_CONSUMER_LIMIT_TICK", "250ms")))
 	if err != nil {
