@@ -14,7 +14,7 @@ const module = "github.com/seckill-dev/seckill"
 
 // TestDependencyRule enforces the layering of docs/architecture.md on the
 // non-test code of every package: domain imports only the standard
-// library; ports only domain; application only domain and ports; an
+// library; ports only domain; application only domain, ports and its own packages; an
 // adapter never imports application, bootstrap or another adapter (test
 // kits under adapters/testkit are for tests only); the consumer kit
 // (adapters/projector), which outside modules import, uses only the
@@ -78,8 +78,8 @@ func violation(pkg, imp string) string {
 			return "ports may import only the standard library and domain"
 		}
 	case "application":
-		if !std && !(internal && (strings.HasPrefix(local, "domain/") || local == "ports")) {
-			return "application may import only the standard library, domain and ports"
+		if !std && !(internal && (strings.HasPrefix(local, "domain/") || local == "ports" || strings.HasPrefix(local, "application/"))) {
+			return "application may import only the standard library, domain, ports and its own packages"
 		}
 	case "examples":
 		if internal && !strings.HasPrefix(local, "examples/") && !strings.HasPrefix(local, "adapters/projector") &&
