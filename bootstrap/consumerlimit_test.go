@@ -22,7 +22,9 @@ import (
 // its floor by decisions on latency or lock waits (at normal speed the
 // limiter may already have moved it: its latency floor is the fastest
 // tick's); once the failpoint is cleared the backlog it left makes the
-// limit climb back to its budget; every order is created exactly once.
+// limit climb back (one growth step or more: how far it gets before the
+// backlog has drained depends on the machine; the limiter grows only
+// while a backlog waits); every order is created exactly once.
 //
 // The consumer takes one message per transaction, so every batch falls in
 // the same latency class of the limiter and the slow transactions are
@@ -117,10 +119,11 @@ func consumerLimitFollowsASlowTransaction(t *testing.T, broker string) {
 		t.Fatal(err)
 	}
 	high := low
-	s.eventually(30*time.Second, fmt.Sprintf("the limit climbs back from %d to its budget %d once the slowdown ended", low, budget), func() bool {
+	s.eventually(30*time.Second, fmt.Sprintf("the limit climbs back from %d once the slowdown ended", low), func() bool {
 		high = max(high, limit())
-		return high >= budget
+		return high >= min(low+2, budget)
 	})
+	t.Logf("after the slowdown: limit back to %d of its budget %d", high, budget)
 	stopLoad()
 	s.invariants(activity)
 	if live := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activity); live != accepted.Load() {
