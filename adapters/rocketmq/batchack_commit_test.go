@@ -31,23 +31,7 @@ func TestBatchAckOnlyAfterCommit(t *testing.T) {
 	pool := pgtest.Pool(t, pgtest.NewDatabase(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, stmt := range []string{
-		`CREATE TABLE effects (message_id text PRIMARY KEY)`,
-		`CREATE SEQUENCE refused_commits`,
-		`CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF NEW.message_id = 'evt_bad' AND nextval('refused_commits') <= 2 THEN
-				RAISE EXCEPTION 'commit refused for %', NEW.message_id;
-			END IF;
-			RETURN NEW;
-		END $$`,
-		`CREATE CONSTRAINT TRIGGER refuse_bad AFTER INSERT ON effects
-			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_bad()`,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	effects := pgtest.NewRefusingEffects(t, ctx, pool, "evt_bad", 2)
 
 	pub := startPublisher(t, relaxed(env.Config), nil)
 	ids := []string{"evt_0", "evt_1", "evt_bad", "evt_2", "evt_3", "evt_4"}
@@ -68,15 +52,7 @@ func TestBatchAckOnlyAfterCommit(t *testing.T) {
 			rec.add(d)
 			id := d.Properties[message.PropMessageID]
 			batch = append(batch, id)
-			tx, err := pool.Begin(ctx)
-			if err == nil {
-				if _, err = tx.Exec(ctx, `INSERT INTO effects (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
-					_ = tx.Rollback(ctx)
-				} else {
-					err = tx.Commit(ctx)
-				}
-			}
-			if err != nil {
+			if err := effects.Commit(ctx, id); err != nil {
 				mu.Lock()
 				commitErrs++
 				mu.Unlock()
@@ -115,8 +91,7 @@ func TestBatchAckOnlyAfterCommit(t *testing.T) {
 	if !mixed {
 		t.Errorf("no received batch held the refused message with others: %v", batches)
 	}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&n); err != nil || n != len(ids) {
+	if n, err := effects.Count(ctx); err != nil || n != len(ids) {
 		t.Fatalf("%d effects committed (%v), want %d", n, err, len(ids))
 	}
 	t.Logf("batches: %s", fmt.Sprint(batches))
