@@ -38,7 +38,7 @@ func TestBudgetPriorityGroupBorrowsWhileUrgent(t *testing.T) {
 		for _, l := range all {
 			busy(l, 1, time.Millisecond)
 		}
-		c.advance(time.Second)
+		c.Advance(time.Second)
 		return b.Tick(map[string]concurrency.Signals{"orders": ordersSignals, "audit": lagHigh(), "events": lagHigh()})
 	}
 

@@ -5,31 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/memory"
 	"github.com/seckill-dev/seckill/application/concurrency"
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// clock is a manual clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// newClock returns a fake clock at t0.
+func newClock() *memory.Clock { return memory.NewClock(t0) }
 
-func newClock() *clock { return &clock{now: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newLimiter(t *testing.T, cfg concurrency.Config, c *clock) *concurrency.Limiter {
+func newLimiter(t *testing.T, cfg concurrency.Config, c *memory.Clock) *concurrency.Limiter {
 	t.Helper()
 	l, err := concurrency.NewLimiter(cfg, c)
 	if err != nil {
@@ -54,7 +38,7 @@ func TestLimiterGrowsAdditivelyUpToBudget(t *testing.T) {
 	want := []int{4, 6, 8, 9, 9}
 	for i, w := range want {
 		busy(l, 4, 5*time.Millisecond)
-		c.advance(time.Second)
+		c.Advance(time.Second)
 		d := l.Tick(lagHigh())
 		if d.Action != concurrency.ActionGrow || l.Limit() != w {
 			t.Fatalf("tick %d: %s, limit %d; want grow to %d", i, d.Action, l.Limit(), w)
@@ -180,7 +164,7 @@ func TestLimiterRampsAfterBrokerRecovery(t *testing.T) {
 		if d.Action != concurrency.ActionRampUp || l.Limit() != w {
 			t.Fatalf("ramp tick %d: %s, limit %d; want ramp to %d", i, d.Action, l.Limit(), w)
 		}
-		c.advance(2 * time.Second)
+		c.Advance(2 * time.Second)
 	}
 	// 10 s after the recovery: normal growth.
 	busy(l, 1, time.Millisecond)
@@ -188,7 +172,7 @@ func TestLimiterRampsAfterBrokerRecovery(t *testing.T) {
 		t.Fatalf("after the window: %s, limit %d; want grow to 9", d.Action, l.Limit())
 	}
 	// A new recovery ramps from the floor again.
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	s.BrokerRecoveredAt = c.Now()
 	busy(l, 1, time.Millisecond)
 	if d := l.Tick(s); d.Action != concurrency.ActionRampUp || l.Limit() != 2 {
@@ -202,7 +186,7 @@ func TestLimiterState(t *testing.T) {
 	if st := l.State(); st.Limit != 4 || st.Last.Reason != concurrency.ReasonStart || len(st.Decisions) != 0 {
 		t.Fatalf("initial state %+v", st)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	l.Tick(concurrency.Signals{PoolExhausted: true})
 	l.Tick(concurrency.Signals{PoolExhausted: true})
 	l.Tick(concurrency.Signals{})
