@@ -56,6 +56,10 @@ func provideConsumerLimits(cfg config.Config, store *postgres.Store, gate *appli
 	return limits, nil
 }
 
+// NewDatabaseSignals returns application.DatabaseSignals on the
+// PostgreSQL adapter (the benches build their own ConsumerLimits with it).
+func NewDatabaseSignals(s *postgres.Store) application.DatabaseSignals { return databaseSignals{s} }
+
 // databaseSignals is application.DatabaseSignals on the PostgreSQL
 // adapter.
 type databaseSignals struct{ s *postgres.Store }

@@ -150,7 +150,7 @@ func brokerKindRun(ctx context.Context, env benchNamespace, pids []int, k broker
 		return r, fmt.Errorf("no subscription of %s", k.group)
 	}
 	h := &ackAll{want: n, done: make(chan struct{})}
-	consume, err := env.Consumer(sub, h, batch, concurrency, log)
+	consume, err := env.Consumer(sub, h, batch, concurrency, nil, log)
 	if err != nil {
 		return r, err
 	}

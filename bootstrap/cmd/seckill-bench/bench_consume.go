@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/seckill-dev/seckill/adapters/failpoint"
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
@@ -37,6 +38,8 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	n := fs.Int("messages", 20000, "messages (and units of stock) per mode")
 	modes := fs.String("batches", "1,32", "batch sizes to compare (1 = one message per transaction)")
 	concurrency := fs.Int("concurrency", 0, "concurrent transactions (default: the PostgreSQL pool budget)")
+	sweep := fs.String("sweep", "", "instead of --batches: these fixed concurrencies (e.g. 4,8,16,22,32), then the adaptive limiter (budget: the largest), batches of the largest --batches size")
+	slow := fs.Duration("slow", 0, "with --sweep: a delay inside every order-create transaction (PostgreSQL slowed), e.g. 20ms")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,12 +59,19 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer releaseRedis()
+	if *sweep != "" {
+		levels, err := intList(*sweep)
+		if err != nil {
+			return err
+		}
+		return consumeSweep(ctx, stdout, cfg, rc, log, consumeRun{n: *n, batch: slices.Max(batches), slow: *slow}, levels)
+	}
 	fmt.Fprintf(stdout, "seckill-bench consume: %s, %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
 		brokerText(cfg), runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintf(stdout, "%-32s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
 	var best float64
 	for _, batch := range batches {
-		created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, *n, batch, *concurrency, false)
+		created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: batch, concurrency: *concurrency})
 		if err != nil {
 			return err
 		}
@@ -76,7 +86,7 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	// The ceiling: the same transactions handed to the handler directly,
 	// without the broker (no receive, no acknowledgement).
 	ceilingBatch := slices.Max(batches)
-	created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, *n, ceilingBatch, *concurrency, true)
+	created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: ceilingBatch, concurrency: *concurrency, direct: true})
 	if err != nil {
 		return err
 	}
@@ -93,7 +103,8 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 // leftovers. direct hands the same messages to the order-create handler in
 // batches from concurrency goroutines instead of through the broker: the
 // ceiling of the database and the handler.
-func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, n, batch, concurrency int, direct bool) (int, time.Duration, string, error) {
+func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, run consumeRun) (int, time.Duration, string, error) {
+	n, batch, concurrency, direct := run.n, run.batch, run.concurrency, run.direct
 	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
 	if err != nil {
 		return 0, 0, "", err
@@ -122,12 +133,20 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		return 0, 0, "", err
 	}
 	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
+	var fp ports.Failpoints
+	if run.slow > 0 {
+		reg, err := failpoint.New(fmt.Sprintf("%s=delay(%s)", ports.FailConsumerInTx, run.slow))
+		if err != nil {
+			return 0, 0, "", err
+		}
+		fp = reg
+	}
 	if direct {
 		if err := checkpoint(ctx, dsn); err != nil {
 			log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
 		}
 		const topic, group = "direct", "direct"
-		handler := application.NewCreateOrders(store, rs, acts, nil, log, group, policy)
+		handler := application.NewCreateOrders(store, rs, acts, fp, log, group, policy)
 		start := time.Now()
 		if err := handleDirect(ctx, handler, topic, msgs, batch, concurrency); err != nil {
 			return 0, 0, "", err
@@ -155,20 +174,39 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
 	}
 	sub, _ := ports.SubscriptionOf(ports.GroupOrderCreate)
-	handler := application.NewCreateOrders(store, rs, acts, nil, log, env.Group(sub.Group), policy)
-	run, err := env.Consumer(sub, handler, batch, concurrency, log)
+	handler := application.NewCreateOrders(store, rs, acts, fp, log, env.Group(sub.Group), policy)
+	var limit ports.ConcurrencyLimit
+	var limits *application.ConsumerLimits
+	if run.adaptive {
+		limits, err = benchLimits(store, env.Group(sub.Group), batch, concurrency, log)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		limit = limits.Limit(env.Group(sub.Group))
+	}
+	consume, err := env.Consumer(sub, handler, batch, concurrency, limit, log)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	start := time.Now()
-	go func() { done <- run(runCtx) }()
+	go func() { done <- consume(runCtx) }()
+	if limits != nil {
+		go func() { done <- limits.Run(runCtx) }()
+	}
 	created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
 	elapsed := time.Since(start)
 	stop()
-	if rerr := <-done; rerr != nil && err == nil {
-		err = rerr
+	for range 1 + btoi(limits != nil) {
+		if rerr := <-done; rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if limits != nil {
+		st := limits.States()[0]
+		run.report(fmt.Sprintf("limit at the end %d (budget %d), last decision %s/%s, decisions %v",
+			st.Limit, st.Budget, st.Last.Action, st.Last.Reason, st.Decisions))
 	}
 	if err != nil {
 		return 0, 0, "", err

@@ -40,9 +40,10 @@ type benchNamespace interface {
 	Group(g ports.ConsumerGroup) string
 	// Consumer returns the run loop of business group sub in the
 	// namespace: it hands the group's messages to h, at most batch per
-	// call and at most concurrency calls at a time, until its context
-	// ends.
-	Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, log *slog.Logger) (func(context.Context) error, error)
+	// call and at most concurrency calls at a time (fewer while limit,
+	// when not nil, says so), until its context ends.
+	Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, limit ports.ConcurrencyLimit,
+		log *slog.Logger) (func(context.Context) error, error)
 	// StackProcesses names the broker's processes of the local stack whose
 	// CPU `bench sale` samples: display name, and either a pid file base
 	// name under $SECKILL_STACK_DIR/run or an absolute pid file path (the

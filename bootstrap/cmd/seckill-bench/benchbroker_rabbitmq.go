@@ -81,9 +81,10 @@ func (e *rabbitMQNamespace) Group(g ports.ConsumerGroup) string {
 	return e.rc.Prefix + string(g)
 }
 
-func (e *rabbitMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, log *slog.Logger) (func(context.Context) error, error) {
+func (e *rabbitMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, limit ports.ConcurrencyLimit,
+	log *slog.Logger) (func(context.Context) error, error) {
 	rn, err := rabbitmq.NewRunner(e.rc, e.topo, rabbitmq.RunnerConfig{Group: sub.Group, BatchSize: batch, Concurrency: concurrency,
-		AckOneByOne: e.ackOneByOne},
+		AckOneByOne: e.ackOneByOne, Limit: limit},
 		h, log, prometheus.NewRegistry())
 	if err != nil {
 		return nil, err

@@ -126,14 +126,15 @@ func (e *rocketMQNamespace) Group(g ports.ConsumerGroup) string {
 	return e.bc(0).Group(rocketmq.Group(g))
 }
 
-func (e *rocketMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, log *slog.Logger) (func(context.Context) error, error) {
+func (e *rocketMQNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, limit ports.ConcurrencyLimit,
+	log *slog.Logger) (func(context.Context) error, error) {
 	bc := e.bc(0)
 	topic, err := bc.Topic(sub.Topic)
 	if err != nil {
 		return nil, err
 	}
 	rn, err := rocketmq.NewRunner(bc, rocketmq.RunnerConfig{Group: e.Group(sub.Group), Subscriptions: map[string]string{topic: "*"},
-		Orderly: sub.Ordered, BatchSize: batch, Concurrency: concurrency, InvisibleDuration: 30 * time.Second},
+		Orderly: sub.Ordered, BatchSize: batch, Concurrency: concurrency, InvisibleDuration: 30 * time.Second, Limit: limit},
 		h, log, prometheus.NewRegistry())
 	if err != nil {
 		return nil, err

@@ -65,7 +65,9 @@ and a naive PostgreSQL row-lock purchase.`, benchPlace),
 		c.flagSetCmd("consume", "Measure order creation by the order-create consumer",
 			`Publish order-create messages for one hot SKU through the real broker, let the
 order-create consumer drain them into PostgreSQL and report orders created per second for
-each batch size, beside the handler-alone ceiling, with the invariants checked.`, benchConsume),
+each batch size, beside the handler-alone ceiling, with the invariants checked. With --sweep,
+orders per second for each fixed consumer concurrency listed, then under the adaptive limiter
+with no tuning (--slow delays every transaction: PostgreSQL slowed).`, benchConsume),
 		c.flagSetCmd("broker", "Measure the broker alone: its CPU per message of each kind an order needs",
 			`Publish N messages of each kind an accepted order makes the broker carry (the order-create
 request, the ORDER_CREATED event, the FIFO state change) from concurrent senders, consume them
