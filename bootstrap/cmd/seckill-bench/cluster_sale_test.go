@@ -123,9 +123,10 @@ func startPrivateRocketMQCluster(t *testing.T, ctx context.Context) (*devstack.S
 	}
 	cfg.StateDir = filepath.Join(t.TempDir(), "stack")
 	cfg.TopicPrefix, cfg.TopologyArgs = "", nil
-	cfg.ClusterNamesrvPort, cfg.ClusterProxyPort, cfg.ClusterRemotingPort = freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
-	cfg.ClusterBrokerPorts = [2]int{freeBrokerTriple(t), freeBrokerTriple(t)}
-	cfg.ClusterMetricsPorts = [2]int{freeTCPPort(t), freeTCPPort(t)}
+	taken := map[int]bool{} // the ports already given to a process of this cluster
+	cfg.ClusterNamesrvPort, cfg.ClusterProxyPort, cfg.ClusterRemotingPort = freeTCPPort(t, taken), freeTCPPort(t, taken), freeTCPPort(t, taken)
+	cfg.ClusterBrokerPorts = [2]int{freeBrokerTriple(t, taken), freeBrokerTriple(t, taken)}
+	cfg.ClusterMetricsPorts = [2]int{freeTCPPort(t, taken), freeTCPPort(t, taken)}
 	var logBuf bytes.Buffer
 	cs := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(&logBuf, false))
 	t.Cleanup(func() {
@@ -147,28 +148,38 @@ func startPrivateRocketMQCluster(t *testing.T, ctx context.Context) (*devstack.S
 // Linux's ephemeral range (32768-60999): the broker killed by the test must
 // bind its ports again when it comes back, and a port of the ephemeral
 // range may meanwhile be the local port of any outgoing connection.
-func freeTCPPort(t *testing.T) int {
+func freeTCPPort(t *testing.T, taken map[int]bool) int {
 	t.Helper()
-	return freePorts(t)
+	return freePorts(t, taken)
 }
 
 // freeBrokerTriple returns a port p with p-2 and p+1 free too: a broker
 // listens on all three (its fast-remoting and HA ports).
-func freeBrokerTriple(t *testing.T) int {
+func freeBrokerTriple(t *testing.T, taken map[int]bool) int {
 	t.Helper()
-	return freePorts(t, -2, 1)
+	return freePorts(t, taken, -2, 1)
 }
 
 // freePorts returns a random port p in [20000, 32000) such that p and p+d
-// for every d in also are free on 127.0.0.1.
-func freePorts(t *testing.T, also ...int) int {
+// for every d in also are free on 127.0.0.1 and not in taken, and adds
+// them to taken: two brokers' triples chosen one after the other never
+// share a port (broker-b's HA port was once broker-a's fast-remoting port).
+func freePorts(t *testing.T, taken map[int]bool, also ...int) int {
 	t.Helper()
 	var lc net.ListenConfig
 	for range 200 {
 		p := 20000 + rand.IntN(12000)
-		ok := true
+		ports := make([]int, 0, 1+len(also))
 		for _, d := range append([]int{0}, also...) {
-			l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(p+d))
+			ports = append(ports, p+d)
+		}
+		ok := true
+		for _, q := range ports {
+			if taken[q] {
+				ok = false
+				break
+			}
+			l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(q))
 			if err != nil {
 				ok = false
 				break
@@ -176,6 +187,9 @@ func freePorts(t *testing.T, also ...int) int {
 			_ = l.Close()
 		}
 		if ok {
+			for _, q := range ports {
+				taken[q] = true
+			}
 			return p
 		}
 	}
