@@ -3,12 +3,12 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
+	"github.com/seckill-dev/seckill/adapters/testkit/limittest"
 	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -49,38 +49,11 @@ func TestLimitBoundsHandlerCalls(t *testing.T) {
 
 	limit := &setLimit{}
 	limit.limit.Store(1)
-	var (
-		cur, peak, calls atomic.Int32
-		raised           atomic.Bool
-		fourOnce         sync.Once
-		four             = make(chan struct{}) // closed when 4 calls ran at once
-	)
+	calls := limittest.NewCalls()
 	rec := newRecorder()
 	ack := rec.handler(func(ports.Delivery) ports.Decision { return ports.Acked("audited") })
 	handler := handlerFunc(func(ctx context.Context, ds []ports.Delivery) []ports.Decision {
-		calls.Add(1)
-		now := cur.Add(1)
-		defer cur.Add(-1)
-		for {
-			p := peak.Load()
-			if now <= p || peak.CompareAndSwap(p, now) {
-				break
-			}
-		}
-		if raised.Load() {
-			// Hold the calls until four run at once (bounded), so the
-			// raised limit is seen in use.
-			if now >= 4 {
-				fourOnce.Do(func() { close(four) })
-			}
-			select {
-			case <-four:
-			case <-time.After(20 * time.Second):
-			}
-		} else {
-			// Slow calls: without the limit, Concurrency calls would overlap.
-			time.Sleep(100 * time.Millisecond)
-		}
+		calls.Run()
 		return ack.HandleBatch(ctx, ds)
 	})
 	r, err := rabbitmq.NewRunner(env.Config, env.Topology(), rabbitmq.RunnerConfig{Group: sub.Group, Concurrency: concurrency,
@@ -91,25 +64,25 @@ func TestLimitBoundsHandlerCalls(t *testing.T) {
 	startRunner(t, r)
 
 	rec.waitFor(t, 60*time.Second, "8 messages at limit 1", func(rs []record) bool { return len(rs) >= 8 })
-	if p := peak.Load(); p != 1 {
+	if p := calls.Peak(); p != 1 {
 		t.Fatalf("peak concurrent handler calls at limit 1 = %d, want 1", p)
 	}
-	raised.Store(true)
+	calls.Raise(4)
 	limit.limit.Store(4)
 	select {
-	case <-four:
+	case <-calls.Reached():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("4 concurrent handler calls not reached after the limit was raised to 4; peak %d", peak.Load())
+		t.Fatalf("4 concurrent handler calls not reached after the limit was raised to 4; peak %d", calls.Peak())
 	}
 	rec.waitFor(t, 60*time.Second, "all messages", func(rs []record) bool { return len(rs) >= n })
-	if p := peak.Load(); p != 4 {
+	if p := calls.Peak(); p != 4 {
 		t.Fatalf("peak concurrent handler calls at limit 4 = %d, want 4 (Concurrency %d)", p, concurrency)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for limit.samples.Load() < int64(calls.Load()) && time.Now().Before(deadline) {
+	for limit.samples.Load() < int64(calls.Count()) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if s, c := limit.samples.Load(), int64(calls.Load()); s != c || limit.messages.Load() != c {
+	if s, c := limit.samples.Load(), int64(calls.Count()); s != c || limit.messages.Load() != c {
 		t.Fatalf("%d samples of %d messages for %d handler calls of one message each", s, limit.messages.Load(), c)
 	}
 	if b := limit.bad.Load(); b > 0 {
