@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -86,13 +88,18 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	// The ceiling: the same transactions handed to the handler directly,
 	// without the broker (no receive, no acknowledgement).
 	ceilingBatch := slices.Max(batches)
-	created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: ceilingBatch, concurrency: *concurrency, direct: true})
+	var cpuNote string
+	created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: ceilingBatch, concurrency: *concurrency, direct: true,
+		notes: func(s string) { cpuNote = s }})
 	if err != nil {
 		return err
 	}
 	ceiling := float64(created) / elapsed.Seconds()
 	fmt.Fprintf(stdout, "%-32s %10d %12.0f %10s %s\n", fmt.Sprintf("ceiling: handler alone, batch %d", ceilingBatch),
 		created, ceiling, elapsed.Round(time.Millisecond), check)
+	if cpuNote != "" {
+		fmt.Fprintf(stdout, "%-32s %s\n", "", cpuNote)
+	}
 	fmt.Fprintf(stdout, "\nconsumer through the broker: %.2fx the handler-alone ceiling\n", best/ceiling)
 	return nil
 }
@@ -147,6 +154,10 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		}
 		const topic, group = "direct", "direct"
 		handler := application.NewCreateOrders(store, rs, acts, fp, log, group, policy)
+		cpu, err := startHandlerCPU()
+		if err != nil {
+			return 0, 0, "", err
+		}
 		start := time.Now()
 		if err := handleDirect(ctx, handler, topic, msgs, batch, concurrency); err != nil {
 			return 0, 0, "", err
@@ -155,7 +166,13 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		if err != nil {
 			return 0, 0, "", err
 		}
-		return created, time.Since(start), checkOrders(ctx, store, act, n), nil
+		elapsed := time.Since(start)
+		if note, err := cpu.perOrder(created); err == nil {
+			run.report(note)
+		} else {
+			log.Warn("the handler-alone CPU was not read", "error", err)
+		}
+		return created, elapsed, checkOrders(ctx, store, act, n), nil
 	}
 	env, err := newBenchEnv(ctx, cfg, log)
 	if err != nil {
@@ -391,4 +408,46 @@ func checkpoint(ctx context.Context, dsn string) error {
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	_, err = conn.Exec(ctx, "CHECKPOINT")
 	return err
+}
+
+// handlerCPU is the CPU reading at the start of a handler-alone run: this
+// process (the handler and its pgx pool) and PostgreSQL with its backends.
+type handlerCPU struct {
+	pgPID      int
+	self0, pg0 uint64
+}
+
+// startHandlerCPU reads both clocks.
+func startHandlerCPU() (handlerCPU, error) {
+	pid, err := stackPID("postgres")
+	if err != nil {
+		return handlerCPU{}, err
+	}
+	h := handlerCPU{pgPID: pid}
+	if h.self0, _, err = procTicks(os.Getpid(), false); err != nil {
+		return handlerCPU{}, err
+	}
+	if h.pg0, err = treeTicks(pid); err != nil {
+		return handlerCPU{}, err
+	}
+	return h, nil
+}
+
+// perOrder reads both clocks again and says what the run cost per order
+// of orders created: the measured floor of the handler and PostgreSQL.
+func (h handlerCPU) perOrder(orders int) (string, error) {
+	self, _, err := procTicks(os.Getpid(), false)
+	if err != nil {
+		return "", err
+	}
+	pg, err := treeTicks(h.pgPID)
+	if err != nil {
+		return "", err
+	}
+	if orders == 0 {
+		return "", errors.New("no orders")
+	}
+	per := func(t uint64) float64 { return float64(t) / clockTicks * 1e6 / float64(orders) }
+	s, p := per(self-h.self0), per(pg-h.pg0)
+	return fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", s+p, s, p), nil
 }

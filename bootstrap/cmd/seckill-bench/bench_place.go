@@ -155,13 +155,24 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	n := int(float64(*duration/time.Second) * 15000)
+	cpu, cpuErr := startReserveCPU()
 	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: *ceilingClients})
 	if err != nil {
 		return err
 	}
+	cpuNote := ""
+	if cpuErr == nil {
+		cpuNote, cpuErr = cpu.perCall(rr.Calls)
+	}
+	if cpuErr != nil {
+		log.Warn("the reserve ceiling's CPU was not read", "error", cpuErr)
+	}
 	redisCeiling := placeResult{name: "ceiling: reserve script (EVALSHA)", clients: *ceilingClients, ok: rr.Calls,
 		elapsed: rr.Elapsed, lat: latencies{rr.P50, rr.P99}}
 	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, *ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
+	if cpuNote != "" {
+		fmt.Fprintf(stdout, "%-34s %s\n", "", cpuNote)
+	}
 
 	sl, err := benchkit.SendLoop(ctx, app.Broker, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
 		id := fmt.Sprintf("evt_bench_%d_%d", time.Now().UnixNano(), i)
@@ -347,4 +358,44 @@ func scratchRedis(ctx context.Context, cfg config.Config, poolSize int) (*goredi
 		return nil, nil, err
 	}
 	return l.Client, func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
+}
+
+// reserveCPU is the CPU reading at the start of the reserve ceiling:
+// Redis and this process (go-redis and the callers).
+type reserveCPU struct {
+	redisPID      int
+	redis0, self0 uint64
+}
+
+// startReserveCPU reads both clocks.
+func startReserveCPU() (reserveCPU, error) {
+	pid, err := stackPID("redis")
+	if err != nil {
+		return reserveCPU{}, err
+	}
+	c := reserveCPU{redisPID: pid}
+	if c.redis0, _, err = procTicks(pid, false); err != nil {
+		return reserveCPU{}, err
+	}
+	if c.self0, _, err = procTicks(os.Getpid(), false); err != nil {
+		return reserveCPU{}, err
+	}
+	return c, nil
+}
+
+// perCall reads both clocks again and says what each of calls cost.
+func (c reserveCPU) perCall(calls int) (string, error) {
+	r, _, err := procTicks(c.redisPID, false)
+	if err != nil {
+		return "", err
+	}
+	self, _, err := procTicks(os.Getpid(), false)
+	if err != nil {
+		return "", err
+	}
+	if calls == 0 {
+		return "", errors.New("no calls")
+	}
+	per := func(t uint64) float64 { return float64(t) / clockTicks * 1e6 / float64(calls) }
+	return fmt.Sprintf("CPU per reserve call: Redis %.1f µs, this process %.1f µs", per(r-c.redis0), per(self-c.self0)), nil
 }

@@ -74,6 +74,9 @@ type saleOptions struct {
 	// settled; empty: no profile.
 	cpuProfile   string
 	ramp, settle time.Duration
+	// userOffset moves every buyer's user id up by this many, so loads of
+	// one run do not share buyers (bench answers).
+	userOffset int
 }
 
 // benchSale runs a whole sale against one `seckill serve` subprocess on a
@@ -380,7 +383,7 @@ func newSaleLoad(o saleOptions, base string, secret []byte, activityID int64) (*
 	l.auth = make([]string, o.Buyers)
 	now := time.Now()
 	for i := range l.auth {
-		tok, err := api.MintToken(secret, int64(firstUser+i), false, 2*time.Hour, now)
+		tok, err := api.MintToken(secret, int64(firstUser+o.userOffset+i), false, 2*time.Hour, now)
 		if err != nil {
 			return nil, fmt.Errorf("mint buyer tokens: %w", err)
 		}

@@ -73,6 +73,11 @@ with no tuning (--slow delays every transaction: PostgreSQL slowed).`, benchCons
 request, the ORDER_CREATED event, the FIFO state change) from concurrent senders, consume them
 with the service's consumer and a handler that only acknowledges, and report the broker's CPU
 per message with its idle share subtracted: the broker's floor per order, beside nothing else.`, benchBroker),
+		c.flagSetCmd("answers", "Measure the sold-out answer beside the floor of any answer through the same API",
+			`Answer PlaceOrder calls of new buyers once a sale is sold out, from the service and from a
+bare server with the same Connect handler, codec and HTTP server answering the same SOLD_OUT
+error (alone, and after the one Redis round trip of the buyer-state read), each a process of
+its own, and report the server's and Redis's CPU per answer, runs interleaved.`, benchAnswers),
 		c.flagSetCmd("events", "Measure the event subscription: catch-up, live delivery, the sale beside live subscribers",
 			`Fill a scratch store with paid orders' events through the write path and sequence them,
 then measure a subscriber reading from position 0 to the head (application.EventSubscriptions
@@ -94,6 +99,11 @@ Cluster for each stock lane count, in interleaved rounds, and print the calls pe
 the CPU per call of the busiest master and of all masters (INFO cpu): one SKU's entry rate is
 bounded by one core of its busiest master.`, hotSKU),
 	)
+	floor := c.flagSetCmd("answer-floor", "Serve the floor of a sold-out answer (started by answers)",
+		`Serve OrderService with every PlaceOrder answered sold out, the floor server of the answers
+benchmark, until SIGTERM.`, answerFloor)
+	floor.Hidden = true
+	root.AddCommand(floor)
 	clikit.AddGroup(root, groupChaos,
 		c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",
 			`Sell through two service instances sharing the local stack while one fault per scenario is

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/seckill-dev/seckill/adapters/api"
+	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+)
+
+// answersOptions are the flags of `seckill-bench answers`.
+type answersOptions struct {
+	calls, warmup, clients, runs int
+	protocol, out                string
+}
+
+// answerMode is one server the answers bench drives: the service, or the
+// floor server with or without its Redis round trip.
+type answerMode struct {
+	name string
+	// floorArgs are the answer-floor command's flags; nil: the service.
+	floorArgs []string
+}
+
+// answerFigures is what one mode cost in one run, per answer: the server
+// process's CPU, Redis's, this process's (the load generator), and the
+// answers per second.
+type answerFigures struct {
+	server, redis, loadgen, rate float64
+}
+
+// benchAnswers measures the answer a buyer gets once a sale is sold out,
+// beside the floor of any answer through the same API: a bare server with
+// the same generated Connect handler, codec and net/http server and no
+// authentication, rate limit, metrics or logging, answering the same
+// FailedPrecondition error with its SOLD_OUT ErrorInfo, once with nothing
+// else and once with the one Redis round trip the real answer needs (the
+// buyer-state read of PlaceOrder's sold-out mark: EXISTS and HEXISTS in
+// one pipeline, which tells a buyer who holds a unit from one who does
+// not). Each server is a process of its own, driven by the sale's load
+// generator (Connect JSON over HTTP/1.1 with a connection per client as in
+// bench sale, or gRPC over h2c as in bench place; a new buyer with a token
+// of its own per call); the figures are the server's
+// and Redis's CPU over the measured calls divided by the answers, with
+// nothing subtracted. The modes are interleaved within each run.
+func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseAnswersOptions(args)
+	if err != nil {
+		return err
+	}
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	exe, err := serviceBinary()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("create the output directory: %w", err)
+	}
+	sc, err := newScratch(ctx, cfg, log, 0)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	redisPID, err := stackPID("redis")
+	if err != nil {
+		return err
+	}
+	db := strconv.Itoa(sc.cfg.Redis.DB)
+	modes := []answerMode{
+		{name: "service: sold-out answer"},
+		{name: "floor: bare answer", floorArgs: []string{}},
+		{name: "floor: answer + buyer-state read", floorArgs: []string{"--redis-db", db}},
+	}
+	fmt.Fprintf(stdout, "seckill-bench answers: %d cores, %d measured calls per mode and run after %d warm-up calls, %d clients, %s, %d runs\n\n",
+		runtime.NumCPU(), o.calls, o.warmup, o.clients, protocolText(saleOptions{Protocol: o.protocol}), o.runs)
+	fmt.Fprintf(stdout, "%-4s %-34s %10s %10s %10s %12s\n", "run", "mode", "server µs", "Redis µs", "loadgen µs", "answers/s")
+	results := make([][]answerFigures, len(modes))
+	for run := 1; run <= o.runs; run++ {
+		for i, m := range modes {
+			offset := ((run-1)*len(modes) + i) * (o.calls + o.warmup)
+			f, err := answerRun(ctx, sc, o, m, exe, self, redisPID, offset)
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w", run, m.name, err)
+			}
+			results[i] = append(results[i], f)
+			fmt.Fprintf(stdout, "%-4d %-34s %10.1f %10.1f %10.1f %12.0f\n", run, m.name, f.server, f.redis, f.loadgen, f.rate)
+		}
+	}
+	writeAnswerMedians(stdout, modes, results)
+	return nil
+}
+
+// parseAnswersOptions reads and validates the flags.
+func parseAnswersOptions(args []string) (answersOptions, error) {
+	fs := flag.NewFlagSet("answers", flag.ContinueOnError)
+	var o answersOptions
+	fs.IntVar(&o.calls, "calls", 40000, "measured calls per mode and run, each a new buyer")
+	fs.IntVar(&o.warmup, "warmup", 2000, "calls before the measured ones (the connections opened, the sale sold out)")
+	fs.IntVar(&o.clients, "clients", 256, "concurrent clients (a connection each)")
+	fs.IntVar(&o.runs, "runs", 3, "runs (every mode once per run)")
+	fs.StringVar(&o.protocol, "protocol", "connect", "connect (Connect JSON over HTTP/1.1, a connection per client, as bench sale) or grpc (gRPC over h2c, as bench place)")
+	fs.StringVar(&o.out, "out", filepath.Join(os.TempDir(), "seckill-bench-answers"), "directory for the servers' logs")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.calls < 1 || o.warmup < 1 || o.clients < 1 || o.runs < 1 {
+		return o, fmt.Errorf("--calls, --warmup, --clients and --runs must be > 0: %w", flag.ErrHelp)
+	}
+	if o.protocol != "connect" && o.protocol != "grpc" {
+		return o, fmt.Errorf("--protocol must be connect or grpc, not %q: %w", o.protocol, flag.ErrHelp)
+	}
+	return o, nil
+}
+
+// answerRun starts mode m's server, makes o.warmup calls and then
+// o.calls measured ones, and stops the server. offset keeps the buyers of
+// every mode and run apart (a token is new to the server that verifies
+// it, as in the sold-out phase of a sale).
+func answerRun(ctx context.Context, sc *scratch, o answersOptions, m answerMode, exe, self string, redisPID, offset int) (answerFigures, error) {
+	var base string
+	var pid int
+	var stop func()
+	activityID := benchActivityID()
+	if m.floorArgs == nil {
+		svc, err := startSaleService(ctx, sc, exe, o.out)
+		if err != nil {
+			return answerFigures{}, err
+		}
+		stop = func() { svc.stop(); _ = svc.logFile.Close() }
+		base = "http://" + svc.api
+		svc.mu.Lock()
+		pid = svc.cmd.Process.Pid
+		svc.mu.Unlock()
+		// One unit: the first warm-up call takes it, every later call is
+		// answered sold out.
+		adminHTTP := &http.Client{Timeout: 10 * time.Second}
+		if err := createSaleActivity(ctx, adminHTTP, base, []byte(sc.cfg.AuthSecret), activityID, 1, time.Hour, 1); err != nil {
+			stop()
+			return answerFigures{}, fmt.Errorf("create the activity: %w", err)
+		}
+	} else {
+		fl, err := startAnswerFloor(ctx, self, o.out, m.floorArgs)
+		if err != nil {
+			return answerFigures{}, err
+		}
+		stop, base, pid = fl.stop, fl.base, fl.pid
+	}
+	defer stop()
+	load := func(n, from int) (*saleLoad, error) {
+		l, err := newSaleLoad(saleOptions{Stock: 1, Buyers: n, Attempts: 1, Clients: o.clients, Protocol: o.protocol, userOffset: from},
+			base, []byte(sc.cfg.AuthSecret), activityID)
+		if err != nil {
+			return nil, err
+		}
+		l.start = time.Now()
+		l.run(ctx)
+		return l, ctx.Err()
+	}
+	if _, err := load(o.warmup, offset); err != nil {
+		return answerFigures{}, err
+	}
+	return measureAnswers(func() (*saleLoad, error) { return load(o.calls, offset+o.warmup) }, pid, redisPID)
+}
+
+// measureAnswers runs load and divides the CPU the server (pid, with its
+// children), Redis and this process spent meanwhile by its answers; every
+// answer must be SOLD_OUT.
+func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFigures, error) {
+	read := func() (server, rds, self uint64, err error) {
+		if server, err = treeTicks(pid); err != nil {
+			return 0, 0, 0, err
+		}
+		if rds, _, err = procTicks(redisPID, false); err != nil {
+			return 0, 0, 0, err
+		}
+		self, _, err = procTicks(os.Getpid(), false)
+		return server, rds, self, err
+	}
+	s0, r0, l0, err := read()
+	if err != nil {
+		return answerFigures{}, err
+	}
+	t0 := time.Now()
+	l, err := load()
+	if err != nil {
+		return answerFigures{}, err
+	}
+	wall := time.Since(t0)
+	s1, r1, l1, err := read()
+	if err != nil {
+		return answerFigures{}, err
+	}
+	answers := l.counts[0].Load() + l.counts[1].Load() + l.counts[2].Load() + l.counts[3].Load()
+	if sold := l.counts[1].Load(); sold != answers || answers == 0 {
+		return answerFigures{}, fmt.Errorf("%d of %d answers were SOLD_OUT (others: %v)", sold, answers, l.otherByCode)
+	}
+	per := func(ticks uint64) float64 { return float64(ticks) / clockTicks * 1e6 / float64(answers) }
+	return answerFigures{server: per(s1 - s0), redis: per(r1 - r0), loadgen: per(l1 - l0),
+		rate: float64(answers) / wall.Seconds()}, nil
+}
+
+// writeAnswerMedians prints each mode's medians and the service's figures
+// as multiples of the floors of the same runs.
+func writeAnswerMedians(w io.Writer, modes []answerMode, results [][]answerFigures) {
+	med := func(fs []answerFigures, pick func(answerFigures) float64) float64 {
+		xs := make([]float64, len(fs))
+		for i, f := range fs {
+			xs[i] = pick(f)
+		}
+		return median(xs)
+	}
+	fmt.Fprintf(w, "\nmedians of %d runs:\n", len(results[0]))
+	fmt.Fprintf(w, "%-39s %10s %10s %10s %12s\n", "mode", "server µs", "Redis µs", "server+Redis", "answers/s")
+	for i, m := range modes {
+		sv, rd := med(results[i], func(f answerFigures) float64 { return f.server }), med(results[i], func(f answerFigures) float64 { return f.redis })
+		fmt.Fprintf(w, "%-39s %10.1f %10.1f %12.1f %12.0f\n", m.name, sv, rd,
+			med(results[i], func(f answerFigures) float64 { return f.server + f.redis }),
+			med(results[i], func(f answerFigures) float64 { return f.rate }))
+	}
+	floor := med(results[2], func(f answerFigures) float64 { return f.server + f.redis })
+	svc := med(results[0], func(f answerFigures) float64 { return f.server + f.redis })
+	fmt.Fprintf(w, "\nthe service's sold-out answer (server + Redis): %.2fx the floor with the buyer-state read\n", svc/floor)
+}
+
+// answerFloorProcess is a running answer-floor server.
+type answerFloorProcess struct {
+	base string
+	pid  int
+	stop func()
+}
+
+// startAnswerFloor starts `seckill-bench answer-floor` (this binary) on a
+// free loopback port with args and waits until it serves.
+func startAnswerFloor(ctx context.Context, self, dir string, args []string) (answerFloorProcess, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return answerFloorProcess{}, err
+	}
+	lf, err := os.Create(filepath.Join(dir, "answer-floor.log"))
+	if err != nil {
+		return answerFloorProcess{}, fmt.Errorf("create the floor server's log: %w", err)
+	}
+	cmd := exec.Command(self, append([]string{"answer-floor", "--addr", addr}, args...)...) //nolint:noctx // stopped by PID below
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		_ = lf.Close()
+		return answerFloorProcess{}, fmt.Errorf("start the floor server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = lf.Close()
+	}
+	base := "http://" + addr
+	if err := waitReady(ctx, base+"/readyz", 30*time.Second); err != nil {
+		stop()
+		return answerFloorProcess{}, fmt.Errorf("floor server: %w (log: %s)", err, lf.Name())
+	}
+	return answerFloorProcess{base: base, pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// answerFloor serves the floor of a sold-out answer until ctx ends:
+// OrderService with every PlaceOrder answered FailedPrecondition "sold
+// out" with the ErrorInfo the service sends, after the buyer-state read
+// when --redis-db is given, and /readyz.
+func answerFloor(ctx context.Context, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("answer-floor", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	db := fs.Int("redis-db", -1, "read the buyer state from this Redis logical database of SECKILL_REDIS_ADDR before answering (-1: no read)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	h := &floorHandler{}
+	if *db >= 0 {
+		cfg, _, err := loadConfig()
+		if err != nil {
+			return err
+		}
+		h.rdb = goredis.NewClient(&goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), DB: *db})
+		defer func() { _ = h.rdb.Close() }()
+	}
+	mux := http.NewServeMux()
+	mux.Handle(seckillv1connect.NewOrderServiceHandler(h))
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	// HTTP/1.1 and HTTP/2 without TLS, as the service's listener.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, Protocols: protocols}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// floorHandler answers every PlaceOrder sold out; with rdb it first reads
+// two keys of the buyer in one pipeline, as the service's sold-out mark
+// does.
+type floorHandler struct {
+	seckillv1connect.UnimplementedOrderServiceHandler
+	rdb *goredis.Client
+}
+
+// PlaceOrder implements seckillv1connect.OrderServiceHandler.
+func (h *floorHandler) PlaceOrder(ctx context.Context, req *connect.Request[seckillv1.PlaceOrderRequest]) (*connect.Response[seckillv1.PlaceOrderResponse], error) {
+	if h.rdb != nil {
+		rid := req.Msg.GetRequestId()
+		_, err := h.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Exists(ctx, "answer-floor:req:"+rid)
+			p.HExists(ctx, "answer-floor:holders", rid)
+			return nil
+		})
+		if err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("temporarily unavailable"))
+		}
+	}
+	ce := connect.NewError(connect.CodeFailedPrecondition, errors.New("sold out"))
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: api.ReasonSoldOut, Domain: api.ErrorDomain}); err == nil {
+		ce.AddDetail(d)
+	}
+	return nil, ce
+}
