@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,3 +103,71 @@ func intList(s string) ([]int, error) {
 
 // benchActivityID returns an activity id no earlier run used.
 func benchActivityID() int64 { return time.Now().UnixNano() / 1000 }
+
+// meteredProc is a process whose CPU a cpuMeter reads: pid, with its
+// children when tree (PostgreSQL's backends).
+type meteredProc struct {
+	pid  int
+	tree bool
+}
+
+// stackMeteredProc is the local stack's process component (its pid file under
+// $SECKILL_STACK_DIR/run); tree as in meteredProc.
+func stackMeteredProc(component string, tree bool) (meteredProc, error) {
+	pid, err := stackPID(component)
+	return meteredProc{pid: pid, tree: tree}, err
+}
+
+// selfProc is this process.
+func selfProc() meteredProc { return meteredProc{pid: os.Getpid()} }
+
+// cpuMeter holds the CPU clock ticks of some processes at the start of a
+// measured run.
+type cpuMeter struct {
+	procs []meteredProc
+	start []uint64
+}
+
+// startCPUMeter reads the clocks of procs.
+func startCPUMeter(procs ...meteredProc) (*cpuMeter, error) {
+	m := &cpuMeter{procs: procs}
+	t, err := m.read()
+	if err != nil {
+		return nil, err
+	}
+	m.start = t
+	return m, nil
+}
+
+func (m *cpuMeter) read() ([]uint64, error) {
+	out := make([]uint64, len(m.procs))
+	for i, p := range m.procs {
+		var err error
+		if p.tree {
+			out[i], err = treeTicks(p.pid)
+		} else {
+			out[i], _, err = procTicks(p.pid, false)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// perUnit reads the clocks again and returns each process's CPU since the
+// start in µs per unit of units (> 0).
+func (m *cpuMeter) perUnit(units int64) ([]float64, error) {
+	if units <= 0 {
+		return nil, errors.New("cpu meter: nothing measured")
+	}
+	now, err := m.read()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(now))
+	for i := range now {
+		out[i] = float64(now[i]-m.start[i]) / clockTicks * 1e6 / float64(units)
+	}
+	return out, nil
+}

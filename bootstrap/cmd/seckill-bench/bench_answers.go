@@ -190,17 +190,7 @@ func answerRun(ctx context.Context, sc *scratch, o answersOptions, m answerMode,
 // children), Redis and this process spent meanwhile by its answers; every
 // answer must be SOLD_OUT.
 func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFigures, error) {
-	read := func() (server, rds, self uint64, err error) {
-		if server, err = treeTicks(pid); err != nil {
-			return 0, 0, 0, err
-		}
-		if rds, _, err = procTicks(redisPID, false); err != nil {
-			return 0, 0, 0, err
-		}
-		self, _, err = procTicks(os.Getpid(), false)
-		return server, rds, self, err
-	}
-	s0, r0, l0, err := read()
+	cpu, err := startCPUMeter(meteredProc{pid: pid, tree: true}, meteredProc{pid: redisPID}, selfProc())
 	if err != nil {
 		return answerFigures{}, err
 	}
@@ -210,17 +200,15 @@ func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFi
 		return answerFigures{}, err
 	}
 	wall := time.Since(t0)
-	s1, r1, l1, err := read()
+	answers := l.counts[0].Load() + l.counts[1].Load() + l.counts[2].Load() + l.counts[3].Load()
+	per, err := cpu.perUnit(answers)
 	if err != nil {
 		return answerFigures{}, err
 	}
-	answers := l.counts[0].Load() + l.counts[1].Load() + l.counts[2].Load() + l.counts[3].Load()
-	if sold := l.counts[1].Load(); sold != answers || answers == 0 {
+	if sold := l.counts[1].Load(); sold != answers {
 		return answerFigures{}, fmt.Errorf("%d of %d answers were SOLD_OUT (others: %v)", sold, answers, l.otherByCode)
 	}
-	per := func(ticks uint64) float64 { return float64(ticks) / clockTicks * 1e6 / float64(answers) }
-	return answerFigures{server: per(s1 - s0), redis: per(r1 - r0), loadgen: per(l1 - l0),
-		rate: float64(answers) / wall.Seconds()}, nil
+	return answerFigures{server: per[0], redis: per[1], loadgen: per[2], rate: float64(answers) / wall.Seconds()}, nil
 }
 
 // writeAnswerMedians prints each mode's medians and the service's figures

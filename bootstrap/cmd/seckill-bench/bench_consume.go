@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -154,7 +152,11 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		}
 		const topic, group = "direct", "direct"
 		handler := application.NewCreateOrders(store, rs, acts, fp, log, group, policy)
-		cpu, err := startHandlerCPU()
+		pg, err := stackMeteredProc("postgres", true)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		cpu, err := startCPUMeter(selfProc(), pg)
 		if err != nil {
 			return 0, 0, "", err
 		}
@@ -167,8 +169,8 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 			return 0, 0, "", err
 		}
 		elapsed := time.Since(start)
-		if note, err := cpu.perOrder(created); err == nil {
-			run.report(note)
+		if per, err := cpu.perUnit(int64(created)); err == nil {
+			run.report(fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", per[0]+per[1], per[0], per[1]))
 		} else {
 			log.Warn("the handler-alone CPU was not read", "error", err)
 		}
@@ -408,46 +410,4 @@ func checkpoint(ctx context.Context, dsn string) error {
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	_, err = conn.Exec(ctx, "CHECKPOINT")
 	return err
-}
-
-// handlerCPU is the CPU reading at the start of a handler-alone run: this
-// process (the handler and its pgx pool) and PostgreSQL with its backends.
-type handlerCPU struct {
-	pgPID      int
-	self0, pg0 uint64
-}
-
-// startHandlerCPU reads both clocks.
-func startHandlerCPU() (handlerCPU, error) {
-	pid, err := stackPID("postgres")
-	if err != nil {
-		return handlerCPU{}, err
-	}
-	h := handlerCPU{pgPID: pid}
-	if h.self0, _, err = procTicks(os.Getpid(), false); err != nil {
-		return handlerCPU{}, err
-	}
-	if h.pg0, err = treeTicks(pid); err != nil {
-		return handlerCPU{}, err
-	}
-	return h, nil
-}
-
-// perOrder reads both clocks again and says what the run cost per order
-// of orders created: the measured floor of the handler and PostgreSQL.
-func (h handlerCPU) perOrder(orders int) (string, error) {
-	self, _, err := procTicks(os.Getpid(), false)
-	if err != nil {
-		return "", err
-	}
-	pg, err := treeTicks(h.pgPID)
-	if err != nil {
-		return "", err
-	}
-	if orders == 0 {
-		return "", errors.New("no orders")
-	}
-	per := func(t uint64) float64 { return float64(t) / clockTicks * 1e6 / float64(orders) }
-	s, p := per(self-h.self0), per(pg-h.pg0)
-	return fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", s+p, s, p), nil
 }

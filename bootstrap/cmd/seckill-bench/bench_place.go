@@ -155,14 +155,21 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	n := int(float64(*duration/time.Second) * 15000)
-	cpu, cpuErr := startReserveCPU()
+	var cpu *cpuMeter
+	rp, cpuErr := stackMeteredProc("redis", false)
+	if cpuErr == nil {
+		cpu, cpuErr = startCPUMeter(rp, selfProc())
+	}
 	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: *ceilingClients})
 	if err != nil {
 		return err
 	}
 	cpuNote := ""
 	if cpuErr == nil {
-		cpuNote, cpuErr = cpu.perCall(rr.Calls)
+		var per []float64
+		if per, cpuErr = cpu.perUnit(int64(rr.Calls)); cpuErr == nil {
+			cpuNote = fmt.Sprintf("CPU per reserve call: Redis %.1f µs, this process %.1f µs", per[0], per[1])
+		}
 	}
 	if cpuErr != nil {
 		log.Warn("the reserve ceiling's CPU was not read", "error", cpuErr)
@@ -358,44 +365,4 @@ func scratchRedis(ctx context.Context, cfg config.Config, poolSize int) (*goredi
 		return nil, nil, err
 	}
 	return l.Client, func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
-}
-
-// reserveCPU is the CPU reading at the start of the reserve ceiling:
-// Redis and this process (go-redis and the callers).
-type reserveCPU struct {
-	redisPID      int
-	redis0, self0 uint64
-}
-
-// startReserveCPU reads both clocks.
-func startReserveCPU() (reserveCPU, error) {
-	pid, err := stackPID("redis")
-	if err != nil {
-		return reserveCPU{}, err
-	}
-	c := reserveCPU{redisPID: pid}
-	if c.redis0, _, err = procTicks(pid, false); err != nil {
-		return reserveCPU{}, err
-	}
-	if c.self0, _, err = procTicks(os.Getpid(), false); err != nil {
-		return reserveCPU{}, err
-	}
-	return c, nil
-}
-
-// perCall reads both clocks again and says what each of calls cost.
-func (c reserveCPU) perCall(calls int) (string, error) {
-	r, _, err := procTicks(c.redisPID, false)
-	if err != nil {
-		return "", err
-	}
-	self, _, err := procTicks(os.Getpid(), false)
-	if err != nil {
-		return "", err
-	}
-	if calls == 0 {
-		return "", errors.New("no calls")
-	}
-	per := func(t uint64) float64 { return float64(t) / clockTicks * 1e6 / float64(calls) }
-	return fmt.Sprintf("CPU per reserve call: Redis %.1f µs, this process %.1f µs", per(r-c.redis0), per(self-c.self0)), nil
 }
