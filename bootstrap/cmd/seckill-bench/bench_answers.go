@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -141,35 +139,29 @@ func parseAnswersOptions(args []string) (answersOptions, error) {
 // every mode and run apart (a token is new to the server that verifies
 // it, as in the sold-out phase of a sale).
 func answerRun(ctx context.Context, sc *scratch, o answersOptions, m answerMode, exe, self string, redisPID, offset int) (answerFigures, error) {
-	var base string
-	var pid int
-	var stop func()
 	activityID := benchActivityID()
+	var in *instance
+	var err error
 	if m.floorArgs == nil {
-		svc, err := startSaleService(ctx, sc, exe, o.out)
-		if err != nil {
+		if in, err = startSaleService(ctx, sc, exe, o.out); err != nil {
 			return answerFigures{}, err
 		}
-		stop = func() { svc.stop(); _ = svc.logFile.Close() }
-		base = "http://" + svc.api
-		svc.mu.Lock()
-		pid = svc.cmd.Process.Pid
-		svc.mu.Unlock()
+	} else if in, err = startAnswerFloor(ctx, self, o.out, m.floorArgs); err != nil {
+		return answerFigures{}, err
+	}
+	defer func() { in.stop(); _ = in.logFile.Close() }()
+	base := "http://" + in.api
+	in.mu.Lock()
+	pid := in.cmd.Process.Pid
+	in.mu.Unlock()
+	if m.floorArgs == nil {
 		// One unit: the first warm-up call takes it, every later call is
 		// answered sold out.
 		adminHTTP := &http.Client{Timeout: 10 * time.Second}
 		if err := createSaleActivity(ctx, adminHTTP, base, []byte(sc.cfg.AuthSecret), activityID, 1, time.Hour, 1); err != nil {
-			stop()
 			return answerFigures{}, fmt.Errorf("create the activity: %w", err)
 		}
-	} else {
-		fl, err := startAnswerFloor(ctx, self, o.out, m.floorArgs)
-		if err != nil {
-			return answerFigures{}, err
-		}
-		stop, base, pid = fl.stop, fl.base, fl.pid
 	}
-	defer stop()
 	load := func(n, from int) (*saleLoad, error) {
 		l, err := newSaleLoad(saleOptions{Stock: 1, Buyers: n, Attempts: 1, Clients: o.clients, Protocol: o.protocol, userOffset: from},
 			base, []byte(sc.cfg.AuthSecret), activityID)
@@ -234,48 +226,24 @@ func writeAnswerMedians(w io.Writer, modes []answerMode, results [][]answerFigur
 	fmt.Fprintf(w, "\nthe service's sold-out answer (server + Redis): %.2fx the floor with the buyer-state read\n", svc/floor)
 }
 
-// answerFloorProcess is a running answer-floor server.
-type answerFloorProcess struct {
-	base string
-	pid  int
-	stop func()
-}
-
 // startAnswerFloor starts `seckill-bench answer-floor` (this binary) on a
 // free loopback port with args and waits until it serves.
-func startAnswerFloor(ctx context.Context, self, dir string, args []string) (answerFloorProcess, error) {
-	addr, err := freeAddr()
+func startAnswerFloor(ctx context.Context, self, dir string, args []string) (*instance, error) {
+	in, err := newInstance("answer-floor", self, dir)
 	if err != nil {
-		return answerFloorProcess{}, err
+		return nil, err
 	}
-	lf, err := os.Create(filepath.Join(dir, "answer-floor.log"))
-	if err != nil {
-		return answerFloorProcess{}, fmt.Errorf("create the floor server's log: %w", err)
+	in.args = append([]string{"answer-floor", "--addr", in.api}, args...)
+	if err := in.start(); err != nil {
+		_ = in.logFile.Close()
+		return nil, err
 	}
-	cmd := exec.Command(self, append([]string{"answer-floor", "--addr", addr}, args...)...) //nolint:noctx // stopped by PID below
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		_ = lf.Close()
-		return answerFloorProcess{}, fmt.Errorf("start the floor server: %w", err)
+	if err := waitReady(ctx, "http://"+in.api+"/readyz", 30*time.Second); err != nil {
+		in.stop()
+		_ = in.logFile.Close()
+		return nil, fmt.Errorf("floor server: %w (log: %s)", err, in.logFile.Name())
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = lf.Close()
-	}
-	base := "http://" + addr
-	if err := waitReady(ctx, base+"/readyz", 30*time.Second); err != nil {
-		stop()
-		return answerFloorProcess{}, fmt.Errorf("floor server: %w (log: %s)", err, lf.Name())
-	}
-	return answerFloorProcess{base: base, pid: cmd.Process.Pid, stop: stop}, nil
+	return in, nil
 }
 
 // answerFloor serves the floor of a sold-out answer until ctx ends:

@@ -194,6 +194,8 @@ type instance struct {
 	env      []string
 	cleanEnv []string // env without failpoints (crash-consumers after its crash phase)
 	exe      string
+	// args are the command line after exe; nil: "serve".
+	args     []string
 	logFile  *os.File
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -204,7 +206,11 @@ type instance struct {
 func (in *instance) start() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	cmd := exec.Command(in.exe, "serve") //nolint:noctx // the instance outlives any request: chaos stops it by PID
+	args := in.args
+	if args == nil {
+		args = []string{"serve"}
+	}
+	cmd := exec.Command(in.exe, args...) //nolint:noctx // the instance outlives any request: chaos stops it by PID
 	cmd.Env = in.env
 	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
 	if err := cmd.Start(); err != nil {
