@@ -19,11 +19,16 @@ import (
 // (RunnerConfig.Concurrency) bounds the limit whatever the ceiling.
 //
 // Budget is safe for concurrent use; it starts no goroutine.
+//
+// A Budget is also one instance's part of a budget shared by several
+// instances (spec 22.1): SetShare scales every ceiling by the instance's
+// share, so the instances together stay within the shared budget.
 type Budget struct {
 	mu       sync.Mutex
 	priority *Limiter
 	others   []*Limiter
 	urgent   bool
+	share    float64 // in (0, 1]: the part of its ceilings this instance may use
 }
 
 // NewBudget returns a budget over priority and the other limiters, each
@@ -42,7 +47,7 @@ func NewBudget(priority *Limiter, others ...*Limiter) (*Budget, error) {
 		}
 		seen[l.Group()] = true
 	}
-	return &Budget{priority: priority, others: others}, nil
+	return &Budget{priority: priority, others: others, share: 1}, nil
 }
 
 // Tick ticks every limiter whose group has signals in signals (see
@@ -72,10 +77,30 @@ func (b *Budget) setUrgent(urgent bool) {
 		return
 	}
 	b.urgent = urgent
-	if !urgent {
-		b.priority.setCeiling(b.priority.cfg.Budget)
+	b.apply()
+}
+
+// SetShare sets the part of every group's ceiling this instance may use,
+// clamped to (0, 1] (a share of 0 or less is taken as the smallest: every
+// group at its Floor); a ceiling never falls below its group's Floor.
+func (b *Budget) SetShare(share float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	share = min(share, 1)
+	if share == b.share {
+		return
+	}
+	b.share = share
+	b.apply()
+}
+
+// apply sets every ceiling from the urgency and the share; b.mu is held.
+func (b *Budget) apply() {
+	scaled := func(n int) int { return int(float64(n) * max(b.share, 0)) }
+	if !b.urgent {
+		b.priority.setCeiling(scaled(b.priority.cfg.Budget))
 		for _, l := range b.others {
-			l.setCeiling(l.cfg.Budget)
+			l.setCeiling(scaled(l.cfg.Budget))
 		}
 		return
 	}
@@ -84,7 +109,17 @@ func (b *Budget) setUrgent(urgent bool) {
 		freed += l.cfg.Budget - l.cfg.Floor
 		l.setCeiling(l.cfg.Floor)
 	}
-	b.priority.setCeiling(b.priority.cfg.Budget + freed)
+	b.priority.setCeiling(scaled(b.priority.cfg.Budget + freed))
+}
+
+// Total returns the sum of the groups' Budgets: what the groups of one
+// instance may run at once with a share of 1.
+func (b *Budget) Total() int {
+	n := b.priority.cfg.Budget
+	for _, l := range b.others {
+		n += l.cfg.Budget
+	}
+	return n
 }
 
 // Urgent reports whether the other groups yield to the priority group now.

@@ -113,3 +113,49 @@ func TestNewBudgetRejects(t *testing.T) {
 		t.Error("a group twice accepted")
 	}
 }
+
+// An instance's share scales every ceiling (never below a Floor), cuts the
+// limits at once, and a whole share gives the budgets back.
+func TestBudgetShareScalesTheCeilings(t *testing.T) {
+	c := newClock()
+	orders := newLimiter(t, concurrency.Config{Group: "orders", Floor: 2, Budget: 20, GrowStep: 20}, c)
+	audit := newLimiter(t, concurrency.Config{Group: "audit", Floor: 1, Budget: 4, GrowStep: 4}, c)
+	b, err := concurrency.NewBudget(orders, audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Total() != 24 {
+		t.Fatalf("Total %d, want 24", b.Total())
+	}
+	tick := func() {
+		busy(orders, orders.Limit(), time.Millisecond)
+		busy(audit, audit.Limit(), time.Millisecond)
+		c.Advance(time.Second)
+		b.Tick(map[string]concurrency.Signals{"orders": lagHigh(), "audit": lagHigh()})
+	}
+	b.SetShare(0.25) // four live instances
+	if orders.Limit() != 5 || audit.Limit() != 1 {
+		t.Fatalf("share 1/4: limits %d/%d, want 5/1", orders.Limit(), audit.Limit())
+	}
+	tick()
+	if st := orders.State(); st.Limit != 5 || st.Ceiling != 5 {
+		t.Fatalf("share 1/4 after growth: orders %+v, want limit and ceiling 5", st)
+	}
+	b.SetShare(0.01)
+	if orders.Limit() != 2 || audit.Limit() != 1 {
+		t.Fatalf("tiny share: limits %d/%d, want the floors 2/1", orders.Limit(), audit.Limit())
+	}
+	b.SetShare(5) // clamped to 1
+	tick()
+	if orders.Limit() != 20 || audit.Limit() != 4 {
+		t.Fatalf("whole share: limits %d/%d, want the budgets 20/4", orders.Limit(), audit.Limit())
+	}
+	// While urgent the priority group's borrowed ceiling is scaled too.
+	b.SetShare(0.5)
+	busy(orders, orders.Limit(), time.Millisecond)
+	c.Advance(time.Second)
+	b.Tick(map[string]concurrency.Signals{"orders": {Lag: time.Minute, ReservationDeadline: c.Now().Add(5 * time.Second)}, "audit": lagHigh()})
+	if st := orders.State(); !b.Urgent() || st.Ceiling != 11 {
+		t.Fatalf("urgent at share 1/2: urgent %v, orders ceiling %d, want (20+3)/2 = 11", b.Urgent(), st.Ceiling)
+	}
+}
