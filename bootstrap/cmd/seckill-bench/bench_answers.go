@@ -55,9 +55,9 @@ type answerFigures struct {
 // not). Each server is a process of its own, driven by the sale's load
 // generator (Connect JSON over HTTP/1.1 with a connection per client as in
 // bench sale, or gRPC over h2c as in bench place; a new buyer with a token
-// of its own per call); the figures are the server's
-// and Redis's CPU over the measured calls divided by the answers, with
-// nothing subtracted. The modes are interleaved within each run.
+// of its own per call); the figures are the server's and Redis's CPU
+// over the measured calls divided by the answers, with nothing
+// subtracted. The modes are interleaved within each run.
 func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseAnswersOptions(args)
 	if err != nil {
