@@ -143,12 +143,7 @@ func (m *cpuMeter) read() ([]uint64, error) {
 	out := make([]uint64, len(m.procs))
 	for i, p := range m.procs {
 		var err error
-		if p.tree {
-			out[i], err = treeTicks(p.pid)
-		} else {
-			out[i], _, err = procTicks(p.pid, false)
-		}
-		if err != nil {
+		if out[i], err = processTicks(p.pid, p.tree); err != nil {
 			return nil, err
 		}
 	}

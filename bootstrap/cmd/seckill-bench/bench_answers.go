@@ -63,22 +63,11 @@ func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	exe, err := serviceBinary()
-	if err != nil {
-		return err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fmt.Errorf("create the output directory: %w", err)
-	}
-	sc, err := newScratch(ctx, cfg, log, 0)
+	sc, exe, _, err := serviceScratch(ctx, o.out, 0)
 	if err != nil {
 		return err
 	}

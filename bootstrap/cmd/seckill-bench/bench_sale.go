@@ -95,18 +95,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	exe, err := serviceBinary()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fmt.Errorf("create the output directory: %w", err)
-	}
-	sc, err := newScratch(ctx, cfg, log, 2*o.CeilingClients)
+	sc, exe, log, err := serviceScratch(ctx, o.out, 2*o.CeilingClients)
 	if err != nil {
 		return err
 	}
@@ -120,7 +109,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		svc.stop()
 		_ = svc.logFile.Close()
 	}()
-	secret := []byte(cfg.AuthSecret)
+	secret := []byte(sc.cfg.AuthSecret)
 	base := "http://" + svc.api
 	activityID := benchActivityID()
 	adminHTTP := &http.Client{Timeout: 10 * time.Second}
@@ -680,6 +669,39 @@ func treeTicks(pid int) (uint64, error) {
 	return total, nil
 }
 
+// processTicks is the CPU of pid in clock ticks: with its children
+// (treeTicks) when tree, else its own.
+func processTicks(pid int, tree bool) (uint64, error) {
+	if tree {
+		return treeTicks(pid)
+	}
+	t, _, err := procTicks(pid, false)
+	return t, err
+}
+
+// serviceScratch prepares a bench that starts `seckill serve`
+// subprocesses: the configuration, the seckill binary beside this one, the
+// output directory out and a scratch stack (redisPool as newScratch); the
+// caller closes the scratch stack.
+func serviceScratch(ctx context.Context, out string, redisPool int) (*scratch, string, *slog.Logger, error) {
+	cfg, log, err := loadConfig()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	exe, err := serviceBinary()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, "", nil, fmt.Errorf("create the output directory: %w", err)
+	}
+	sc, err := newScratch(ctx, cfg, log, redisPool)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return sc, exe, log, nil
+}
+
 // childPIDs lists the live children of pid from
 // /proc/<pid>/task/<tid>/children (every thread's); the error is the
 // files' (absent without CONFIG_PROC_CHILDREN).
@@ -713,13 +735,7 @@ func (p *saleProcess) sample() (uint64, bool) {
 	if p.gone {
 		return p.last, false
 	}
-	var t uint64
-	var err error
-	if p.tree {
-		t, err = treeTicks(p.pid)
-	} else {
-		t, _, err = procTicks(p.pid, false)
-	}
+	t, err := processTicks(p.pid, p.tree)
 	if err != nil {
 		p.gone = true
 		return p.last, false
