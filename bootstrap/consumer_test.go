@@ -163,24 +163,36 @@ func TestTerminatedBackendIsRetried(t *testing.T) {
 	ctx := context.Background()
 	var killed int64
 	s.eventually(30*time.Second, "the consumer's transaction is open", func() bool {
-		// Only the consumer's transaction writes orders: the relay and the
-		// other workers also open short transactions that must not be hit.
+		// Only the consumer's transaction writes both the inbox and orders:
+		// the relay and the other workers also open short transactions that
+		// must not be hit, and the event sequencer's reads orders (an
+		// AccessShareLock on it).
 		killed = s.count(`SELECT count(*) FROM (SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
 			WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.state = 'idle in transaction'
-			AND a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.relation = 'orders'::regclass)) k`)
+			AND a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.relation = 'orders'::regclass AND l.mode = 'RowExclusiveLock')
+			AND a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.relation = 'consumer_inbox'::regclass AND l.mode = 'RowExclusiveLock')) k`)
 		return killed > 0
 	})
 	s.app.Failpoints.Clear(ports.FailConsumerInTx)
 	s.eventually(60*time.Second, "the redelivered message creates the order", func() bool {
 		return s.count(`SELECT count(*) FROM orders WHERE reservation_id = 'rsv_killed'`) == 1
 	})
+	// The killed transaction cannot have committed: its delivery was
+	// decided "transient" (not acknowledged) and a later delivery created
+	// the order. The delivery count the broker reports is only logged:
+	// RocketMQ has been seen to hand a message rescheduled by
+	// ChangeInvisibleDuration back with its count unchanged.
+	if n := s.metric("mq_consume_total", "ORDER_CREATE", `result="transient"`); n < 1 {
+		t.Fatalf("%v transient decisions on order-create: the terminated transaction was not retried", n)
+	}
+	if n := s.metric("mq_consume_total", "ORDER_CREATE", `result="created"`); n != 1 {
+		t.Fatalf("%v created decisions on order-create, want 1", n)
+	}
 	var attempt int64
 	if err := s.db.QueryRow(ctx, `SELECT delivery_attempt FROM consumer_inbox WHERE message_id = 'evt_killed'`).Scan(&attempt); err != nil {
 		t.Fatal(err)
 	}
-	if attempt < 2 {
-		t.Fatalf("the order was created on delivery %d: the killed transaction cannot have committed", attempt)
-	}
+	t.Logf("the order was created on delivery %d (as the broker counts)", attempt)
 	if n := s.count(`SELECT count(*) FROM inventory_ledger WHERE reservation_id = 'rsv_killed'`); n != 1 {
 		t.Fatalf("ledger rows %d", n)
 	}
