@@ -1,6 +1,9 @@
 package ports
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // ConcurrencyLimit is an adaptive bound on a consumer group's concurrent
 // handler calls (spec 22: consumer throughput follows what PostgreSQL can
@@ -42,4 +45,26 @@ type BatchSample struct {
 	// InFlight is the number of handler calls of the group that were
 	// running when this one started, this one included.
 	InFlight int
+}
+
+// ConsumerPeers is the registry of the live instances that share one
+// consumer concurrency budget (spec 22.1: the budget is the deployment's,
+// not each instance's). Every instance running adaptive consumers
+// heartbeats into it once per decision tick and takes its share of the
+// global budget from the count it gets back, so adding worker instances
+// does not multiply the load on PostgreSQL.
+//
+// Contract: liveness is judged on the registry's own clock, never on the
+// instances' (their clocks may disagree). An instance is live from its
+// heartbeat until ttl after it; a heartbeat forgets every instance whose
+// last heartbeat is older than the ttl it carries. The count includes the
+// caller, so it is at least 1 on success. Both methods are bounded by ctx
+// and safe for concurrent use.
+type ConsumerPeers interface {
+	// Heartbeat records instance as live now and returns the number of
+	// live instances, this one included.
+	Heartbeat(ctx context.Context, instance string, ttl time.Duration) (int, error)
+	// Leave removes instance at once (a clean shutdown), so the others
+	// take its share at their next tick instead of after its ttl.
+	Leave(ctx context.Context, instance string) error
 }

@@ -93,6 +93,10 @@ func (s slotKeys) rsv(reservationID string) string { return s.rsvPrefix + reserv
 // slots is the set of every seeded slot id.
 func (k keys) slots() string { return k.ns + ":slots" }
 
+// consumerInstances is the sorted set of live consumer instances
+// (heartbeat.lua).
+func (k keys) consumerInstances() string { return k.ns + ":consumer-instances" }
+
 func (k keys) userPrefix(userID int64) string {
 	return k.ns + ":{u" + strconv.FormatInt(userID, 10) + "}:"
 }

@@ -38,6 +38,7 @@ const (
 	scriptFreezeLane     = "freeze_lane"
 	scriptOpenLane       = "open_lane"
 	scriptStockChange    = "stock_change"
+	scriptHeartbeat      = "heartbeat"
 )
 
 // scriptNames lists every script; each is lua/<name>.lua.
@@ -46,7 +47,7 @@ func scriptNames() []string {
 		scriptSeed, scriptReserve, scriptMarkSent, scriptMarkSentMany, scriptScheduleRetry, scriptRelease,
 		scriptReleaseMany, scriptMarkOrdered, scriptClaimDue, scriptClaimRequest, scriptForgetRequest, scriptViewApply, scriptInventory,
 		scriptRebuild, scriptFinishRecovery, scriptTransferOut, scriptTransferIn, scriptTransferDone,
-		scriptFreezeLane, scriptOpenLane, scriptStockChange,
+		scriptFreezeLane, scriptOpenLane, scriptStockChange, scriptHeartbeat,
 	}
 }
 

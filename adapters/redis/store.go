@@ -75,9 +75,10 @@ type Config struct {
 	// Redis lost while a recovery is pending (on a cluster: while the
 	// master serving the SKU's hash slot is pending).
 	Guard *Guard
-	// Clock, when set, is the token bucket's clock (passed to the script in
-	// milliseconds) and the clock of the metrics' ages. When nil the
-	// bucket uses Redis' TIME and the metrics time.Now.
+	// Clock, when set, is the token bucket's and the consumer heartbeats'
+	// clock (passed to the scripts in milliseconds) and the clock of the
+	// metrics' ages. When nil the scripts use Redis' TIME and the metrics
+	// time.Now.
 	Clock func() time.Time
 	// Tracer records a span per script call (see package tracing); nil
 	// records none.
