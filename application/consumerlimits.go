@@ -73,6 +73,19 @@ type ConsumerLimitsConfig struct {
 	LockWaitTimeout time.Duration
 	// Policy holds the decision table's thresholds (zero: the defaults).
 	Policy concurrency.Policy
+	// GlobalBudget is the concurrency all instances together may use,
+	// summed over every group (spec 22.1); zero means each instance uses
+	// its own groups' budgets in full. When set, each tick heartbeats
+	// Instance into Peers and scales every group's ceiling by this
+	// instance's share, min(1, GlobalBudget / (live instances x the sum
+	// of this instance's budgets)); a failed heartbeat keeps the last
+	// share.
+	GlobalBudget int
+	// Instance names this instance in Peers; required with GlobalBudget.
+	Instance string
+	// Peers is the registry of live instances; required with
+	// GlobalBudget.
+	Peers ports.ConsumerPeers
 }
 
 // ConsumerLimits runs the adaptive concurrency limiters of the business
@@ -119,6 +132,8 @@ type ConsumerLimits struct {
 	prevAt      time.Time
 	brokerDown  bool
 	recoveredAt time.Time
+	live        int     // instances sharing the budget at the last heartbeat (0: not shared or not yet known)
+	share       float64 // this instance's part of its budgets, 1 when not shared
 }
 
 // groupLimit is one group's limiter as its runner sees it: it notes a
@@ -152,8 +167,14 @@ func NewConsumerLimits(cfg ConsumerLimitsConfig, db DatabaseSignals, backlog Bac
 	if db == nil || backlog == nil || broker == nil || clock == nil || log == nil {
 		return nil, errors.New("consumer limits: nil dependency")
 	}
+	switch {
+	case cfg.GlobalBudget < 0:
+		return nil, fmt.Errorf("consumer limits: global budget %d must be >= 0", cfg.GlobalBudget)
+	case cfg.GlobalBudget > 0 && (cfg.Peers == nil || cfg.Instance == ""):
+		return nil, errors.New("consumer limits: a global budget needs the peers registry and this instance's name")
+	}
 	c := &ConsumerLimits{cfg: cfg, groups: map[string]*groupLimit{}, db: db, backlog: backlog, broker: broker,
-		clock: clock, log: log}
+		clock: clock, log: log, share: 1}
 	var priority *concurrency.Limiter
 	var others []*concurrency.Limiter
 	for _, g := range cfg.Groups {
@@ -197,8 +218,27 @@ func (c *ConsumerLimits) Limit(group string) ports.ConcurrencyLimit {
 // group first.
 func (c *ConsumerLimits) States() []concurrency.State { return c.budget.States() }
 
+// Share returns the number of live instances sharing the global budget
+// at the last heartbeat (0 when the budget is not shared or no heartbeat
+// succeeded yet) and this instance's share of its own budgets (1 when not
+// shared).
+func (c *ConsumerLimits) Share() (live int, share float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live, c.share
+}
+
 // Run ticks the limiters every tick until ctx ends; it returns nil then.
+// With a global budget it heartbeats before the first tick (so a new
+// instance takes only its share from the start) and leaves the registry
+// when ctx ends.
 func (c *ConsumerLimits) Run(ctx context.Context) error {
+	if c.cfg.GlobalBudget > 0 {
+		c.mu.Lock()
+		c.heartbeat(ctx)
+		c.mu.Unlock()
+		defer c.leave(ctx)
+	}
 	t := time.NewTicker(c.cfg.Tick)
 	defer t.Stop()
 	for {
@@ -211,12 +251,48 @@ func (c *ConsumerLimits) Run(ctx context.Context) error {
 	}
 }
 
+// heartbeat records this instance in the registry and sets its share of
+// the global budget from the live count; c.mu is held. A failed heartbeat
+// keeps the last share.
+func (c *ConsumerLimits) heartbeat(ctx context.Context) {
+	hctx, cancel := context.WithTimeout(ctx, c.cfg.LockWaitTimeout)
+	live, err := c.cfg.Peers.Heartbeat(hctx, c.cfg.Instance, 3*c.cfg.Tick)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.WarnContext(ctx, "consumer heartbeat failed; the budget share stays", "share", c.share, "error", err)
+		}
+		return
+	}
+	live = max(live, 1)
+	share := min(1, float64(c.cfg.GlobalBudget)/float64(live*c.budget.Total()))
+	if live != c.live || share != c.share {
+		c.log.InfoContext(ctx, "consumer budget share", "live_instances", live, "share", share,
+			"global_budget", c.cfg.GlobalBudget)
+	}
+	c.live, c.share = live, share
+	c.budget.SetShare(share)
+}
+
+// leave removes this instance from the registry once ctx has ended,
+// within LockWaitTimeout.
+func (c *ConsumerLimits) leave(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LockWaitTimeout)
+	defer cancel()
+	if err := c.cfg.Peers.Leave(lctx, c.cfg.Instance); err != nil {
+		c.log.WarnContext(lctx, "leaving the consumer registry failed; the others take this share after its ttl", "error", err)
+	}
+}
+
 // Tick gathers the signals once and ticks every limiter with them; it
 // returns the decisions by group.
 func (c *ConsumerLimits) Tick(ctx context.Context) map[string]concurrency.Decision {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
+	if c.cfg.GlobalBudget > 0 {
+		c.heartbeat(ctx)
+	}
 	common := c.database(ctx)
 	common.BrokerRecoveredAt = c.brokerRecovery(now)
 	signals := make(map[string]concurrency.Signals, len(c.groups))

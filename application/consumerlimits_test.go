@@ -277,3 +277,168 @@ func TestConsumerLimitsValidate(t *testing.T) {
 		t.Error("nil database: no error")
 	}
 }
+
+// memPeers is ports.ConsumerPeers in memory on the test's clock.
+type memPeers struct {
+	mu    sync.Mutex
+	clock *limitsClock
+	seen  map[string]time.Time
+	err   error
+}
+
+func (p *memPeers) Heartbeat(_ context.Context, instance string, ttl time.Duration) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return 0, p.err
+	}
+	now := p.clock.Now()
+	p.seen[instance] = now
+	for id, at := range p.seen {
+		if now.Sub(at) > ttl {
+			delete(p.seen, id)
+		}
+	}
+	return len(p.seen), nil
+}
+
+func (p *memPeers) Leave(_ context.Context, instance string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.seen, instance)
+	return p.err
+}
+
+// ceilings returns each group's ceiling.
+func ceilings(c *ConsumerLimits) map[string]int {
+	out := map[string]int{}
+	for _, st := range c.States() {
+		out[st.Group] = st.Ceiling
+	}
+	return out
+}
+
+// TestConsumerLimitsShareOneGlobalBudget: with a global budget of one
+// instance's budgets (14 = 10 + 4), an instance alone uses them in full;
+// a second instance halves both instances' ceilings (never below a
+// floor) at their next tick; a failed heartbeat keeps the share; when one
+// leaves, the other takes the whole budget back at its next tick, and
+// after a crash (no leave) once the crashed one's heartbeat is older than
+// three ticks.
+func TestConsumerLimitsShareOneGlobalBudget(t *testing.T) {
+	f := newLimitsFixture(t)
+	peers := &memPeers{clock: f.clock, seen: map[string]time.Time{}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	instance := func(name string) *ConsumerLimits {
+		l, err := NewConsumerLimits(ConsumerLimitsConfig{Priority: "create", Tick: time.Second, Groups: []ConsumerLimitGroup{
+			{Group: "create", Budget: 10, Floor: 2, Batch: 32},
+			{Group: "audit", Budget: 4, Floor: 2, Batch: 16},
+		}, GlobalBudget: 14, Instance: name, Peers: peers}, f.db, f.backlog, f.broker, f.clock, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx := context.Background()
+	tick := func(ls ...*ConsumerLimits) {
+		f.clock.add(time.Second)
+		f.gate(0)
+		for _, l := range ls {
+			l.Tick(ctx)
+		}
+	}
+	want := func(l *ConsumerLimits, live int, share float64, create, audit int) {
+		t.Helper()
+		gotLive, gotShare := l.Share()
+		c := ceilings(l)
+		if gotLive != live || gotShare != share || c["create"] != create || c["audit"] != audit {
+			t.Fatalf("live %d share %v ceilings %v; want live %d share %v create %d audit %d",
+				gotLive, gotShare, c, live, share, create, audit)
+		}
+		if got := l.Limit("create").Limit(); got > create {
+			t.Fatalf("create limit %d above its ceiling %d", got, create)
+		}
+	}
+	a := instance("a")
+	tick(a)
+	want(a, 1, 1, 10, 4)
+	b := instance("b")
+	tick(b, a)
+	want(a, 2, 0.5, 5, 2)
+	want(b, 2, 0.5, 5, 2)
+
+	peers.err = errors.New("registry down")
+	tick(a)
+	want(a, 2, 0.5, 5, 2)
+	peers.err = nil
+
+	b.leave(ctx)
+	tick(a)
+	want(a, 1, 1, 10, 4)
+
+	// b comes back and crashes: a counts it until its heartbeat is older
+	// than three ticks.
+	tick(b, a)
+	want(a, 2, 0.5, 5, 2)
+	tick(a)
+	tick(a)
+	tick(a)
+	want(a, 2, 0.5, 5, 2)
+	tick(a)
+	want(a, 1, 1, 10, 4)
+}
+
+// TestConsumerLimitsGlobalBudgetNeedsPeers: a global budget without the
+// registry or the instance's name, or a negative one, is refused.
+func TestConsumerLimitsGlobalBudgetNeedsPeers(t *testing.T) {
+	f := newLimitsFixture(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	groups := []ConsumerLimitGroup{{Group: "a", Budget: 2}}
+	peers := &memPeers{clock: f.clock, seen: map[string]time.Time{}}
+	for name, cfg := range map[string]ConsumerLimitsConfig{
+		"no peers":    {Priority: "a", Groups: groups, GlobalBudget: 4, Instance: "x"},
+		"no instance": {Priority: "a", Groups: groups, GlobalBudget: 4, Peers: peers},
+		"negative":    {Priority: "a", Groups: groups, GlobalBudget: -1, Instance: "x", Peers: peers},
+	} {
+		if _, err := NewConsumerLimits(cfg, f.db, f.backlog, f.broker, f.clock, log); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestConsumerLimitsRunJoinsAndLeaves: with a global budget, Run
+// heartbeats before its first tick (another live instance halves the
+// share at once) and leaves the registry when its context ends.
+func TestConsumerLimitsRunJoinsAndLeaves(t *testing.T) {
+	f := newLimitsFixture(t)
+	peers := &memPeers{clock: f.clock, seen: map[string]time.Time{"other": f.clock.Now()}}
+	l, err := NewConsumerLimits(ConsumerLimitsConfig{Priority: "create", Tick: time.Hour, Groups: []ConsumerLimitGroup{
+		{Group: "create", Budget: 10, Floor: 2, Batch: 32},
+	}, GlobalBudget: 10, Instance: "me", Peers: peers}, f.db, f.backlog, f.broker, f.clock,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for live, _ := l.Share(); live != 2; live, _ = l.Share() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not heartbeat within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := l.Limit("create").Limit(); got != 5 {
+		t.Fatalf("create limit %d with two live instances, want 5", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	peers.mu.Lock()
+	defer peers.mu.Unlock()
+	if _, ok := peers.seen["me"]; ok {
+		t.Fatal("the instance is still in the registry after Run returned")
+	}
+}

@@ -165,3 +165,82 @@ func TestConsumerLimitOffByDefault(t *testing.T) {
 		t.Fatalf("consumer_concurrency_limit exported as %v with the fixed limiter", n)
 	}
 }
+
+// TestConsumerBudgetIsSharedAcrossInstances: with
+// SECKILL_CONSUMER_GLOBAL_BUDGET at one instance's budgets, an instance
+// alone uses them in full; a second worker instance of the same service
+// halves both instances' ceilings (the order-create limit of the first
+// falls to half its budget), orders keep being created exactly once, and
+// when the second stops the first takes the whole budget back.
+func TestConsumerBudgetIsSharedAcrossInstances(t *testing.T) {
+	var global int
+	adaptive := func(role string) func(*config.Config) {
+		return func(c *config.Config) {
+			c.Role = role
+			c.Workers.ConsumerLimiter = config.LimiterAdaptive
+			c.Workers.ConsumerLimitTick = 200 * time.Millisecond
+			global = 0
+			for _, o := range bootstrap.GroupOptions(*c) {
+				global += o.Concurrency
+			}
+			c.Workers.ConsumerGlobalBudget = global
+		}
+	}
+	a := startSystem(t, options{configure: adaptive(config.RoleAll)})
+	budget := a.cfg.ConsumerConcurrency()
+	group := `group="` + a.app.Broker.Group(ports.GroupOrderCreate) + `"`
+	a.eventually(10*time.Second, "the first instance counts itself alone", func() bool {
+		return a.metric("consumer_concurrency_instances") == 1 && a.metric("consumer_concurrency_share") == 1
+	})
+	if got := int(a.metric("consumer_concurrency_limit", group)); got != budget {
+		t.Fatalf("alone: order-create limit %d, want its budget %d", got, budget)
+	}
+
+	b := startSystem(t, options{peer: a, configure: adaptive(config.RoleWorkers)})
+	a.eventually(10*time.Second, "the first instance sees the second and halves its share", func() bool {
+		return a.metric("consumer_concurrency_instances") == 2 && a.metric("consumer_concurrency_share") == 0.5
+	})
+	if got, half := int(a.metric("consumer_concurrency_limit", group)), budget/2; got > half {
+		t.Fatalf("shared by two: order-create limit %d, want at most %d", got, half)
+	}
+	// The status page shows the share and each group's ceiling and last
+	// decision.
+	body, err := fetchStatus("http://" + a.app.OpsAddr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st bootstrap.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Consumers.LiveInstances == nil || *st.Consumers.LiveInstances != 2 || st.Consumers.Share == nil || *st.Consumers.Share != 0.5 {
+		t.Fatalf("/status.json shows live instances %v and share %v, want 2 and 0.5", st.Consumers.LiveInstances, st.Consumers.Share)
+	}
+	shown := false
+	for _, row := range st.Consumers.Groups {
+		if row.Group == a.app.Broker.Group(ports.GroupOrderCreate) {
+			shown = row.Ceiling != nil && int(*row.Ceiling) == budget/2 && row.LastReason != "" && !row.LastAt.IsZero()
+		}
+	}
+	if !shown {
+		t.Fatalf("/status.json shows no halved order-create ceiling with its last decision: %+v", st.Consumers.Groups)
+	}
+	const activity, stock = 71, 40
+	a.activity(activity, stock, 10*time.Minute, 10*time.Minute)
+	concurrently(stock, 8, func(i int) {
+		if _, err := a.place(context.Background(), int64(71_000+i), activity, fmt.Sprintf("share-%d", i)); err != nil {
+			t.Errorf("place %d: %v", i, err)
+		}
+	})
+	a.eventually(60*time.Second, "every order is created", func() bool {
+		return a.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) == stock
+	})
+	a.invariants(activity)
+
+	// The second stops (its cleanup waits for it): it leaves the registry.
+	b.cancel()
+	a.eventually(10*time.Second, "the first instance takes the whole budget back", func() bool {
+		return a.metric("consumer_concurrency_instances") == 1 && a.metric("consumer_concurrency_share") == 1
+	})
+	t.Logf("global budget %d: order-create budget %d, halved while two instances ran", global, budget)
+}

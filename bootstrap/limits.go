@@ -13,11 +13,11 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// consumerOptions returns each business group's batch and concurrency:
+// GroupOptions returns each business group's batch and concurrency:
 // the order-create group's from the pool's consumer budget
 // (cfg.ConsumerConcurrency), the others fixed. Under the adaptive limiter
 // the concurrency is the group's budget, the highest limit.
-func consumerOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions {
+func GroupOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions {
 	return map[ports.ConsumerGroup]ConsumerOptions{
 		ports.GroupOrderCreate:         {Batch: cfg.Orders.ConsumerBatch, Concurrency: cfg.ConsumerConcurrency()},
 		ports.GroupOrderTimeout:        {Batch: 16, Concurrency: 4},
@@ -30,18 +30,23 @@ func consumerOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions 
 // provideConsumerLimits builds the adaptive limiters of the business
 // consumer groups when SECKILL_CONSUMER_LIMITER=adaptive on an instance
 // that runs the workers, and registers their metrics; otherwise it
-// returns nil and every consumer keeps its fixed concurrency.
+// returns nil and every consumer keeps its fixed concurrency. With
+// SECKILL_CONSUMER_GLOBAL_BUDGET the instances share that budget through
+// peers (the Redis registry of live instances).
 //
 // The groups are named by their physical names (Broker.Group), the group
 // label of the consumers' other metrics. The order-create group has
 // priority in the shared budget.
-func provideConsumerLimits(cfg config.Config, store *postgres.Store, gate *application.BacklogGate, broker Broker,
-	clock ports.Clock, reg prometheus.Registerer, log *slog.Logger) (*application.ConsumerLimits, error) {
+func provideConsumerLimits(cfg config.Config, store *postgres.Store, peers ports.ConsumerPeers, gate *application.BacklogGate,
+	broker Broker, clock ports.Clock, reg prometheus.Registerer, log *slog.Logger) (*application.ConsumerLimits, error) {
 	if !cfg.AdaptiveConsumers() || !cfg.RunsWorkers() {
 		return nil, nil
 	}
 	lc := application.ConsumerLimitsConfig{Priority: broker.Group(ports.GroupOrderCreate), Tick: cfg.Workers.ConsumerLimitTick}
-	for g, o := range consumerOptions(cfg) {
+	if cfg.Workers.ConsumerGlobalBudget > 0 {
+		lc.GlobalBudget, lc.Instance, lc.Peers = cfg.Workers.ConsumerGlobalBudget, cfg.InstanceID, peers
+	}
+	for g, o := range GroupOptions(cfg) {
 		lc.Groups = append(lc.Groups, application.ConsumerLimitGroup{Group: broker.Group(g), Budget: o.Concurrency,
 			Floor: cfg.Workers.ConsumerLimitFloor, Batch: o.Batch})
 	}
@@ -81,11 +86,14 @@ func (d databaseSignals) LockWaits(ctx context.Context) (int, error) {
 }
 
 // limitsCollector exports the limiters' state at scrape time: the gauge
-// consumer_concurrency_limit{group} and the counter
-// consumer_concurrency_decisions_total{group,reason}.
+// consumer_concurrency_limit{group}, the counter
+// consumer_concurrency_decisions_total{group,reason}, and this instance's
+// share of the global budget (consumer_concurrency_share, 1 when not
+// shared) with the live instances it was shared by
+// (consumer_concurrency_instances, 0 when not shared).
 type limitsCollector struct {
-	limits           *application.ConsumerLimits
-	limit, decisions *prometheus.Desc
+	limits                         *application.ConsumerLimits
+	limit, decisions, share, peers *prometheus.Desc
 }
 
 func newLimitsCollector(limits *application.ConsumerLimits) limitsCollector {
@@ -96,6 +104,10 @@ func newLimitsCollector(limits *application.ConsumerLimits) limitsCollector {
 		decisions: prometheus.NewDesc("consumer_concurrency_decisions_total",
 			"Decisions of the group's adaptive concurrency limiter, by the signal that chose them.",
 			[]string{"group", "reason"}, nil),
+		share: prometheus.NewDesc("consumer_concurrency_share",
+			"Part of its groups' budgets this instance may use under SECKILL_CONSUMER_GLOBAL_BUDGET (1: not shared).", nil, nil),
+		peers: prometheus.NewDesc("consumer_concurrency_instances",
+			"Live worker instances sharing SECKILL_CONSUMER_GLOBAL_BUDGET at the last heartbeat (0: not shared).", nil, nil),
 	}
 }
 
@@ -103,10 +115,15 @@ func newLimitsCollector(limits *application.ConsumerLimits) limitsCollector {
 func (c limitsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.limit
 	ch <- c.decisions
+	ch <- c.share
+	ch <- c.peers
 }
 
 // Collect implements prometheus.Collector.
 func (c limitsCollector) Collect(ch chan<- prometheus.Metric) {
+	live, share := c.limits.Share()
+	ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, share)
+	ch <- prometheus.MustNewConstMetric(c.peers, prometheus.GaugeValue, float64(live))
 	for _, st := range c.limits.States() {
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.Limit), st.Group)
 		for reason, n := range st.Decisions {

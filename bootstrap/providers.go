@@ -47,6 +47,7 @@ var InfraSet = wire.NewSet(
 	wire.Bind(new(ports.Backlog), new(*redis.Store)),
 	wire.Bind(new(ports.ActivitySwitch), new(*redis.Store)),
 	wire.Bind(new(ports.StockChanger), new(*redis.Store)),
+	wire.Bind(new(ports.ConsumerPeers), new(*redis.Store)),
 	provideOrderViews,
 	provideBroker,
 	publisherOf,
@@ -84,6 +85,7 @@ var AppSet = wire.NewSet(
 	provideEventLogMetrics,
 	provideSequencer,
 	provideEventSubscriptions,
+	provideConsumerLimits,
 	provideWorkers,
 	wire.Struct(new(App), "*"),
 )

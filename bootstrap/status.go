@@ -60,6 +60,7 @@ type StatusPage struct {
 	uow         ports.UnitOfWork
 	gatherer    prometheus.Gatherer
 	rates       *application.SaleRates
+	limits      *application.ConsumerLimits // nil with the fixed limiter
 	clock       ports.Clock
 	instance    string
 	tmpl        *template.Template
@@ -93,23 +94,24 @@ type statusCall struct {
 // listener (provideOpsServer).
 func provideStatusPage(cfg config.Config, admin *application.Admin, gate *application.BacklogGate,
 	dl *application.DeadLetters, uow ports.UnitOfWork, reg *prometheus.Registry, rates *application.SaleRates,
-	clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
-	return NewStatusPage(cfg.InstanceID, admin, gate, dl, uow, reg, rates, clock, log)
+	limits *application.ConsumerLimits, clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
+	return NewStatusPage(cfg.InstanceID, admin, gate, dl, uow, reg, rates, limits, clock, log)
 }
 
 // NewStatusPage returns the status page of instance: stock reports come
 // from admin, the backlog from gate, dead letters from dl, the activity
 // list from uow, this instance's PlaceOrder rates from rates (the
-// recorder PlaceOrder writes to; nil shows none) and every other figure
-// from gatherer (the process's registry).
+// recorder PlaceOrder writes to; nil shows none), the adaptive consumer
+// limits from limits (nil with the fixed limiter: none shown) and every
+// other figure from gatherer (the process's registry).
 func NewStatusPage(instance string, admin *application.Admin, gate *application.BacklogGate, dl *application.DeadLetters,
-	uow ports.UnitOfWork, gatherer prometheus.Gatherer, rates *application.SaleRates, clock ports.Clock,
-	log *slog.Logger) (*StatusPage, error) {
+	uow ports.UnitOfWork, gatherer prometheus.Gatherer, rates *application.SaleRates, limits *application.ConsumerLimits,
+	clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
 	tmpl, err := statusTemplate()
 	if err != nil {
 		return nil, err
 	}
-	return &StatusPage{admin: admin, gate: gate, deadLetters: dl, uow: uow, gatherer: gatherer, rates: rates, clock: clock,
+	return &StatusPage{admin: admin, gate: gate, deadLetters: dl, uow: uow, gatherer: gatherer, rates: rates, limits: limits, clock: clock,
 		instance: instance, tmpl: tmpl, log: log.With("component", "status"), samples: map[activitySKU][]orderSample{}}, nil
 }
 
@@ -226,8 +228,14 @@ type StatusConsumers struct {
 	// BrokerMetricsUp is mq_broker_metrics_up: whether the last read of
 	// the broker's exporter succeeded (nil when SECKILL_ROCKETMQ_METRICS_URL
 	// is not set and the broker's figures are not read at all).
-	BrokerMetricsUp *bool  `json:"broker_metrics_up"`
-	Error           string `json:"error,omitempty"`
+	BrokerMetricsUp *bool `json:"broker_metrics_up"`
+	// LiveInstances and Share are this instance's part of
+	// SECKILL_CONSUMER_GLOBAL_BUDGET: the live worker instances at the
+	// last heartbeat and the part of its budgets it may use (nil when the
+	// budget is not shared).
+	LiveInstances *int     `json:"live_instances,omitempty"`
+	Share         *float64 `json:"budget_share,omitempty"`
+	Error         string   `json:"error,omitempty"`
 }
 
 // ConsumerRow is one consumer group's figures; nil when the registry has
@@ -238,9 +246,19 @@ type ConsumerRow struct {
 	Ready       *float64 `json:"ready"`
 	LagMessages *float64 `json:"lag_messages"`
 	Inflight    *float64 `json:"inflight"`
-	// Limit is consumer_concurrency_limit: the group's adaptive
-	// concurrency limit on this instance (nil with the fixed limiter).
-	Limit *float64 `json:"concurrency_limit,omitempty"`
+	// Limit is the group's adaptive concurrency limit on this instance
+	// (consumer_concurrency_limit; nil with the fixed limiter), Ceiling
+	// the highest it may reach now (its budget, scaled by the instance's
+	// share of a global budget, or raised while the order-create backlog
+	// is urgent).
+	Limit   *float64 `json:"concurrency_limit,omitempty"`
+	Ceiling *float64 `json:"concurrency_ceiling,omitempty"`
+	// LastAction and LastReason are the limiter's last decision: the row
+	// of the decision table that applied and the signal that chose it;
+	// LastAt is the time of that tick.
+	LastAction string    `json:"concurrency_action,omitempty"`
+	LastReason string    `json:"concurrency_reason,omitempty"`
+	LastAt     time.Time `json:"concurrency_decided_at,omitzero"`
 }
 
 // StatusDeadLetters are the open dead letters.
@@ -360,6 +378,7 @@ func (p *StatusPage) build(ctx context.Context) Status {
 	st.Build = buildSection(families, gatherErr)
 	st.Backlog = p.backlogSection(now, st.Activities.Rows, families, gatherErr)
 	st.Consumers = consumerSection(families, gatherErr)
+	p.addLimits(&st.Consumers)
 	st.Publisher = publisherSection(families, gatherErr)
 	return st
 }
@@ -557,6 +576,32 @@ func buildSection(families map[string]*dto.MetricFamily, gatherErr error) Status
 		GoVersion: label(m, "go_version")}
 }
 
+// addLimits adds the adaptive limiters' state to the consumer rows (a
+// group the registry shows no figure for gets a row of its own).
+func (p *StatusPage) addLimits(sec *StatusConsumers) {
+	if p.limits == nil {
+		return
+	}
+	for _, st := range p.limits.States() {
+		i := slices.IndexFunc(sec.Groups, func(r ConsumerRow) bool { return r.Group == st.Group })
+		if i < 0 {
+			sec.Groups = append(sec.Groups, ConsumerRow{Group: st.Group})
+			i = len(sec.Groups) - 1
+		}
+		row := &sec.Groups[i]
+		limit, ceiling := float64(st.Limit), float64(st.Ceiling)
+		row.Limit, row.Ceiling = &limit, &ceiling
+		row.LastAction, row.LastReason, row.LastAt = string(st.Last.Action), string(st.Last.Reason), st.LastAt
+	}
+	slices.SortFunc(sec.Groups, func(a, b ConsumerRow) int { return cmp.Compare(a.Group, b.Group) })
+	if live, share := p.limits.Share(); live > 0 {
+		sec.LiveInstances, sec.Share = &live, &share
+	}
+	if len(sec.Groups) > 0 && sec.Error == "no consumer metrics in the registry" {
+		sec.Error = ""
+	}
+}
+
 // consumerSection gathers the lag figures by group label.
 func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) StatusConsumers {
 	var sec StatusConsumers
@@ -564,8 +609,7 @@ func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) Sta
 		sec.Error = gatherErr.Error()
 	}
 	byGroup := map[string]*ConsumerRow{}
-	for _, name := range []string{"mq_consumer_lag_seconds", "mq_consumer_ready", "mq_consumer_lag_messages", "mq_consumer_inflight",
-		"consumer_concurrency_limit"} {
+	for _, name := range []string{"mq_consumer_lag_seconds", "mq_consumer_ready", "mq_consumer_lag_messages", "mq_consumer_inflight"} {
 		for _, m := range families[name].GetMetric() {
 			g := label(m, "group")
 			row := byGroup[g]
@@ -583,8 +627,6 @@ func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) Sta
 				row.LagMessages = &v
 			case "mq_consumer_inflight":
 				row.Inflight = &v
-			case "consumer_concurrency_limit":
-				row.Limit = &v
 			}
 		}
 	}
@@ -874,10 +916,11 @@ orders/s is the change of the orders (every instance, net of cancellations) sinc
 {{with .Consumers.Error}}<div class="err">{{.}}</div>{{end}}
 {{if isFalse .Consumers.BrokerMetricsUp}}<div class="err">the last read of the broker's exporter failed (mq_broker_metrics_up 0)</div>{{end}}
 <table>
-<tr><th>group</th><th>oldest unacked</th><th>ready</th><th>unacked</th><th>in flight here</th><th>limit here</th></tr>
+<tr><th>group</th><th>oldest unacked</th><th>ready</th><th>unacked</th><th>in flight here</th><th>limit here</th><th>ceiling</th><th>last decision</th></tr>
 {{range .Consumers.Groups}}<tr data-group="{{.Group}}">
-<td>{{.Group}}</td><td class="{{lagClass .LagSeconds}}">{{optSecs .LagSeconds}}</td><td>{{optNum .Ready}}</td><td>{{optNum .LagMessages}}</td><td>{{optNum .Inflight}}</td><td>{{optNum .Limit}}</td></tr>
+<td>{{.Group}}</td><td class="{{lagClass .LagSeconds}}">{{optSecs .LagSeconds}}</td><td>{{optNum .Ready}}</td><td>{{optNum .LagMessages}}</td><td>{{optNum .Inflight}}</td><td>{{optNum .Limit}}</td><td>{{optNum .Ceiling}}</td><td>{{with .LastAction}}{{.}}{{end}}{{with .LastReason}} on {{.}}{{end}}</td></tr>
 {{end}}</table>
+{{with .Consumers.LiveInstances}}<p>SECKILL_CONSUMER_GLOBAL_BUDGET is shared by {{.}} live worker instances: this one uses {{optNum $.Consumers.Share}} of its budgets.</p>{{end}}
 {{if isNil .Consumers.BrokerMetricsUp}}<p class="muted">The broker's figures (oldest unacked, ready, unacked) are not read: SECKILL_ROCKETMQ_METRICS_URL is not set.</p>{{end}}
 </section>
 

@@ -107,7 +107,15 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		cleanup()
 		return nil, nil, err
 	}
-	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, registry, saleRates, clock, log)
+	consumerLimits, err := provideConsumerLimits(cfg, postgresStore, store, backlogGate, broker, clock, registry, log)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, registry, saleRates, consumerLimits, clock, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -118,7 +126,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	opsServer := provideOpsServer(cfg, registry, health, statusPage, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, broker, log)
 	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
-	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard, sequencer, eventSubscriptions, stockChanges, postgresStore, registry)
+	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard, sequencer, eventSubscriptions, stockChanges, consumerLimits)
 	if err != nil {
 		cleanup4()
 		cleanup3()

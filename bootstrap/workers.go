@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -30,7 +27,7 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 	rec *application.Reconciler, dl *application.DeadLetters, proj *application.ProjectOrderStates,
 	marker *application.SentMarker, policy application.CompensationPolicy, recovery *application.StockRecovery,
 	guard *redis.Guard, seq *application.Sequencer, events *application.EventSubscriptions,
-	stock *application.StockChanges, store *postgres.Store, reg prometheus.Registerer) ([]Worker, error) {
+	stock *application.StockChanges, limits *application.ConsumerLimits) ([]Worker, error) {
 	pub := ports.Publisher(broker)
 	w := cfg.Workers
 	var workers []Worker
@@ -71,11 +68,7 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 		ports.GroupOrderProjection:     proj,
 		ports.GroupAudit:               application.NewAuditEvents(uow, log, broker.Group(ports.GroupAudit)),
 	}
-	options := consumerOptions(cfg)
-	limits, err := provideConsumerLimits(cfg, store, gate, broker, clock, reg, log)
-	if err != nil {
-		return nil, err
-	}
+	options := GroupOptions(cfg)
 	if limits != nil {
 		workers = append(workers, Worker{Name: "consumer-limits", Run: limits.Run})
 	}

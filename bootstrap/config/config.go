@@ -361,6 +361,13 @@ type Workers struct {
 	// ConsumerLimitTick is how often the adaptive limiters decide
 	// (SECKILL_CONSUMER_LIMIT_TICK, default 1s, 100ms..1m).
 	ConsumerLimitTick time.Duration
+	// ConsumerGlobalBudget is the concurrent consumer transactions all
+	// worker instances together may run, summed over the business groups
+	// (SECKILL_CONSUMER_GLOBAL_BUDGET, default 0: each instance runs its
+	// own groups' budgets in full). Under the adaptive limiter the
+	// instances heartbeat into Redis and each scales its ceilings to its
+	// share, min(1, budget / (live instances x its own budgets)).
+	ConsumerGlobalBudget int
 }
 
 // The consumer limiters SECKILL_CONSUMER_LIMITER chooses from.
@@ -552,6 +559,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"lowest concurrency of a group under the adaptive limiter, 1..the order-create concurrency (a group configured lower keeps its own)"),
 			ConsumerLimitTick: r.duration("SECKILL_CONSUMER_LIMIT_TICK", time.Second,
 				"how often the adaptive limiter decides, 100ms..1m"),
+			ConsumerGlobalBudget: r.integer("SECKILL_CONSUMER_GLOBAL_BUDGET", 0,
+				"concurrent consumer transactions all worker instances together may run under the adaptive limiter, shared per live instance through Redis (0: each instance runs its own budgets in full)"),
 		},
 		Events: Events{
 			SequenceInterval: r.duration("SECKILL_EVENT_SEQUENCE_INTERVAL", 20*time.Millisecond,
@@ -675,6 +684,9 @@ func (c Config) validate() []error {
 		check(c.Workers.ConsumerLimitTick >= 100*time.Millisecond && c.Workers.ConsumerLimitTick <= time.Minute,
 			"SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m")
 	}
+	check(c.Workers.ConsumerGlobalBudget >= 0, "SECKILL_CONSUMER_GLOBAL_BUDGET must be >= 0 (0: not shared)")
+	check(c.Workers.ConsumerGlobalBudget == 0 || c.Workers.ConsumerLimiter == LimiterAdaptive,
+		"SECKILL_CONSUMER_GLOBAL_BUDGET needs SECKILL_CONSUMER_LIMITER=adaptive")
 	check(c.Events.SequenceInterval > 0 && c.Events.PollInterval > 0 && c.Events.CheckpointInterval > 0,
 		"SECKILL_EVENT_SEQUENCE_INTERVAL, SECKILL_EVENT_POLL_INTERVAL and SECKILL_EVENT_CHECKPOINT_INTERVAL must be > 0")
 	check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")

@@ -234,8 +234,18 @@ func TestConsumerLimiterSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.AdaptiveConsumers() || c.Workers.ConsumerLimitFloor != 4 || c.Workers.ConsumerLimitTick != 250*time.Millisecond {
+	if !c.AdaptiveConsumers() || c.Workers.ConsumerLimitFloor != 4 || c.Workers.ConsumerLimitTick != 250*time.Millisecond ||
+		c.Workers.ConsumerGlobalBudget != 0 {
 		t.Fatalf("adaptive settings read as %+v", c.Workers)
+	}
+	// One budget across instances: only under the adaptive limiter.
+	c, err = Load(env(with(localStack, "SECKILL_CONSUMER_LIMITER", "adaptive", "SECKILL_CONSUMER_GLOBAL_BUDGET", "44")))
+	if err != nil || c.Workers.ConsumerGlobalBudget != 44 {
+		t.Fatalf("global budget 44 read as %d, %v", c.Workers.ConsumerGlobalBudget, err)
+	}
+	if _, err := Load(env(with(localStack, "SECKILL_CONSUMER_GLOBAL_BUDGET", "44"))); err == nil ||
+		!strings.Contains(err.Error(), "SECKILL_CONSUMER_GLOBAL_BUDGET needs SECKILL_CONSUMER_LIMITER=adaptive") {
+		t.Errorf("global budget with the fixed limiter: error %v", err)
 	}
 	for _, tc := range []struct{ key, value, want string }{
 		{"SECKILL_CONSUMER_LIMITER", "gradient", "SECKILL_CONSUMER_LIMITER must be fixed or adaptive"},
@@ -244,6 +254,7 @@ func TestConsumerLimiterSettings(t *testing.T) {
 		{"SECKILL_CONSUMER_LIMIT_FLOOR", "two", "SECKILL_CONSUMER_LIMIT_FLOOR: \"two\" is not an integer"},
 		{"SECKILL_CONSUMER_LIMIT_TICK", "10ms", "SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m"},
 		{"SECKILL_CONSUMER_LIMIT_TICK", "2m", "SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m"},
+		{"SECKILL_CONSUMER_GLOBAL_BUDGET", "-1", "SECKILL_CONSUMER_GLOBAL_BUDGET must be >= 0"},
 	} {
 		_, err := Load(env(with(localStack, "SECKILL_CONSUMER_LIMITER", "adaptive", tc.key, tc.value)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
