@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -55,7 +56,7 @@ func provideConsumerLimits(cfg config.Config, store *postgres.Store, peers ports
 	if err != nil {
 		return nil, err
 	}
-	if err := reg.Register(newLimitsCollector(limits)); err != nil {
+	if err := metrics.RegisterConsumerLimits(reg, limitsSource{limits}); err != nil {
 		return nil, fmt.Errorf("consumer limit metrics: %w", err)
 	}
 	return limits, nil
@@ -85,49 +86,20 @@ func (d databaseSignals) LockWaits(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// limitsCollector exports the limiters' state at scrape time: the gauge
-// consumer_concurrency_limit{group}, the counter
-// consumer_concurrency_decisions_total{group,reason}, and this instance's
-// share of the global budget (consumer_concurrency_share, 1 when not
-// shared) with the live instances it was shared by
-// (consumer_concurrency_instances, 0 when not shared).
-type limitsCollector struct {
-	limits                         *application.ConsumerLimits
-	limit, decisions, share, peers *prometheus.Desc
-}
+// limitsSource is metrics.ConsumerLimitsSource on the application's
+// ConsumerLimits.
+type limitsSource struct{ *application.ConsumerLimits }
 
-func newLimitsCollector(limits *application.ConsumerLimits) limitsCollector {
-	return limitsCollector{limits: limits,
-		limit: prometheus.NewDesc("consumer_concurrency_limit",
-			"Concurrent handler calls the adaptive limiter allows the consumer group now (SECKILL_CONSUMER_LIMITER=adaptive).",
-			[]string{"group"}, nil),
-		decisions: prometheus.NewDesc("consumer_concurrency_decisions_total",
-			"Decisions of the group's adaptive concurrency limiter, by the signal that chose them.",
-			[]string{"group", "reason"}, nil),
-		share: prometheus.NewDesc("consumer_concurrency_share",
-			"Part of its groups' budgets this instance may use under SECKILL_CONSUMER_GLOBAL_BUDGET (1: not shared).", nil, nil),
-		peers: prometheus.NewDesc("consumer_concurrency_instances",
-			"Live worker instances sharing SECKILL_CONSUMER_GLOBAL_BUDGET at the last heartbeat (0: not shared).", nil, nil),
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c limitsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.limit
-	ch <- c.decisions
-	ch <- c.share
-	ch <- c.peers
-}
-
-// Collect implements prometheus.Collector.
-func (c limitsCollector) Collect(ch chan<- prometheus.Metric) {
-	live, share := c.limits.Share()
-	ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, share)
-	ch <- prometheus.MustNewConstMetric(c.peers, prometheus.GaugeValue, float64(live))
-	for _, st := range c.limits.States() {
-		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.Limit), st.Group)
+// ConsumerLimitStates implements metrics.ConsumerLimitsSource.
+func (l limitsSource) ConsumerLimitStates() []metrics.ConsumerLimitState {
+	states := l.States()
+	out := make([]metrics.ConsumerLimitState, len(states))
+	for i, st := range states {
+		d := make(map[string]uint64, len(st.Decisions))
 		for reason, n := range st.Decisions {
-			ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(n), st.Group, string(reason))
+			d[string(reason)] = n
 		}
+		out[i] = metrics.ConsumerLimitState{Group: st.Group, Limit: st.Limit, Decisions: d}
 	}
+	return out
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // TestEveryMetricOfTheRulesAndDashboardIsExported scrapes a running
-// service after a small sale (orders created, a buyer turned away, the
-// reconciler run) and fails on any metric name that an alert rule of
+// service (with the adaptive consumer limiter) after a small sale (orders
+// created, a buyer turned away, the reconciler run) and fails on any metric name that an alert rule of
 // deploy/prometheus or a query of the deploy/grafana dashboard uses and the
 // service does not export: a renamed metric must not silence an alert.
 func TestEveryMetricOfTheRulesAndDashboardIsExported(t *testing.T) {
@@ -26,6 +26,8 @@ func TestEveryMetricOfTheRulesAndDashboardIsExported(t *testing.T) {
 		c.RocketMQ.MetricsURL = mqtest.MetricsURL(t)
 		c.RocketMQ.MetricsEvery = time.Second // the groups appear once their consumers are online
 		c.Workers.ReconcileInterval = time.Second
+		// The dashboard shows the adaptive limiter's series.
+		c.Workers.ConsumerLimiter = config.LimiterAdaptive
 	}})
 	const activity = 7101
 	s.activity(activity, 2, time.Hour, 5*time.Minute)
