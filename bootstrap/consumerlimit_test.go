@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -243,4 +244,78 @@ func TestConsumerBudgetIsSharedAcrossInstances(t *testing.T) {
 		return a.metric("consumer_concurrency_instances") == 1 && a.metric("consumer_concurrency_share") == 1
 	})
 	t.Logf("global budget %d: order-create budget %d, halved while two instances ran", global, budget)
+}
+
+// TestConsumerLimitRampsAfterABrokerOutage: the broker stops answering
+// (a fault proxy holds every reply) while buyers keep reserving, so a
+// backlog waits in Redis; when the broker answers again the publisher's
+// breaker closes, the order-create limit restarts from its floor and
+// climbs one step per tick instead of letting the whole backlog in at the
+// budget, no order-create transaction fails on the way (no rise in
+// transient decisions), and every acknowledged reservation becomes
+// exactly one order.
+func TestConsumerLimitRampsAfterABrokerOutage(t *testing.T) {
+	var proxy *faultproxy.Proxy
+	s := startSystem(t, options{beforeRun: brokerThroughProxy(t, &proxy), configure: func(c *config.Config) {
+		c.Workers.ConsumerLimiter = config.LimiterAdaptive
+		c.Workers.ConsumerLimitTick = 200 * time.Millisecond
+	}})
+	budget, floor := s.cfg.ConsumerConcurrency(), s.cfg.Workers.ConsumerLimitFloor
+	group := `group="` + s.app.Broker.Group(ports.GroupOrderCreate) + `"`
+	limit := func() int { return int(s.metric("consumer_concurrency_limit", group)) }
+	const activity = 72
+	s.activity(activity, 1000, time.Hour, time.Hour)
+	ctx := context.Background()
+	user := int64(0)
+	place := func() {
+		user++
+		res, err := s.place(ctx, 72_000+user, activity, fmt.Sprintf("ramp-%d", user))
+		if err != nil || res.GetStatus() != seckillv1.OrderStatus_ORDER_STATUS_QUEUING {
+			t.Fatalf("place %d: %v %v, want QUEUING", user, res, err)
+		}
+	}
+	for range 20 {
+		place()
+	}
+	s.eventually(30*time.Second, "the first orders are created", func() bool {
+		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) == user
+	})
+	transientBefore := s.metric("mq_consume_total", "ORDER_CREATE", `result="transient"`)
+	recoveredBefore := s.metric("consumer_concurrency_decisions_total", group, `reason="broker_recovered"`)
+
+	proxy.SetBlackhole()
+	s.eventually(60*time.Second, "the breaker opens", func() bool {
+		place()
+		return s.metric("mq_breaker_state") == 2
+	})
+	for range 300 {
+		place()
+	}
+	before := limit()
+	proxy.SetPass()
+	// The limit is sampled while the backlog drains.
+	low, high := before, 0
+	var rampSamples []int
+	s.eventually(90*time.Second, "every acknowledged reservation is an order", func() bool {
+		l := limit()
+		if len(rampSamples) < 40 {
+			rampSamples = append(rampSamples, l)
+		}
+		if s.metric("consumer_concurrency_decisions_total", group, `reason="broker_recovered"`) > recoveredBefore {
+			low, high = min(low, l), max(high, l)
+		}
+		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) == user
+	})
+	t.Logf("budget %d, floor %d: limit %d before the recovery; after it, samples %v (lowest %d, highest %d)",
+		budget, floor, before, rampSamples, low, high)
+	if n := s.metric("consumer_concurrency_decisions_total", group, `reason="broker_recovered"`); n <= recoveredBefore {
+		t.Fatal("no broker_recovered decision after the broker answered again")
+	}
+	if low > floor {
+		t.Fatalf("after the recovery the limit went no lower than %d: it did not restart from its floor %d", low, floor)
+	}
+	if n := s.metric("mq_consume_total", "ORDER_CREATE", `result="transient"`); n > transientBefore {
+		t.Fatalf("%v order-create transactions failed during the ramp (%v before the outage)", n-transientBefore, transientBefore)
+	}
+	s.invariants(activity)
 }
