@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,15 +34,25 @@ import (
 // PostgreSQL and reports orders created per second, once with one message
 // per transaction and once micro-batched, and checks the invariants on the
 // result.
-func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
+//
+// With --pg-cpu, PostgreSQL runs in a CPU cgroup of that many cores from
+// before the first mode to the end of the last, the cap undone on return
+// whatever the outcome (an error, a cancellation by SIGINT); each mode
+// reports the cores PostgreSQL used while it was measured.
+func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	n := fs.Int("messages", 20000, "messages (and units of stock) per mode")
 	modes := fs.String("batches", "1,32", "batch sizes to compare (1 = one message per transaction)")
 	concurrency := fs.Int("concurrency", 0, "concurrent transactions (default: the PostgreSQL pool budget)")
 	sweep := fs.String("sweep", "", "instead of --batches: these fixed concurrencies (e.g. 4,8,16,22,32), then the adaptive limiter (budget: the largest), batches of the largest --batches size")
 	slow := fs.Duration("slow", 0, "with --sweep: a delay inside every order-create transaction (PostgreSQL slowed), e.g. 20ms")
+	pgCPU := fs.Float64("pg-cpu", 0, "cap the local stack's PostgreSQL (the postmaster and its backends) at this many cores with a CPU cgroup "+
+		"for the whole run, restored at the end (needs root; 0 = no cap)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *pgCPU < 0 {
+		return fmt.Errorf("--pg-cpu %v: want a number of cores, 0 for no cap: %w", *pgCPU, flag.ErrHelp)
 	}
 	batches, err := intList(*modes)
 	if err != nil {
@@ -59,6 +70,18 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer releaseRedis()
+	if *pgCPU > 0 {
+		capped, cerr := capStackPostgres(*pgCPU)
+		if cerr != nil {
+			return cerr
+		}
+		defer func() {
+			if rerr := capped.Restore(); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}()
+		fmt.Fprintf(stdout, "%s\n", capped)
+	}
 	if *sweep != "" {
 		levels, err := intList(*sweep)
 		if err != nil {
@@ -68,10 +91,10 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "seckill-bench consume: %s, %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
 		brokerText(cfg), runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
-	fmt.Fprintf(stdout, "%-32s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
+	fmt.Fprintln(stdout, consumeHeader())
 	var best float64
 	for _, batch := range batches {
-		created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: batch, concurrency: *concurrency})
+		res, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: batch, concurrency: *concurrency})
 		if err != nil {
 			return err
 		}
@@ -79,22 +102,20 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 		if batch == 1 {
 			name = "one message per transaction"
 		}
-		rate := float64(created) / elapsed.Seconds()
-		best = max(best, rate)
-		fmt.Fprintf(stdout, "%-32s %10d %12.0f %10s %s\n", name, created, rate, elapsed.Round(time.Millisecond), check)
+		best = max(best, res.rate())
+		fmt.Fprintf(stdout, "%-32s %s\n", name, res)
 	}
 	// The ceiling: the same transactions handed to the handler directly,
 	// without the broker (no receive, no acknowledgement).
 	ceilingBatch := slices.Max(batches)
 	var cpuNote string
-	created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: ceilingBatch, concurrency: *concurrency, direct: true,
+	res, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: ceilingBatch, concurrency: *concurrency, direct: true,
 		notes: func(s string) { cpuNote = s }})
 	if err != nil {
 		return err
 	}
-	ceiling := float64(created) / elapsed.Seconds()
-	fmt.Fprintf(stdout, "%-32s %10d %12.0f %10s %s\n", fmt.Sprintf("ceiling: handler alone, batch %d", ceilingBatch),
-		created, ceiling, elapsed.Round(time.Millisecond), check)
+	ceiling := res.rate()
+	fmt.Fprintf(stdout, "%-32s %s\n", fmt.Sprintf("ceiling: handler alone, batch %d", ceilingBatch), res)
 	if cpuNote != "" {
 		fmt.Fprintf(stdout, "%-32s %s\n", "", cpuNote)
 	}
@@ -107,23 +128,24 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) error {
 // its own (fresh topics and groups), so no mode pays for another's
 // leftovers. direct hands the same messages to the order-create handler in
 // batches from concurrency goroutines instead of through the broker: the
-// ceiling of the database and the handler.
-func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, run consumeRun) (int, time.Duration, string, error) {
+// ceiling of the database and the handler. The result holds the cores
+// PostgreSQL used while the mode was measured.
+func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, run consumeRun) (consumeResult, error) {
 	n, batch, concurrency, direct := run.n, run.batch, run.concurrency, run.direct
 	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	defer dropDB()
 	store, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: cfg.Postgres.MaxConns}, prometheus.NewRegistry(), log)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	defer store.Close()
 	ns := fmt.Sprintf("bench%d", time.Now().UnixNano())
 	rs, err := redis.New(rc, redis.Config{Namespace: ns}, nil, log)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	acts := application.NewActivities(store)
 	admin := application.NewAdmin(store, rs, acts, nil, nil, log)
@@ -131,18 +153,18 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
 	if _, err := admin.CreateActivity(ctx, "system:bench", act); err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	msgs, err := orderMessages(act, n)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
 	var fp ports.Failpoints
 	if run.slow > 0 {
 		reg, err := failpoint.New(fmt.Sprintf("%s=delay(%s)", ports.FailConsumerInTx, run.slow))
 		if err != nil {
-			return 0, 0, "", err
+			return consumeResult{}, err
 		}
 		fp = reg
 	}
@@ -154,40 +176,42 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 		handler := application.NewCreateOrders(store, rs, acts, fp, log, group, policy)
 		pg, err := stackMeteredProc("postgres", true)
 		if err != nil {
-			return 0, 0, "", err
+			return consumeResult{}, err
 		}
 		cpu, err := startCPUMeter(selfProc(), pg)
 		if err != nil {
-			return 0, 0, "", err
+			return consumeResult{}, err
 		}
 		start := time.Now()
 		if err := handleDirect(ctx, handler, topic, msgs, batch, concurrency); err != nil {
-			return 0, 0, "", err
+			return consumeResult{}, err
 		}
 		created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
 		if err != nil {
-			return 0, 0, "", err
+			return consumeResult{}, err
 		}
 		elapsed := time.Since(start)
+		pgCores := -1.0
 		if per, err := cpu.perUnit(int64(created)); err == nil {
 			run.report(fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", per[0]+per[1], per[0], per[1]))
+			pgCores = per[1] * float64(created) / 1e6 / elapsed.Seconds()
 		} else {
 			log.Warn("the handler-alone CPU was not read", "error", err)
 		}
-		return created, elapsed, checkOrders(ctx, store, act, n), nil
+		return consumeResult{created: created, elapsed: elapsed, check: checkOrders(ctx, store, act, n), pgCores: pgCores}, nil
 	}
 	env, err := newBenchEnv(ctx, cfg, log)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	defer env.Close()
 	pub, closePub, err := env.Publisher(ctx, 2*time.Second, log)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	defer closePub()
 	if err := publishOrders(ctx, pub, msgs); err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
 	if err := checkpoint(ctx, dsn); err != nil {
 		log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
@@ -199,14 +223,15 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	if run.adaptive {
 		limits, err = benchLimits(store, env.Group(sub.Group), batch, concurrency, log)
 		if err != nil {
-			return 0, 0, "", err
+			return consumeResult{}, err
 		}
 		limit = limits.Limit(env.Group(sub.Group))
 	}
 	consume, err := env.Consumer(sub, handler, batch, concurrency, limit, log)
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
+	pgMeter := startPostgresMeter(log)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 2)
 	start := time.Now()
@@ -216,6 +241,7 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	}
 	created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
 	elapsed := time.Since(start)
+	pgCores := pgMeter.cores(elapsed, log)
 	stop()
 	for range 1 + btoi(limits != nil) {
 		if rerr := <-done; rerr != nil && err == nil {
@@ -228,9 +254,9 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 			st.Limit, st.Budget, st.Last.Action, st.Last.Reason, st.Decisions))
 	}
 	if err != nil {
-		return 0, 0, "", err
+		return consumeResult{}, err
 	}
-	return created, elapsed, checkOrders(ctx, store, act, n), nil
+	return consumeResult{created: created, elapsed: elapsed, check: checkOrders(ctx, store, act, n), pgCores: pgCores}, nil
 }
 
 // handleDirect hands msgs to handler in batches of batch from concurrency

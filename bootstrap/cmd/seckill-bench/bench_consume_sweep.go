@@ -32,6 +32,63 @@ type consumeRun struct {
 	notes func(string)
 }
 
+// consumeResult is what one mode measured: orders created in elapsed,
+// the invariants' verdict, and the cores PostgreSQL used meanwhile (its
+// CPU seconds over elapsed; negative when they were not read).
+type consumeResult struct {
+	created int
+	elapsed time.Duration
+	check   string
+	pgCores float64
+}
+
+// consumeHeader heads the columns of a mode's name and its
+// consumeResult.String.
+func consumeHeader() string {
+	return fmt.Sprintf("%-32s %10s %12s %10s %8s %s", "mode", "orders", "orders/s", "elapsed", "pg cores", "invariants")
+}
+
+// rate is orders created per second.
+func (r consumeResult) rate() float64 { return float64(r.created) / r.elapsed.Seconds() }
+
+// String is the result's columns after the mode's name.
+func (r consumeResult) String() string {
+	return fmt.Sprintf("%10d %12.0f %10s %8s %s", r.created, r.rate(), r.elapsed.Round(time.Millisecond), coresText(r.pgCores), r.check)
+}
+
+// postgresMeter reads the CPU of the local stack's PostgreSQL (the
+// postmaster and its backends) over one measured mode; a nil meter (the
+// stack's pid file unreadable, or a reading failed) reads nothing.
+type postgresMeter struct{ m *cpuMeter }
+
+// startPostgresMeter starts reading PostgreSQL's CPU; when it cannot, it
+// says so in log and returns a meter that reads nothing.
+func startPostgresMeter(log *slog.Logger) postgresMeter {
+	pg, err := stackMeteredProc("postgres", true)
+	if err == nil {
+		var m *cpuMeter
+		if m, err = startCPUMeter(pg); err == nil {
+			return postgresMeter{m: m}
+		}
+	}
+	log.Warn("PostgreSQL's CPU is not read", "error", err)
+	return postgresMeter{}
+}
+
+// cores is the cores PostgreSQL used since the start, over wall; -1 when
+// not read.
+func (p postgresMeter) cores(wall time.Duration, log *slog.Logger) float64 {
+	if p.m == nil {
+		return -1
+	}
+	c, err := cpuCores(p.m, wall)
+	if err != nil {
+		log.Warn("PostgreSQL's CPU is not read", "error", err)
+		return -1
+	}
+	return c
+}
+
 // report passes s to the run's notes, if any.
 func (r consumeRun) report(s string) {
 	if r.notes != nil {
@@ -48,39 +105,48 @@ func consumeSweep(ctx context.Context, stdout io.Writer, cfg config.Config, rc *
 	fmt.Fprintf(stdout, "seckill-bench consume --sweep: %s, %d cores, %d messages per mode for one hot SKU, batch %d, PostgreSQL pool %d, "+
 		"delay inside each transaction %v, fresh database per mode\n\n", brokerText(cfg), runtime.NumCPU(), base.n, base.batch,
 		cfg.Postgres.MaxConns, base.slow)
-	fmt.Fprintf(stdout, "%-32s %10s %12s %10s %s\n", "mode", "orders", "orders/s", "elapsed", "invariants")
-	var best float64
+	fmt.Fprintln(stdout, consumeHeader())
+	var best consumeResult
 	bestAt := 0
+	var largest consumeResult
 	for _, c := range levels {
 		run := base
 		run.concurrency = c
-		created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, run)
+		res, err := consumeMode(ctx, cfg, rc, log, run)
 		if err != nil {
 			return err
 		}
-		rate := float64(created) / elapsed.Seconds()
-		if rate > best {
-			best, bestAt = rate, c
+		if res.rate() > best.rate() || bestAt == 0 {
+			best, bestAt = res, c
 		}
-		fmt.Fprintf(stdout, "%-32s %10d %12.0f %10s %s\n", fmt.Sprintf("fixed concurrency %d", c), created, rate,
-			elapsed.Round(time.Millisecond), check)
+		if c == slices.Max(levels) {
+			largest = res
+		}
+		fmt.Fprintf(stdout, "%-32s %s\n", fmt.Sprintf("fixed concurrency %d", c), res)
 	}
 	run := base
 	run.concurrency, run.adaptive = slices.Max(levels), true
 	var notes []string
 	run.notes = func(s string) { notes = append(notes, s) }
-	created, elapsed, check, err := consumeMode(ctx, cfg, rc, log, run)
+	res, err := consumeMode(ctx, cfg, rc, log, run)
 	if err != nil {
 		return err
 	}
-	rate := float64(created) / elapsed.Seconds()
-	fmt.Fprintf(stdout, "%-32s %10d %12.0f %10s %s\n", fmt.Sprintf("adaptive, budget %d", run.concurrency), created, rate,
-		elapsed.Round(time.Millisecond), check)
+	fmt.Fprintf(stdout, "%-32s %s\n", fmt.Sprintf("adaptive, budget %d", run.concurrency), res)
 	for _, n := range notes {
 		fmt.Fprintf(stdout, "  %s\n", n)
 	}
-	fmt.Fprintf(stdout, "\nadaptive: %.2fx the best fixed concurrency (%d: %.0f orders/s)\n", rate/best, bestAt, best)
+	fmt.Fprintf(stdout, "\nadaptive: %.2fx the best fixed concurrency (%d: %.0f orders/s, PostgreSQL %s cores), %.2fx fixed %d\n",
+		res.rate()/best.rate(), bestAt, best.rate(), coresText(best.pgCores), res.rate()/largest.rate(), run.concurrency)
 	return nil
+}
+
+// coresText prints cores, "-" when not read (negative).
+func coresText(c float64) string {
+	if c < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", c)
 }
 
 // benchLimits returns the adaptive limiter of the order-create group

@@ -67,7 +67,9 @@ and a naive PostgreSQL row-lock purchase.`, benchPlace),
 order-create consumer drain them into PostgreSQL and report orders created per second for
 each batch size, beside the handler-alone ceiling, with the invariants checked. With --sweep,
 orders per second for each fixed consumer concurrency listed, then under the adaptive limiter
-with no tuning (--slow delays every transaction: PostgreSQL slowed).`, benchConsume),
+with no tuning (--slow delays every transaction). --pg-cpu caps the local stack's PostgreSQL at
+that many cores with a CPU cgroup for the run (root; restored at the end); every mode reports
+the cores PostgreSQL used.`, benchConsume),
 		c.flagSetCmd("broker", "Measure the broker alone: its CPU per message of each kind an order needs",
 			`Publish N messages of each kind an accepted order makes the broker carry (the order-create
 request, the ORDER_CREATED event, the FIFO state change) from concurrent senders, consume them
