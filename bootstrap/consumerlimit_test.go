@@ -48,7 +48,7 @@ func consumerLimitFollowsASlowTransaction(t *testing.T, broker string) {
 	decisions := func() map[string]float64 {
 		out := map[string]float64{}
 		for _, r := range []string{"lag_high", "lag_low", "pool_exhausted", "pool_wait", "wal_saturated", "latency",
-			"lock_waits", "errors", "broker_recovered", "deadline"} {
+			"lock_waits", "errors", "broker_recovered", "deadline", "throughput"} {
 			if n := s.metric("consumer_concurrency_decisions_total", group, `reason="`+r+`"`); n > 0 {
 				out[r] = n
 			}

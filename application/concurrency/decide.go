@@ -164,6 +164,10 @@ const (
 	ReasonErrors          Reason = "errors"
 	ReasonBrokerRecovered Reason = "broker_recovered"
 	ReasonDeadline        Reason = "deadline"
+	// ReasonThroughput: a shrink on latency, lock waits or pool waits
+	// with lag high was held or undone because it did not pay (see
+	// Limiter: the throughput probe).
+	ReasonThroughput Reason = "throughput"
 	// ReasonStart is the reason of a Limiter that has not ticked yet.
 	ReasonStart Reason = "start"
 )

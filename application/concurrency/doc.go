@@ -32,8 +32,14 @@
 // minimum over a window of ticks, kept per batch-size class so fuller
 // batches are not read as pressure) or transient errors appear; after a
 // broker recovery a slow start from the floor, one RampStep per tick, so
-// the recovered backlog does not flood PostgreSQL. The limit never leaves
-// [Floor, ceiling]. It implements ports.ConcurrencyLimit: the consumer
+// the recovered backlog does not flood PostgreSQL. A shrink on latency,
+// lock waits or pool waits while the backlog is high is a probe, as in a
+// gradient limiter: it stands only if the messages committed per tick
+// over the next ProbeTicks keep 0.9x those before it; otherwise it is
+// undone and those signals are held for ProbeHold ticks (reason
+// throughput), since a PostgreSQL slowed by something concurrency does
+// not cause serves more with more transactions in flight. The limit
+// never leaves [Floor, ceiling]. It implements ports.ConcurrencyLimit: the consumer
 // runner reads Limit before each receive and reports each batch with
 // Observe (latency, transient decisions, in-flight calls); the latency,
 // error and in-flight signals come from these samples, the others from
@@ -70,9 +76,10 @@
 // # Across instances
 //
 // Spec 22.1 divides one PostgreSQL budget between instances (168 over 12:
-// 14 each). A Limiter's Budget is the instance's share; the wiring derives
-// it from the global budget divided by the live worker instances (a fixed
-// share per live instance, the instances counted from a registry such as a
-// Redis set of leases), so adding instances does not multiply the load on
-// PostgreSQL. That registry is not part of this package.
+// 14 each). Budget.SetShare scales every ceiling by the instance's share;
+// the caller derives it from the global budget and the live worker
+// instances (application.ConsumerLimits: a fixed share per live instance,
+// counted through ports.ConsumerPeers), so adding instances does not
+// multiply the load on PostgreSQL. That registry is not part of this
+// package.
 package concurrency

@@ -18,6 +18,11 @@ const (
 	DefaultRampStep    = 1
 	DefaultBackoff     = 0.7
 	DefaultFloorWindow = 60
+	DefaultProbeTicks  = 3
+	DefaultProbeHold   = 30
+	// probeKeep is the part of the throughput before a soft shrink that
+	// the throughput after it must keep for the shrink to stand.
+	probeKeep = 0.9
 )
 
 // sizeBuckets is the number of batch-size classes the latency floor is
@@ -53,6 +58,11 @@ type Config struct {
 	// FloorWindow is the number of ticks the latency floor is the minimum
 	// of. Zero means DefaultFloorWindow.
 	FloorWindow int
+	// ProbeTicks is how many ticks the throughput after a soft shrink is
+	// measured over before the shrink stands or is undone; ProbeHold how
+	// many ticks soft shrinks are held after one was undone. Zero means
+	// DefaultProbeTicks and DefaultProbeHold.
+	ProbeTicks, ProbeHold int
 	// Policy holds the thresholds of the decision table.
 	Policy Policy
 }
@@ -75,6 +85,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FloorWindow <= 0 {
 		c.FloorWindow = DefaultFloorWindow
+	}
+	if c.ProbeTicks <= 0 {
+		c.ProbeTicks = DefaultProbeTicks
+	}
+	if c.ProbeHold <= 0 {
+		c.ProbeHold = DefaultProbeHold
 	}
 	c.Policy = c.Policy.withDefaults()
 	return c
@@ -117,11 +133,25 @@ type Limiter struct {
 	last         Decision
 	lastAt       time.Time
 	counts       map[Reason]uint64
+	recent       []int // messages committed in each of the last ProbeTicks ticks, oldest first
+	probe        probe
+	hold         int // ticks left during which soft shrinks are held
+}
+
+// probe is the measurement of a soft shrink: the limit it shrank from,
+// the mean throughput (messages committed per tick) before it, and the
+// throughput since.
+type probe struct {
+	active         bool
+	from           int
+	before         float64
+	ticks, settled int
 }
 
 // accumulator sums the samples observed since the last tick.
 type accumulator struct {
 	batches, transient int
+	committed          int // messages of batches without a transient decision
 	peakInFlight       int
 	poolWait           time.Duration
 	latency            [sizeBuckets]time.Duration // sums
@@ -169,6 +199,8 @@ func (l *Limiter) Observe(s ports.BatchSample) {
 	a.batches++
 	if s.Transient {
 		a.transient++
+	} else {
+		a.committed += s.Messages
 	}
 	a.peakInFlight = max(a.peakInFlight, s.InFlight)
 	a.poolWait += s.PoolWait
@@ -203,12 +235,25 @@ func sizeBucket(n int) int {
 // not bind is not raised); ramp first drops the limit to Floor when the
 // recovery is one it has not seen; shrink multiplies by Backoff (at least
 // one less). The limit stays within [Floor, ceiling].
+//
+// The throughput probe (in the manner of a gradient limiter): latency,
+// lock waits and pool waits are pressure only if fewer transactions relieve
+// it. While the backlog is high, the consumers' throughput is what
+// PostgreSQL gives, so a shrink on one of these soft signals (ActionShrink)
+// is measured: no other soft shrink is taken during the ProbeTicks after
+// it, and when the messages committed per tick then fall below 0.9x those
+// of the ProbeTicks before, the shrink is undone and soft shrinks are held
+// for ProbeHold ticks (reason throughput). A PostgreSQL slowed by
+// something concurrency does not cause (a CPU quota, a slow disk, a
+// delay inside the transaction) then keeps the concurrency that serves it
+// best. Errors, an exhausted pool, WAL, the deadline and every shrink with
+// the backlog low are never held.
 func (l *Limiter) Tick(s Signals) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.Now = l.clock.Now()
 	s = l.merge(s)
-	d := l.cfg.Policy.Decide(s)
+	d := l.probed(l.cfg.Policy.Decide(s))
 	bound := l.peakBinds()
 	switch d.Step {
 	case StepGrow:
@@ -223,6 +268,9 @@ func (l *Limiter) Tick(s Signals) Decision {
 			l.value += l.cfg.RampStep
 		}
 	case StepShrink:
+		if d.Action == ActionShrink && softPressure(d.Reason) && !l.probe.active {
+			l.probe = probe{active: true, from: l.value, before: l.recentMean()}
+		}
 		l.value = min(l.value-1, int(float64(l.value)*l.cfg.Backoff))
 	}
 	l.value = min(max(l.value, l.cfg.Floor), l.ceiling)
@@ -231,6 +279,67 @@ func (l *Limiter) Tick(s Signals) Decision {
 	l.counts[d.Reason]++
 	l.publish()
 	return d
+}
+
+// softPressure reports whether r is a signal the throughput probe
+// measures: one that concurrency may or may not cause.
+func softPressure(r Reason) bool {
+	return r == ReasonLatency || r == ReasonLockWaits || r == ReasonPoolWait
+}
+
+// probed applies the throughput probe to d (see Tick) and records this
+// tick's throughput; l.mu is held.
+func (l *Limiter) probed(d Decision) Decision {
+	committed := l.acc.committed
+	l.recent = append(l.recent, committed)
+	if len(l.recent) > l.cfg.ProbeTicks {
+		l.recent = l.recent[1:]
+	}
+	soft := d.Action == ActionShrink && softPressure(d.Reason)
+	if l.probe.active {
+		if d.Step == StepShrink && !soft || d.Step == StepRamp || d.Action != ActionShrink && d.Action != ActionGrow {
+			// A hard signal, a recovery or a low backlog: the
+			// measurement no longer compares like with like.
+			l.probe = probe{}
+		} else {
+			l.probe.ticks++
+			l.probe.settled += committed
+			if l.probe.ticks >= l.cfg.ProbeTicks {
+				after := float64(l.probe.settled) / float64(l.probe.ticks)
+				from, before := l.probe.from, l.probe.before
+				l.probe = probe{}
+				if after < probeKeep*before {
+					l.value, l.hold = from, l.cfg.ProbeHold
+					return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
+						Admission: d.Admission, Urgent: d.Urgent}
+				}
+			} else if soft {
+				return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
+					Admission: d.Admission, Urgent: d.Urgent}
+			}
+		}
+	}
+	if l.hold > 0 {
+		l.hold--
+		if soft {
+			return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
+				Admission: d.Admission, Urgent: d.Urgent}
+		}
+	}
+	return d
+}
+
+// recentMean returns the mean messages committed per tick over the last
+// ProbeTicks ticks (this one included); l.mu is held.
+func (l *Limiter) recentMean() float64 {
+	if len(l.recent) == 0 {
+		return 0
+	}
+	sum := 0
+	for _, n := range l.recent {
+		sum += n
+	}
+	return float64(sum) / float64(len(l.recent))
 }
 
 // peakBinds reports whether the in-flight calls reached the limit during

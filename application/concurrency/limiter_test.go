@@ -83,8 +83,19 @@ func TestLimiterShrinks(t *testing.T) {
 			c := newClock()
 			l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20, Backoff: 0.5}, c)
 			for _, w := range []int{10, 5, 2, 2} {
-				l.Observe(tc.sample)
-				d := l.Tick(tc.s)
+				// A soft signal's shrink is measured for ProbeTicks ticks
+				// first (held, reason throughput); the throughput stays,
+				// so the shrink stands and the next one follows.
+				var d concurrency.Decision
+				for range concurrency.DefaultProbeTicks + 1 {
+					l.Observe(tc.sample)
+					if d = l.Tick(tc.s); d.Step == concurrency.StepShrink {
+						break
+					}
+					if d.Reason != concurrency.ReasonThroughput {
+						t.Fatalf("%s/%s while measuring a shrink, want hold/throughput", d.Action, d.Reason)
+					}
+				}
 				if d.Reason != tc.reason || d.Step != concurrency.StepShrink || l.Limit() != w {
 					t.Fatalf("%s/%s, limit %d; want shrink by %s to %d", d.Action, d.Reason, l.Limit(), tc.reason, w)
 				}
@@ -244,4 +255,70 @@ func TestLimiterConcurrentUse(t *testing.T) {
 		l.Tick(lagHigh())
 	}
 	wg.Wait()
+}
+
+// The throughput probe: with the backlog high, a shrink on latency that
+// costs throughput (the messages committed per tick fall below 0.9x those
+// before it) is undone after ProbeTicks and soft shrinks are then held for
+// ProbeHold ticks; one that keeps the throughput stands. Errors are never
+// held, and neither is a shrink with the backlog low.
+func TestLimiterUndoesAShrinkThatCostThroughput(t *testing.T) {
+	slow := lagHighLatency(time.Second)
+	tick := func(l *concurrency.Limiter, c *memory.Clock, messages int, s concurrency.Signals) concurrency.Decision {
+		l.Observe(ports.BatchSample{Messages: messages, Duration: 100 * time.Millisecond, InFlight: l.Limit()})
+		c.Advance(time.Second)
+		return l.Tick(s)
+	}
+	t.Run("throughput falls: undone, then held", func(t *testing.T) {
+		c := newClock()
+		l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20, Backoff: 0.5, ProbeTicks: 2, ProbeHold: 3}, c)
+		tick(l, c, 100, slow)
+		if l.Limit() != 10 {
+			t.Fatalf("limit %d after a latency shrink, want 10", l.Limit())
+		}
+		if d := tick(l, c, 50, slow); d.Reason != concurrency.ReasonThroughput || l.Limit() != 10 {
+			t.Fatalf("%s/%s, limit %d while measuring; want hold/throughput at 10", d.Action, d.Reason, l.Limit())
+		}
+		if d := tick(l, c, 50, slow); d.Reason != concurrency.ReasonThroughput || l.Limit() != 20 {
+			t.Fatalf("%s/%s, limit %d after the throughput halved; want the shrink undone to 20", d.Action, d.Reason, l.Limit())
+		}
+		for i := range 3 {
+			if d := tick(l, c, 100, slow); d.Reason != concurrency.ReasonThroughput || l.Limit() != 20 {
+				t.Fatalf("held tick %d: %s/%s, limit %d; want hold/throughput at 20", i, d.Action, d.Reason, l.Limit())
+			}
+		}
+		if d := tick(l, c, 100, slow); d.Step != concurrency.StepShrink || l.Limit() != 10 {
+			t.Fatalf("after the hold: %s/%s, limit %d; want a shrink to 10", d.Action, d.Reason, l.Limit())
+		}
+	})
+	t.Run("throughput holds: the shrink stands", func(t *testing.T) {
+		c := newClock()
+		l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20, Backoff: 0.5, ProbeTicks: 2}, c)
+		tick(l, c, 100, slow)
+		if d := tick(l, c, 95, slow); d.Reason != concurrency.ReasonThroughput || l.Limit() != 10 {
+			t.Fatalf("%s/%s, limit %d; want hold/throughput at 10 while measuring", d.Action, d.Reason, l.Limit())
+		}
+		if d := tick(l, c, 95, slow); d.Step != concurrency.StepShrink || l.Limit() != 5 {
+			t.Fatalf("%s/%s, limit %d; want the shrink to stand and the next one to 5", d.Action, d.Reason, l.Limit())
+		}
+	})
+	t.Run("errors and a low backlog are never held", func(t *testing.T) {
+		c := newClock()
+		l := newLimiter(t, concurrency.Config{Group: "g", Floor: 1, Budget: 20, Backoff: 0.5, ProbeTicks: 2}, c)
+		tick(l, c, 100, slow)
+		if d := tick(l, c, 10, concurrency.Signals{Lag: time.Minute, ErrorRate: 1}); d.Reason != concurrency.ReasonErrors || l.Limit() != 5 {
+			t.Fatalf("%s/%s, limit %d; want a shrink on errors to 5", d.Action, d.Reason, l.Limit())
+		}
+		low := lagHighLatency(time.Second)
+		low.Lag = 0
+		if d := tick(l, c, 10, low); d.Action != concurrency.ActionShrinkLowLag || l.Limit() != 2 {
+			t.Fatalf("%s/%s, limit %d; want shrink_low_lag to 2", d.Action, d.Reason, l.Limit())
+		}
+	})
+}
+
+// lagHighLatency is a backlog high with the transaction latency at
+// latency against a floor of a tenth of it.
+func lagHighLatency(latency time.Duration) concurrency.Signals {
+	return concurrency.Signals{Lag: time.Minute, TxLatency: latency, TxLatencyFloor: latency / 10}
 }
