@@ -179,32 +179,6 @@ func parseQuota(q string, periodUS int64, what string) (float64, bool, error) {
 	return float64(n) / float64(periodUS), true, nil
 }
 
-// postmasterPID is the pid on the first line of a PostgreSQL data
-// directory's postmaster.pid.
-func postmasterPID(dataDir string) (int, error) {
-	path := filepath.Join(dataDir, "postmaster.pid")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("read the postmaster's pid: %w", err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 1 {
-		return 0, fmt.Errorf("%s: %q is not a pid", path, first)
-	}
-	return pid, nil
-}
-
-// stackPostgresDataDir is the local stack's PostgreSQL data directory,
-// $SECKILL_STACK_DIR/pg/data (deploy/local/stack.sh).
-func stackPostgresDataDir() (string, error) {
-	dir, err := stackDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "pg", "data"), nil
-}
-
 // cpuCap is a CPU cgroup of its own holding the local stack's PostgreSQL:
 // the postmaster and every process it had forked when it was made; the
 // processes it forks afterwards (new backends) inherit the cgroup. Cores
@@ -236,11 +210,7 @@ func capStackPostgres(cores float64) (*cpuCap, error) {
 	if err != nil {
 		return nil, err
 	}
-	dataDir, err := stackPostgresDataDir()
-	if err != nil {
-		return nil, err
-	}
-	pid, err := postmasterPID(dataDir)
+	pid, err := stackPID("postgres") // the postmaster, as the stack recorded it
 	if err != nil {
 		return nil, err
 	}

@@ -116,23 +116,3 @@ func TestCgroupCandidates(t *testing.T) {
 		})
 	}
 }
-
-// TestPostmasterPID: the pid is the first line of postmaster.pid; a file
-// that does not start with one is an error.
-func TestPostmasterPID(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "postmaster.pid")
-	if err := os.WriteFile(path, []byte("4415\n/data\n1796221651\n55432\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if pid, err := postmasterPID(dir); err != nil || pid != 4415 {
-		t.Fatalf("postmasterPID = %d, %v", pid, err)
-	}
-	if err := os.WriteFile(path, []byte("/data\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := postmasterPID(dir); err == nil {
-		t.Fatal("no pid: no error")
-	}
-}
