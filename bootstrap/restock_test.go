@@ -19,6 +19,12 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 )
 
+// restockPaymentTimeout outlasts any restock test: an order that timed out
+// unpaid would give its unit back, and the tests count exactly the units
+// each restock added (a loaded machine once took over a minute to reach
+// the interrupted restock, and two first-wave orders had expired).
+const restockPaymentTimeout = 30 * time.Minute
+
 // laned creates an activity whose stock is split over lanes Redis lanes.
 func (s *system) laned(id, stock int64, lanes int32) {
 	s.t.Helper()
@@ -26,7 +32,7 @@ func (s *system) laned(id, stock int64, lanes int32) {
 	if _, err := s.admin.CreateActivity(context.Background(), authed(&seckillv1.CreateActivityRequest{
 		ActivityId: id, SkuId: 1, Stock: stock, StockLanes: lanes,
 		StartsAt: tsOf(now.Add(-time.Minute)), EndsAt: tsOf(now.Add(time.Hour)),
-		PaymentTimeout: durOf(time.Minute), ReservationTtl: durOf(10 * time.Minute),
+		PaymentTimeout: durOf(restockPaymentTimeout), ReservationTtl: durOf(10 * time.Minute),
 	}, s.token(1, true))); err != nil {
 		s.t.Fatal(err)
 	}
@@ -205,7 +211,7 @@ func TestRestockUnderLoad(t *testing.T) {
 		s := startSystem(t, options{broker: broker, configure: func(c *config.Config) {
 			c.Failpoints = ports.FailStockChangeAfterRedis + "=delay(0s)" // a registry the test sets at run time
 		}})
-		s.activity(81, 10, time.Minute, 10*time.Minute)
+		s.activity(81, 10, restockPaymentTimeout, 10*time.Minute)
 		restockUnderLoad(t, s, 81)
 	})
 }
