@@ -252,7 +252,7 @@ func (p Policy) Decide(s Signals) Decision {
 		d.Action, d.Reason, d.Step = ActionShrink, pressure, StepShrink
 	case pressure != "":
 		d.Action, d.Reason, d.Step, d.SmallerBatches = ActionShrinkLowLag, pressure, StepShrink, true
-	case p.recovering(s) && (lagHigh || s.LagTrend >= p.LagJump):
+	case p.recoveryBacklog(s):
 		d.Action, d.Reason, d.Step = ActionRampUp, ReasonBrokerRecovered, StepRamp
 	case lagHigh:
 		d.Action, d.Reason, d.Step = ActionGrow, ReasonLagHigh, StepGrow
@@ -280,6 +280,13 @@ func (p Policy) pressure(s Signals) Reason {
 		return ReasonPoolWait
 	}
 	return ""
+}
+
+// recoveryBacklog reports whether s shows the backlog of a broker
+// recovery: the broker recovered within RecoveryWindow and the lag jumps
+// or is high.
+func (p Policy) recoveryBacklog(s Signals) bool {
+	return p.recovering(s) && (s.Lag >= p.LagHigh || s.LagTrend >= p.LagJump)
 }
 
 // recovering reports whether the broker recovered within RecoveryWindow

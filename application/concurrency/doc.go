@@ -33,12 +33,13 @@
 // batches are not read as pressure) or transient errors appear; after a
 // broker recovery a slow start from the floor, one RampStep per tick, so
 // the recovered backlog does not flood PostgreSQL. A shrink on latency,
-// lock waits or pool waits while the backlog is high is a probe, as in a
-// gradient limiter: it stands only if the messages committed per tick
-// over the next ProbeTicks keep 0.9x those before it; otherwise it is
-// undone and those signals are held for ProbeHold ticks (reason
+// lock waits or pool waits, with the backlog high or low, is a probe, as
+// in a gradient limiter: it stands only if the messages committed per
+// tick over the next ProbeTicks keep 0.9x those before it; otherwise it
+// is undone and those signals are held for ProbeHold ticks (reason
 // throughput), since a PostgreSQL slowed by something concurrency does
-// not cause serves more with more transactions in flight. The limit
+// not cause serves more with more transactions in flight, while one slowed
+// by contention (a hot lock) commits as much with fewer. The limit
 // never leaves [Floor, ceiling]. It implements ports.ConcurrencyLimit: the consumer
 // runner reads Limit before each receive and reports each batch with
 // Observe (latency, transient decisions, in-flight calls); the latency,

@@ -233,27 +233,44 @@ func sizeBucket(n int) int {
 // The steps: grow adds GrowStep, and ramp RampStep, only when the
 // interval's peak of in-flight calls reached the limit (a limit that does
 // not bind is not raised); ramp first drops the limit to Floor when the
-// recovery is one it has not seen; shrink multiplies by Backoff (at least
-// one less). The limit stays within [Floor, ceiling].
+// recovery is one it has not seen (such a recovery, with its backlog,
+// ramps whatever row of the table applied: the rows decide again from the
+// next tick); shrink multiplies by Backoff (at least one less). The limit
+// stays within [Floor, ceiling].
 //
 // The throughput probe (in the manner of a gradient limiter): latency,
-// lock waits and pool waits are pressure only if fewer transactions relieve
-// it. While the backlog is high, the consumers' throughput is what
-// PostgreSQL gives, so a shrink on one of these soft signals (ActionShrink)
-// is measured: no other soft shrink is taken during the ProbeTicks after
-// it, and when the messages committed per tick then fall below 0.9x those
-// of the ProbeTicks before, the shrink is undone and soft shrinks are held
-// for ProbeHold ticks (reason throughput). A PostgreSQL slowed by
-// something concurrency does not cause (a CPU quota, a slow disk, a
-// delay inside the transaction) then keeps the concurrency that serves it
-// best. Errors, an exhausted pool, WAL, the deadline and every shrink with
-// the backlog low are never held.
+// lock waits and pool waits are pressure only if fewer transactions
+// relieve it. A shrink on one of these soft signals (ActionShrink with the
+// backlog high, ActionShrinkLowLag with it low) is measured: no other soft
+// shrink is taken during the ProbeTicks after it, and when the messages
+// committed per tick then fall below 0.9x those of the ProbeTicks before,
+// the shrink is undone (the limit goes back to at least where it was) and
+// soft shrinks are held for ProbeHold ticks (reason throughput). With the
+// backlog high the committed messages are what PostgreSQL gives; with it
+// low they are what arrives, and a shrink that makes them fall leaves the
+// consumers behind the arrivals. A PostgreSQL slowed by something
+// concurrency does not cause (a CPU quota, a slow disk, a delay inside the
+// transaction) thus keeps the concurrency that serves it best; one slowed
+// by contention (a hot lock) commits as much with fewer transactions, so
+// the shrinks stand, down to the floor. At the onset of a slowdown the
+// ticks before the first shrink are the faster ones, so that shrink is
+// undone and held; the ones after the hold compare like with like.
+// Errors, an exhausted pool, WAL and the deadline are never held.
 func (l *Limiter) Tick(s Signals) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.Now = l.clock.Now()
 	s = l.merge(s)
 	d := l.probed(l.cfg.Policy.Decide(s))
+	if d.Step != StepRamp && s.BrokerRecoveredAt.After(l.lastRecovery) && l.cfg.Policy.recoveryBacklog(s) {
+		// A recovery not seen yet restarts from the floor whatever row
+		// applied: a PostgreSQL already under pressure is no reason to
+		// let the recovered backlog in at the current limit. The rows
+		// apply again from the next tick.
+		d = Decision{Action: ActionRampUp, Reason: ReasonBrokerRecovered, Pressure: d.Pressure, Step: StepRamp,
+			Admission: d.Admission, SmallerBatches: d.SmallerBatches, Urgent: d.Urgent}
+		l.probe = probe{}
+	}
 	bound := l.peakBinds()
 	switch d.Step {
 	case StepGrow:
@@ -268,7 +285,7 @@ func (l *Limiter) Tick(s Signals) Decision {
 			l.value += l.cfg.RampStep
 		}
 	case StepShrink:
-		if d.Action == ActionShrink && softPressure(d.Reason) && !l.probe.active {
+		if softShrink(d) && !l.probe.active {
 			l.probe = probe{active: true, from: l.value, before: l.recentMean()}
 		}
 		l.value = min(l.value-1, int(float64(l.value)*l.cfg.Backoff))
@@ -281,10 +298,14 @@ func (l *Limiter) Tick(s Signals) Decision {
 	return d
 }
 
-// softPressure reports whether r is a signal the throughput probe
-// measures: one that concurrency may or may not cause.
-func softPressure(r Reason) bool {
-	return r == ReasonLatency || r == ReasonLockWaits || r == ReasonPoolWait
+// softShrink reports whether d is a shrink the throughput probe
+// measures: one on a signal that concurrency may or may not cause
+// (latency, lock waits, pool waits), with the backlog high or low.
+func softShrink(d Decision) bool {
+	if d.Action != ActionShrink && d.Action != ActionShrinkLowLag {
+		return false
+	}
+	return d.Reason == ReasonLatency || d.Reason == ReasonLockWaits || d.Reason == ReasonPoolWait
 }
 
 // probed applies the throughput probe to d (see Tick) and records this
@@ -295,11 +316,11 @@ func (l *Limiter) probed(d Decision) Decision {
 	if len(l.recent) > l.cfg.ProbeTicks {
 		l.recent = l.recent[1:]
 	}
-	soft := d.Action == ActionShrink && softPressure(d.Reason)
+	soft := softShrink(d)
 	if l.probe.active {
-		if d.Step == StepShrink && !soft || d.Step == StepRamp || d.Action != ActionShrink && d.Action != ActionGrow {
-			// A hard signal, a recovery or a low backlog: the
-			// measurement no longer compares like with like.
+		if d.Step == StepShrink && !soft || d.Step == StepRamp {
+			// A hard signal or a recovery: the measurement no longer
+			// compares like with like.
 			l.probe = probe{}
 		} else {
 			l.probe.ticks++
@@ -309,7 +330,7 @@ func (l *Limiter) probed(d Decision) Decision {
 				from, before := l.probe.from, l.probe.before
 				l.probe = probe{}
 				if after < probeKeep*before {
-					l.value, l.hold = from, l.cfg.ProbeHold
+					l.value, l.hold = max(l.value, from), l.cfg.ProbeHold
 					return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
 						Admission: d.Admission, Urgent: d.Urgent}
 				}

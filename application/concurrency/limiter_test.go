@@ -191,6 +191,26 @@ func TestLimiterRampsAfterBrokerRecovery(t *testing.T) {
 	}
 }
 
+// A recovery not seen yet restarts from the floor even when PostgreSQL
+// shows pressure (a row above the ramp's applies); the rows decide again
+// on the next tick.
+func TestLimiterRecoveryRestartsFromTheFloorUnderPressure(t *testing.T) {
+	c := newClock()
+	l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20}, c)
+	s := lagHighLatency(time.Second)
+	s.BrokerRecoveredAt = c.Now()
+	busy(l, 20, time.Second)
+	if d := l.Tick(s); d.Reason != concurrency.ReasonBrokerRecovered || d.Pressure != concurrency.ReasonLatency || l.Limit() != 2 {
+		t.Fatalf("%s/%s (pressure %s), limit %d; want ramp from the floor 2 with the latency's pressure kept",
+			d.Action, d.Reason, d.Pressure, l.Limit())
+	}
+	c.Advance(time.Second)
+	busy(l, 2, time.Second)
+	if d := l.Tick(s); d.Reason == concurrency.ReasonBrokerRecovered || l.Limit() != 2 {
+		t.Fatalf("next tick: %s/%s, limit %d; want the table's row at the floor", d.Action, d.Reason, l.Limit())
+	}
+}
+
 func TestLimiterState(t *testing.T) {
 	c := newClock()
 	l := newLimiter(t, concurrency.Config{Group: "orders", Floor: 1, Budget: 8, Initial: 4}, c)
@@ -261,7 +281,7 @@ func TestLimiterConcurrentUse(t *testing.T) {
 // costs throughput (the messages committed per tick fall below 0.9x those
 // before it) is undone after ProbeTicks and soft shrinks are then held for
 // ProbeHold ticks; one that keeps the throughput stands. Errors are never
-// held, and neither is a shrink with the backlog low.
+// held; a shrink with the backlog low is measured the same way.
 func TestLimiterUndoesAShrinkThatCostThroughput(t *testing.T) {
 	slow := lagHighLatency(time.Second)
 	tick := func(l *concurrency.Limiter, c *memory.Clock, messages int, s concurrency.Signals) concurrency.Decision {
@@ -302,17 +322,29 @@ func TestLimiterUndoesAShrinkThatCostThroughput(t *testing.T) {
 			t.Fatalf("%s/%s, limit %d; want the shrink to stand and the next one to 5", d.Action, d.Reason, l.Limit())
 		}
 	})
-	t.Run("errors and a low backlog are never held", func(t *testing.T) {
+	t.Run("errors are never held", func(t *testing.T) {
 		c := newClock()
 		l := newLimiter(t, concurrency.Config{Group: "g", Floor: 1, Budget: 20, Backoff: 0.5, ProbeTicks: 2}, c)
 		tick(l, c, 100, slow)
 		if d := tick(l, c, 10, concurrency.Signals{Lag: time.Minute, ErrorRate: 1}); d.Reason != concurrency.ReasonErrors || l.Limit() != 5 {
 			t.Fatalf("%s/%s, limit %d; want a shrink on errors to 5", d.Action, d.Reason, l.Limit())
 		}
+	})
+	t.Run("a low backlog's shrink is measured too", func(t *testing.T) {
+		// With the backlog low the committed messages are what arrives: a
+		// shrink after which fewer commit left the consumers behind.
+		c := newClock()
+		l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 20, Backoff: 0.5, ProbeTicks: 2}, c)
 		low := lagHighLatency(time.Second)
 		low.Lag = 0
-		if d := tick(l, c, 10, low); d.Action != concurrency.ActionShrinkLowLag || l.Limit() != 2 {
-			t.Fatalf("%s/%s, limit %d; want shrink_low_lag to 2", d.Action, d.Reason, l.Limit())
+		if d := tick(l, c, 100, low); d.Action != concurrency.ActionShrinkLowLag || l.Limit() != 10 {
+			t.Fatalf("%s/%s, limit %d; want shrink_low_lag to 10", d.Action, d.Reason, l.Limit())
+		}
+		if d := tick(l, c, 50, low); d.Reason != concurrency.ReasonThroughput || l.Limit() != 10 {
+			t.Fatalf("%s/%s, limit %d while measuring; want hold/throughput at 10", d.Action, d.Reason, l.Limit())
+		}
+		if d := tick(l, c, 50, low); d.Reason != concurrency.ReasonThroughput || l.Limit() != 20 {
+			t.Fatalf("%s/%s, limit %d after the throughput halved; want the shrink undone to 20", d.Action, d.Reason, l.Limit())
 		}
 	})
 }
