@@ -17,21 +17,52 @@ import (
 )
 
 // TestConsumerLimitFollowsASlowTransaction runs the service with
-// SECKILL_CONSUMER_LIMITER=adaptive under a steady stream of orders: the
-// order-create limit starts at its budget (the fixed concurrency); a
-// failpoint adding 300 ms inside the order-create transaction drops it to
-// its floor by decisions on latency or lock waits (at normal speed the
-// limiter may already have moved it: its latency floor is the fastest
-// tick's); once the failpoint is cleared the backlog it left makes the
-// limit climb back (one growth step or more: how far it gets before the
-// backlog has drained depends on the machine; the limiter grows only
-// while a backlog waits); every order is created exactly once.
+// SECKILL_CONSUMER_LIMITER=adaptive under a steady stream of orders and
+// slows PostgreSQL twice:
 //
-// The consumer takes one message per transaction, so every batch falls in
-// the same latency class of the limiter and the slow transactions are
-// compared with the fast ones before them.
+//  1. A hot lock: a trigger makes every order insert take one
+//     transaction-level advisory lock and hold it 30 ms, so the order-create
+//     transactions queue on it (lock waits, a latency that grows with the
+//     number in flight) and PostgreSQL commits as many with fewer. The limit
+//     drops to its floor on lock waits or latency (the throughput probe
+//     lets those shrinks stand); once the trigger is dropped, the backlog
+//     it left makes the limit climb back (one growth step or more: how far
+//     it gets before the backlog has drained depends on the machine).
+//  2. A delay that the number in flight does not cause (a failpoint adding
+//     300 ms inside the transaction): a shrink on its latency costs
+//     throughput, so the probe undoes it (reason throughput) and the limit
+//     is back where it was while the delay still holds.
+//
+// Every order is created exactly once. The consumer takes one message per
+// transaction, so every batch falls in the same latency class of the
+// limiter and the slow transactions are compared with the fast ones.
 func TestConsumerLimitFollowsASlowTransaction(t *testing.T) {
 	forEachBroker(t, consumerLimitFollowsASlowTransaction)
+}
+
+// hotLock makes every insert into orders queue on one advisory lock that
+// it holds for hold until its transaction ends; the returned func drops
+// the trigger.
+func (s *system) hotLock(hold time.Duration) func() {
+	s.t.Helper()
+	ctx := context.Background()
+	if _, err := s.db.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION test_hot_lock() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_advisory_xact_lock(7070); PERFORM pg_sleep(%f); RETURN NEW; END $$;
+CREATE TRIGGER test_hot_lock BEFORE INSERT ON orders FOR EACH ROW EXECUTE FUNCTION test_hot_lock()`, hold.Seconds())); err != nil {
+		s.t.Fatal(err)
+	}
+	dropped := false
+	drop := func() {
+		if dropped {
+			return
+		}
+		dropped = true
+		if _, err := s.db.Exec(ctx, `DROP TRIGGER IF EXISTS test_hot_lock ON orders`); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.t.Cleanup(drop)
+	return drop
 }
 
 func consumerLimitFollowsASlowTransaction(t *testing.T, broker string) {
@@ -101,30 +132,52 @@ func consumerLimitFollowsASlowTransaction(t *testing.T, broker string) {
 	slowBefore := decisions()["latency"] + decisions()["lock_waits"]
 	t.Logf("at normal speed: limit %d, decisions %v", before, decisions())
 
-	if err := s.app.Failpoints.Set(ports.FailConsumerInTx, "delay(300ms)"); err != nil {
-		t.Fatal(err)
-	}
+	// 1. The hot lock. At its onset the first shrink is compared with the
+	// fast ticks before it and undone, and soft shrinks are held for 30
+	// ticks (15 s); the shrinks after the hold stand.
+	dropTrigger := s.hotLock(30 * time.Millisecond)
 	low := before
-	s.eventually(20*time.Second, "the order-create limit drops to its floor on latency or lock waits with the transaction slowed", func() bool {
+	s.eventually(60*time.Second, "the order-create limit drops to its floor on lock waits or latency behind the hot lock", func() bool {
 		low = min(low, limit())
 		d := decisions()
 		return low <= floor && d["latency"]+d["lock_waits"] > slowBefore
 	})
 	// Hold the slowdown while a backlog builds: the oldest unresolved
 	// reservation ages beyond the limiter's 2 s of lag.
-	s.eventually(30*time.Second, "a backlog older than 3 s builds behind the slow consumer", func() bool {
+	s.eventually(30*time.Second, "a backlog older than 3 s builds behind the hot lock", func() bool {
 		low = min(low, limit())
 		return s.metric("reservation_unresolved_oldest_age_seconds") > 3
 	})
-	if err := s.app.Failpoints.Set(ports.FailConsumerInTx, "delay(0s)"); err != nil {
-		t.Fatal(err)
-	}
+	t.Logf("behind the hot lock: limit down to %d; decisions %v", low, decisions())
+	dropTrigger()
 	high := low
-	s.eventually(30*time.Second, fmt.Sprintf("the limit climbs back from %d once the slowdown ended", low), func() bool {
+	s.eventually(30*time.Second, fmt.Sprintf("the limit climbs back from %d once the hot lock is gone", low), func() bool {
 		high = max(high, limit())
 		return high >= min(low+2, budget)
 	})
-	t.Logf("after the slowdown: limit back to %d of its budget %d", high, budget)
+	t.Logf("after the hot lock: limit back to %d of its budget %d", high, budget)
+
+	// 2. The delay: a shrink on its latency costs throughput and is
+	// undone while the delay still holds. With the latency high nothing
+	// but the probe raises the limit (growth needs a healthy PostgreSQL,
+	// the ramp a broker recovery), so a rise after a drop is the undo.
+	undoneBefore, latencyBefore := decisions()["throughput"], decisions()["latency"]
+	prev, lowest, dropped := limit(), 0, false
+	if err := s.app.Failpoints.Set(ports.FailConsumerInTx, "delay(300ms)"); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(45*time.Second, "a shrink on the delay's latency is undone by the throughput probe", func() bool {
+		now, d := limit(), decisions()
+		if now < prev && d["latency"] > latencyBefore && (!dropped || now < lowest) {
+			lowest, dropped = now, true
+		}
+		prev = now
+		return dropped && now > lowest && d["throughput"] > undoneBefore
+	})
+	t.Logf("with the delay: the limit dropped to %d and was given back to %d", lowest, prev)
+	if err := s.app.Failpoints.Set(ports.FailConsumerInTx, "delay(0s)"); err != nil {
+		t.Fatal(err)
+	}
 	stopLoad()
 	s.invariants(activity)
 	if live := s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'`, activity); live != accepted.Load() {
