@@ -25,6 +25,7 @@ type BacklogGate struct {
 	interval time.Duration
 
 	oldestMS   atomic.Int64 // unix ms of the oldest unresolved reservation; 0 = none
+	ttlMS      atomic.Int64 // the shortest TTL of the SKUs with one, ms; 0 = none
 	measuredMS atomic.Int64 // unix ms of the last successful measurement; 0 = never
 }
 
@@ -48,6 +49,7 @@ func (g *BacklogGate) Measure(ctx context.Context) error {
 		age = max(now.Sub(st.OldestUnresolvedAt), 0)
 	}
 	g.oldestMS.Store(oldest)
+	g.ttlMS.Store(st.ShortestUnresolvedTTL.Milliseconds())
 	g.measuredMS.Store(now.UnixMilli())
 	g.metrics.Unresolved(st.Unresolved, age)
 	return nil
@@ -94,6 +96,10 @@ type BacklogState struct {
 	// OldestUnresolvedAt is when the oldest unresolved reservation was
 	// made, as of the last measurement; zero when there was none.
 	OldestUnresolvedAt time.Time
+	// ShortestTTL is the shortest reservation TTL among the activity
+	// SKUs that held an unresolved reservation, as of the last
+	// measurement; zero when there was none.
+	ShortestTTL time.Duration
 	// MeasuredAt is when the last successful measurement was taken; zero
 	// before the first one.
 	MeasuredAt time.Time
@@ -105,6 +111,19 @@ type BacklogState struct {
 	Interval time.Duration
 }
 
+// Deadline returns when the backlog's oldest unresolved reservation
+// reaches Ratio of the shortest TTL among the SKUs holding one: at the
+// latest, when the gate closes admission for those SKUs (the oldest of
+// all is held against the shortest validity, so the deadline is never
+// later than any SKU's own). Zero when no unresolved reservation was
+// measured.
+func (st BacklogState) Deadline() time.Time {
+	if st.OldestUnresolvedAt.IsZero() || st.ShortestTTL <= 0 {
+		return time.Time{}
+	}
+	return st.OldestUnresolvedAt.Add(time.Duration(st.Ratio * float64(st.ShortestTTL)))
+}
+
 // State returns the gate's last measurement and its settings. It reads
 // what Measure stored and touches no store.
 func (g *BacklogGate) State() BacklogState {
@@ -112,6 +131,7 @@ func (g *BacklogGate) State() BacklogState {
 	if ms := g.oldestMS.Load(); ms != 0 {
 		st.OldestUnresolvedAt = time.UnixMilli(ms)
 	}
+	st.ShortestTTL = time.Duration(g.ttlMS.Load()) * time.Millisecond
 	if ms := g.measuredMS.Load(); ms != 0 {
 		st.MeasuredAt = time.UnixMilli(ms)
 	}

@@ -112,8 +112,11 @@ type ConsumerLimitsConfig struct {
 //
 // The latency, error and in-flight signals come from the batches the
 // runners report. The signals are process-wide, the same for every group.
-// No reservation deadline is given (the reservation TTL is per activity),
-// so the budget is not lent between groups yet.
+// The priority group's reservation deadline is the backlog's
+// (BacklogState.Deadline: its oldest unresolved reservation at the gate's
+// ratio of the shortest TTL among the SKUs holding one); within the
+// policy's HeadroomLow of it the group is urgent and the other groups
+// yield their budget to it (concurrency.Budget) until it is not.
 //
 // It is safe for concurrent use; Run is its only goroutine.
 type ConsumerLimits struct {
@@ -214,6 +217,12 @@ func (c *ConsumerLimits) Limit(group string) ports.ConcurrencyLimit {
 	return nil
 }
 
+// Highest returns the highest limit group can be given
+// (concurrency.Budget.Highest): the priority group's runner needs it as
+// its hard cap for the budget the others yield while it is urgent; 0 for
+// a group not under the limiter.
+func (c *ConsumerLimits) Highest(group string) int { return c.budget.Highest(group) }
+
 // States returns every group's limit and last decision, the priority
 // group first.
 func (c *ConsumerLimits) States() []concurrency.State { return c.budget.States() }
@@ -300,7 +309,7 @@ func (c *ConsumerLimits) Tick(ctx context.Context) map[string]concurrency.Decisi
 		s := common
 		full := g.full.Swap(false)
 		if name == c.cfg.Priority {
-			s.Lag, s.LagTrend = c.priorityLag(ctx, now)
+			s.Lag, s.LagTrend, s.ReservationDeadline = c.priorityLag(ctx, now)
 		} else if full {
 			s.Lag = c.lagHigh()
 		}
@@ -366,10 +375,12 @@ func (c *ConsumerLimits) brokerRecovery(now time.Time) time.Time {
 	return c.recoveredAt
 }
 
-// priorityLag returns the age of the oldest unresolved reservation and
-// its trend in seconds per second; c.mu is held. A gate measurement older
-// than two of its intervals plus a tick is taken again here.
-func (c *ConsumerLimits) priorityLag(ctx context.Context, now time.Time) (time.Duration, float64) {
+// priorityLag returns the age of the oldest unresolved reservation, its
+// trend in seconds per second and the backlog's deadline
+// (BacklogState.Deadline; zero when unknown); c.mu is held. A gate
+// measurement older than two of its intervals plus a tick is taken again
+// here.
+func (c *ConsumerLimits) priorityLag(ctx context.Context, now time.Time) (time.Duration, float64, time.Time) {
 	st := c.backlog.State()
 	if st.MeasuredAt.IsZero() || now.Sub(st.MeasuredAt) > 2*st.Interval+c.cfg.Tick {
 		mctx, cancel := context.WithTimeout(ctx, c.cfg.LockWaitTimeout)
@@ -379,7 +390,7 @@ func (c *ConsumerLimits) priorityLag(ctx context.Context, now time.Time) (time.D
 			if ctx.Err() == nil {
 				c.log.DebugContext(ctx, "backlog not measured this tick", "error", err)
 			}
-			return c.prevLag, 0
+			return c.prevLag, 0, time.Time{}
 		}
 		st = c.backlog.State()
 	}
@@ -394,5 +405,5 @@ func (c *ConsumerLimits) priorityLag(ctx context.Context, now time.Time) (time.D
 		}
 	}
 	c.prevLag, c.prevAt = lag, now
-	return lag, trend
+	return lag, trend, st.Deadline()
 }

@@ -141,16 +141,23 @@ func TestConsumerLimitsShrinkOnLockWaitsAndGrowBackOnLag(t *testing.T) {
 	if f.limits.Limit("unknown") != nil {
 		t.Fatal("a group not under the limiter has a limit")
 	}
+	// Each shrink is a probe: the ticks after it hold (reason
+	// throughput) while the committed messages are measured; they keep,
+	// so the shrink stands and the next one follows.
 	f.db.locks = 3
-	for range 3 {
+	ticks := 0
+	for f.limit("create") > 2 || f.limit("audit") > 2 {
+		if ticks++; ticks > 3*(concurrency.DefaultProbeTicks+1) {
+			t.Fatalf("after %d ticks with 3 lock waits: limits %d, %d; want the floor 2 (10 -> 7 -> 4 -> 2) for both",
+				ticks-1, f.limit("create"), f.limit("audit"))
+		}
 		f.busy("create", 5, 1, 5*time.Millisecond)
 		d := f.tick(t)
-		if d["create"].Reason != concurrency.ReasonLockWaits || d["audit"].Reason != concurrency.ReasonLockWaits {
-			t.Fatalf("with 3 lock waits: %+v", d)
+		for _, g := range []string{"create", "audit"} {
+			if r := d[g].Reason; r != concurrency.ReasonLockWaits && r != concurrency.ReasonThroughput {
+				t.Fatalf("with 3 lock waits: %s %+v, want lock_waits or throughput", g, d[g])
+			}
 		}
-	}
-	if f.limit("create") != 2 || f.limit("audit") != 2 {
-		t.Fatalf("after 3 shrinks: %d, %d, want the floor 2 (10 -> 7 -> 4 -> 2) for both", f.limit("create"), f.limit("audit"))
 	}
 	f.db.locks = 0
 	for i := range 5 {
@@ -174,8 +181,8 @@ func TestConsumerLimitsShrinkOnLockWaitsAndGrowBackOnLag(t *testing.T) {
 	if st[0].Group != "create" || st[0].Last.Reason != concurrency.ReasonLagHigh || st[0].Decisions[concurrency.ReasonLockWaits] != 3 {
 		t.Fatalf("states %+v", st)
 	}
-	if f.db.counts != 8 {
-		t.Fatalf("lock waits counted %d times in 8 ticks, want once per tick", f.db.counts)
+	if f.db.counts != ticks+5 {
+		t.Fatalf("lock waits counted %d times in %d ticks, want once per tick", f.db.counts, ticks+5)
 	}
 }
 
@@ -440,5 +447,50 @@ func TestConsumerLimitsRunJoinsAndLeaves(t *testing.T) {
 	defer peers.mu.Unlock()
 	if _, ok := peers.seen["me"]; ok {
 		t.Fatal("the instance is still in the registry after Run returned")
+	}
+}
+
+// TestConsumerLimitsLendTheBudgetNearTheDeadline: the order-create
+// group's deadline is the backlog gate's (its oldest unresolved
+// reservation at the gate's ratio of the shortest TTL of the SKUs holding
+// one). Within 10 s of it the other groups yield their budget to
+// order-create (its runner's hard cap, Highest, allows the borrowed
+// calls) and get it back once the backlog is young again; an old backlog
+// far from its deadline lends nothing.
+func TestConsumerLimitsLendTheBudgetNearTheDeadline(t *testing.T) {
+	f := newLimitsFixture(t)
+	if f.limits.Highest("create") != 12 || f.limits.Highest("audit") != 4 || f.limits.Highest("unknown") != 0 {
+		t.Fatalf("Highest create/audit/unknown = %d/%d/%d; want 10+(4-2) = 12, 4, 0",
+			f.limits.Highest("create"), f.limits.Highest("audit"), f.limits.Highest("unknown"))
+	}
+	aged := func(age time.Duration) {
+		f.gate(age)
+		f.backlog.mu.Lock()
+		f.backlog.state.ShortestTTL, f.backlog.next.ShortestTTL = time.Minute, time.Minute // deadline at 0.5 x 1 min = 30 s of age
+		f.backlog.mu.Unlock()
+	}
+	tick := func() map[string]concurrency.Decision {
+		f.busy("create", 5, 1, 5*time.Millisecond)
+		f.busy("audit", 1, 16, 5*time.Millisecond)
+		return f.tick(t)
+	}
+	aged(5 * time.Second) // 25 s from its deadline
+	if d := tick(); d["create"].Urgent || ceilings(f.limits)["create"] != 10 || ceilings(f.limits)["audit"] != 4 {
+		t.Fatalf("far from the deadline: %+v, ceilings %v; want 10 and 4", d["create"], ceilings(f.limits))
+	}
+	aged(25 * time.Second) // 5 s from it
+	if d := tick(); !d["create"].Urgent || ceilings(f.limits)["create"] != 12 || ceilings(f.limits)["audit"] != 2 {
+		t.Fatalf("near the deadline: %+v, ceilings %v; want create 12, audit at its floor 2", d["create"], ceilings(f.limits))
+	}
+	if f.limit("audit") != 2 {
+		t.Fatalf("audit limit %d near the deadline, want its floor 2", f.limit("audit"))
+	}
+	tick()
+	if f.limit("create") != 12 {
+		t.Fatalf("create limit %d while urgent with a backlog, want the borrowed 12", f.limit("create"))
+	}
+	aged(0)
+	if d := tick(); d["create"].Urgent || ceilings(f.limits)["create"] != 10 || ceilings(f.limits)["audit"] != 4 || f.limit("create") != 10 {
+		t.Fatalf("backlog gone: %+v, ceilings %v, create limit %d; want 10 and 4 again", d["create"], ceilings(f.limits), f.limit("create"))
 	}
 }

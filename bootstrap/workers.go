@@ -79,7 +79,10 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 		}
 		opts := options[sub.Group]
 		if limits != nil {
+			// The limit bounds the calls; the hard cap lets the
+			// order-create group run what the others yield to it.
 			opts.Limit = limits.Limit(broker.Group(sub.Group))
+			opts.Concurrency = max(opts.Concurrency, limits.Highest(broker.Group(sub.Group)))
 		}
 		run, err := broker.Consumer(sub, h, opts)
 		if err != nil {

@@ -276,6 +276,13 @@ type BacklogStats struct {
 	// OldestUnresolvedAt is the creation time of the oldest of them; zero
 	// when there is none.
 	OldestUnresolvedAt time.Time
+	// ShortestUnresolvedTTL is the shortest reservation validity (the
+	// activity's ReservationTTL) among the activity SKUs that hold an
+	// unresolved reservation; zero when there is none. With
+	// OldestUnresolvedAt it bounds from below when the first unresolved
+	// reservation reaches a share of its validity (the backlog gate's
+	// deadline), whichever SKU holds it.
+	ShortestUnresolvedTTL time.Duration
 	// PendingSend counts reservations whose message is not yet confirmed.
 	PendingSend int64
 	// OldestPendingSendAt is the creation time of the oldest of them.

@@ -166,14 +166,29 @@ func testBacklog(t *testing.T, rs ports.Reservations, bl ports.Backlog) {
 				what, st, unresolved, oldestUnresolved, pending, oldestPending)
 		}
 	}
+	// The shortest validity among the SKUs holding an unresolved
+	// reservation (a2's is shorter than a1's).
+	ttl := func(what string, want time.Duration) {
+		t.Helper()
+		if got := stats().ShortestUnresolvedTTL; got != want {
+			t.Fatalf("%s: ShortestUnresolvedTTL = %s, want %s", what, got, want)
+		}
+	}
 	var zero time.Time
 	check("empty", 0, zero, 0, zero)
-	a1, a2 := seeded(t, rs, 10), seeded(t, rs, 10)
+	ttl("empty", 0)
+	a1 := seeded(t, rs, 10)
+	a2 := testActivity(10)
+	a2.ReservationTTL = a1.ReservationTTL / 2
+	noErr(t, "SeedActivity", rs.SeedActivity(ctx, a2))
+	ttl("seeded, nothing reserved", 0)
 	at := func(d time.Duration) time.Time { return baseTime.Add(d) }
 	r1 := reserve(t, rs, a1, 1, at(1*time.Second), at(time.Hour))
+	ttl("one reserved of a1", a1.ReservationTTL)
 	r2 := reserve(t, rs, a2, 1, at(2*time.Second), at(time.Hour))
 	r3 := reserve(t, rs, a1, 2, at(3*time.Second), at(time.Hour))
 	check("three reserved", 3, at(time.Second), 3, at(time.Second))
+	ttl("three reserved", a2.ReservationTTL)
 	noErr(t, "MarkSent", rs.MarkSent(ctx, refOf(r1)))
 	check("oldest sent", 3, at(time.Second), 2, at(2*time.Second))
 	noErr(t, "MarkOrdered", rs.MarkOrdered(ctx, []ports.ReservationRef{refOf(r1)}))
@@ -181,6 +196,8 @@ func testBacklog(t *testing.T, rs ports.Reservations, bl ports.Backlog) {
 	_, err := rs.Release(ctx, refOf(r2), reservation.ReasonSendFailed)
 	noErr(t, "Release", err)
 	check("second released", 1, at(3*time.Second), 1, at(3*time.Second))
+	ttl("a2's released", a1.ReservationTTL)
 	noErr(t, "MarkOrdered", rs.MarkOrdered(ctx, []ports.ReservationRef{refOf(r3)}))
 	check("all resolved", 0, zero, 0, zero)
+	ttl("all resolved", 0)
 }

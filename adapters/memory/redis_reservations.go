@@ -455,6 +455,9 @@ func (r *Redis) Stats(ctx context.Context) (ports.BacklogStats, error) {
 			st.Unresolved++
 			st.OldestUnresolvedAt = oldest(st.OldestUnresolvedAt, s.rsv[id].snap.CreatedAt)
 		}
+		if ttl := s.activity.ReservationTTL; len(s.unresolved) > 0 && (st.ShortestUnresolvedTTL == 0 || ttl < st.ShortestUnresolvedTTL) {
+			st.ShortestUnresolvedTTL = ttl
+		}
 		for id := range s.pending {
 			st.PendingSend++
 			st.OldestPendingSendAt = oldest(st.OldestPendingSendAt, s.rsv[id].snap.CreatedAt)

@@ -122,6 +122,27 @@ func (b *Budget) Total() int {
 	return n
 }
 
+// Highest returns the highest ceiling group can ever be given: for the
+// priority group its Budget plus what the others yield while it is urgent
+// (their Budget − Floor), for another group its Budget; 0 for a group
+// not in the budget. A runner's hard cap must be at least this for the
+// borrowed calls to run.
+func (b *Budget) Highest(group string) int {
+	if group == b.priority.Group() {
+		n := b.priority.cfg.Budget
+		for _, l := range b.others {
+			n += l.cfg.Budget - l.cfg.Floor
+		}
+		return n
+	}
+	for _, l := range b.others {
+		if l.Group() == group {
+			return l.cfg.Budget
+		}
+	}
+	return 0
+}
+
 // Urgent reports whether the other groups yield to the priority group now.
 func (b *Budget) Urgent() bool {
 	b.mu.Lock()

@@ -64,6 +64,10 @@ func TestBudgetPriorityGroupBorrowsWhileUrgent(t *testing.T) {
 	if orders.Limit() != 18 {
 		t.Fatalf("orders limit %d while urgent, want the freed budget: 18", orders.Limit())
 	}
+	if b.Highest("orders") != 18 || b.Highest("audit") != 4 || b.Highest("events") != 6 || b.Highest("other") != 0 {
+		t.Fatalf("Highest orders/audit/events/other = %d/%d/%d/%d; want 18/4/6/0",
+			b.Highest("orders"), b.Highest("audit"), b.Highest("events"), b.Highest("other"))
+	}
 	if audit.Limit() != 1 || events.Limit() != 1 {
 		t.Fatalf("limits audit %d events %d while urgent, want 1", audit.Limit(), events.Limit())
 	}
