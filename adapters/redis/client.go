@@ -28,7 +28,19 @@ type ClientOptions struct {
 	// on a single-node client, Guard.OnClusterConnect (a generation per
 	// master, a freeze per SKU) on a cluster client.
 	Guard *Guard
+	// StateReload is how often a cluster client reads the slot map again
+	// (CLUSTER SLOTS) besides the redirections that make it reload; 0
+	// means DefaultStateReload. A master that dies answers no
+	// redirection: until the next reload the client keeps dialing it,
+	// even after the cluster promoted its replica.
+	StateReload time.Duration
 }
+
+// DefaultStateReload is the cluster client's default StateReload: a dead
+// master's SKUs reach its promoted replica within about a second of the
+// promotion (the driver's own default, 60 s, would keep them failing for
+// up to a minute), at the cost of one CLUSTER SLOTS a second per client.
+const DefaultStateReload = time.Second
 
 // SplitAddrs splits a comma-separated address list ("h1:p1,h2:p2") into
 // its trimmed, non-empty addresses.
@@ -51,7 +63,9 @@ func SplitAddrs(list string) []string {
 // The cluster client reads and writes masters only (no replica reads, so
 // every read sees the last write), follows MOVED and ASK redirections and
 // retries TRYAGAIN, CLUSTERDOWN, LOADING and connection failures, as the
-// single-node client retries the latter; a command whose reply was lost
+// single-node client retries the latter, and reads the slot map again every
+// StateReload, so a replica promoted in a dead master's place is found
+// within about that long; a command whose reply was lost
 // may therefore run twice, which every script of the adapter tolerates
 // (doc.go, "Retries"). It fails for no address and for a cluster with
 // DB != 0.
@@ -79,8 +93,12 @@ func NewClient(addrs []string, o ClientOptions) (goredis.UniversalClient, error)
 	if o.DB != 0 {
 		return nil, errors.New("redis: Redis Cluster has database 0 only")
 	}
+	if o.StateReload <= 0 {
+		o.StateReload = DefaultStateReload
+	}
 	opts := &goredis.ClusterOptions{Addrs: addrs, Password: o.Password,
-		PoolSize: o.PoolSize, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout}
+		PoolSize: o.PoolSize, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		ClusterStateReloadInterval: o.StateReload}
 	if o.Guard != nil {
 		opts.OnConnect = o.Guard.OnClusterConnect
 	}
