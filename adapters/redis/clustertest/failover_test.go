@@ -1,0 +1,150 @@
+package clustertest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/domain/reservation"
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// TestPromotedReplicaFreezesOnlyItsMastersSKUs: on a private cluster of
+// three masters each with a replica, the master B of some SKUs stops
+// serving them and its replica takes over, either because B was killed
+// (the cluster promotes the replica after the node timeout) or by a manual
+// CLUSTER FAILOVER (the replica takes over in step with B, which becomes
+// its replica). The promoted replica carries B's data, generation hash
+// included, as far as replication got, under a run_id of its own, so the
+// guard sees another process: B's SKUs answer ErrStockPaused (nothing is
+// sold from books that may miss acknowledged writes) while the other
+// masters' SKUs keep selling; the pending generation is the promoted
+// replica's run_id; the reservations it still holds are the ones
+// replicated before the failover; the rebuild from PostgreSQL's facts
+// (here: no order yet) and FinishRecovery let B's SKUs sell again with an
+// I6 drift of 0 on every SKU.
+func TestPromotedReplicaFreezesOnlyItsMastersSKUs(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		name := map[bool]string{false: "master killed", true: "manual CLUSTER FAILOVER"}[manual]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			promotedReplica(t, manual)
+		})
+	}
+}
+
+func promotedReplica(t *testing.T, manual bool) {
+	const ns = "failovertest"
+	pc := startPrivateClusterWithReplicas(t)
+	s, cc, _ := guardedStore(t, pc, ns)
+	ctx := ctxT(t)
+
+	// A fresh cluster: every master is a new process, verified with
+	// nothing to rebuild.
+	for range 3 {
+		gen, err := s.RecoveryPending(ctx)
+		if err != nil || gen == "" {
+			t.Fatalf("a fresh cluster: RecoveryPending = %q, %v; want one generation per master", gen, err)
+		}
+		if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
+			t.Fatalf("FinishRecovery(%s) = %v, %v", gen, ok, err)
+		}
+	}
+	if gen, err := s.RecoveryPending(ctx); gen != "" || err != nil {
+		t.Fatalf("after verifying three masters: RecoveryPending = %q, %v", gen, err)
+	}
+
+	kB, kB2, kA, kC, b := skusOnMasters(t, pc, cc, ns)
+	acts := map[int64]ports.Activity{kB: open(1, kB, 10), kB2: open(1, kB2, 10), kA: open(1, kA, 10), kC: open(1, kC, 10)}
+	for _, a := range acts {
+		if err := s.SeedActivity(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rsv := func(k, user int64) reservation.Snapshot { return newRsv(t, 1, k, user, fmt.Sprintf("k%d", k)) }
+	reserve := func(k, user int64) {
+		t.Helper()
+		if err := reserveSettled(t, s, rsv(k, user)); err != nil {
+			t.Fatalf("reserve sku %d user %d: %v", k, user, err)
+		}
+	}
+	for k := range acts {
+		reserve(k, 1)
+		reserve(k, 2)
+	}
+	// Every write so far reached B's replica: WAIT is the only way to know
+	// what a promoted replica holds (replication is asynchronous).
+	if n, err := pc.client(b).Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT for B's replica: %d, %v", n, err)
+	}
+	r := pc.replica(b)
+	before, promoted := runIDOf(t, b.c), runIDOf(t, r.c)
+	if manual {
+		if err := pc.client(r).Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+			t.Fatalf("CLUSTER FAILOVER on %s: %v", r.addr(), err)
+		}
+	} else {
+		pc.kill(b)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(pc.info(r, "replication"), "role:master") {
+		if time.Now().After(deadline) {
+			t.Fatalf("B's replica %s was not promoted within 60 s of the failover", r.addr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// B's SKUs are frozen; the others sell.
+	for _, k := range []int64{kB, kB2} {
+		if err := reserveSettled(t, s, rsv(k, 5)); !errors.Is(err, ports.ErrStockPaused) {
+			t.Fatalf("reserve sku %d on the promoted replica: %v, want ErrStockPaused", k, err)
+		}
+	}
+	for _, k := range []int64{kA, kC} {
+		reserve(k, 5)
+	}
+	gen, err := s.RecoveryPending(ctx)
+	if err != nil || gen != promoted || gen == before {
+		t.Fatalf("RecoveryPending = %q, %v; want the promoted replica's run_id %q (B was %q)", gen, err, promoted, before)
+	}
+	for _, k := range []int64{kA, kC} {
+		if _, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: acts[k], Base: 10}); !errors.Is(err, ports.ErrStockPaused) {
+			t.Fatalf("rebuild of sku %d on a healthy master: %v, want ErrStockPaused", k, err)
+		}
+	}
+	// The replicated reservations are in flight; PostgreSQL knows no
+	// order yet, so the books are the stock less them.
+	for _, k := range []int64{kB, kB2} {
+		inflight, err := s.InFlight(ctx, gen, acts[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range inflight {
+			ids = append(ids, x.ReservationID)
+		}
+		slices.Sort(ids)
+		want := []string{rsv(k, 1).ReservationID, rsv(k, 2).ReservationID}
+		slices.Sort(want)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("in flight on sku %d after the failover: %v, want the replicated %v", k, ids, want)
+		}
+		res, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: acts[k], Base: 10, InFlight: ids})
+		if err != nil || res != (ports.RebuildResult{Available: 8, InFlight: 2}) {
+			t.Fatalf("rebuild sku %d = %+v, %v; want 8 available, 2 in flight", k, res, err)
+		}
+	}
+	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
+		t.Fatalf("FinishRecovery = %v, %v", ok, err)
+	}
+	reserve(kB, 6)
+	reserve(kB2, 6)
+	for k := range acts {
+		if d := drift(t, s, acts[k], nil); d != 0 {
+			t.Errorf("sku %d: I6 drift %d after the failover and rebuild, want 0", k, d)
+		}
+	}
+}
