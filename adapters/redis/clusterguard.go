@@ -35,6 +35,11 @@ import (
 // snapshot carries the run_id of the process it was copied from, never the
 // new process's.
 
+// ErrReplicaConnection is OnClusterConnect's refusal of a connection to a
+// replica (see OnClusterConnect); the cluster client then reads the
+// topology from another node.
+var ErrReplicaConnection = errors.New("redis guard: a connection to a replica is not kept (masters only)")
+
 // nodeGenerationKey is the generation hash of the master whose lowest hash
 // slot is slot.
 func (k keys) nodeGenerationKey(slot int) string {
@@ -44,7 +49,8 @@ func (k keys) nodeGenerationKey(slot int) string {
 // clusterSelf is what CLUSTER NODES says about the node it was sent to.
 type clusterSelf struct {
 	id        string
-	firstSlot int // -1: the node serves no hash slot
+	firstSlot int  // -1: the node serves no hash slot
+	replica   bool // the node replicates a master
 }
 
 // parseClusterSelf finds the "myself" line of a CLUSTER NODES reply.
@@ -54,7 +60,8 @@ func parseClusterSelf(nodes string) (clusterSelf, bool) {
 		if len(f) < 8 || !slices.Contains(strings.Split(f[2], ","), "myself") {
 			continue
 		}
-		self := clusterSelf{id: f[0], firstSlot: -1}
+		flags := strings.Split(f[2], ",")
+		self := clusterSelf{id: f[0], firstSlot: -1, replica: slices.Contains(flags, "slave") || slices.Contains(flags, "replica")}
 		for _, r := range f[8:] {
 			if strings.HasPrefix(r, "[") { // a slot in migration: not served yet, or still
 				continue
@@ -76,9 +83,14 @@ func parseClusterSelf(nodes string) (clusterSelf, bool) {
 // OnClusterConnect is Guard's check for a connection of a cluster client
 // (goredis.ClusterOptions.OnConnect; NewClient installs it): it checks the
 // master behind the connection against that master's own generation hash
-// and freezes that master's activity SKUs only. A node that serves no hash
-// slot (a replica, a master without slots) is not checked. As OnConnect,
-// it fails the connection only when the check itself fails.
+// and freezes that master's activity SKUs only. A connection to a replica
+// is refused (ErrReplicaConnection): the client reads and writes masters
+// only, and a connection kept in a replica's pool (opened to read the
+// topology) would carry commands unchecked once the cluster promoted that
+// replica; refused, every connection to the promoted node is a new one,
+// checked here. A master that serves no hash slot yet is not checked. As
+// OnConnect, it fails the connection only then and when the check itself
+// fails.
 func (g *Guard) OnClusterConnect(ctx context.Context, cn *goredis.Conn) error {
 	run, err := processRunID(ctx, cn)
 	if err != nil {
@@ -91,6 +103,9 @@ func (g *Guard) OnClusterConnect(ctx context.Context, cn *goredis.Conn) error {
 	self, ok := parseClusterSelf(nodes)
 	if !ok {
 		return errors.New("redis guard: CLUSTER NODES has no myself line")
+	}
+	if self.replica {
+		return ErrReplicaConnection
 	}
 	if self.firstSlot < 0 {
 		return nil

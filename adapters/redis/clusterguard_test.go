@@ -32,8 +32,9 @@ func TestKeySlotFollowsTheClusterSpecification(t *testing.T) {
 	}
 }
 
-// TestParseClusterSelf reads the node id and lowest served slot of the
-// myself line of CLUSTER NODES, ignoring slots in migration.
+// TestParseClusterSelf reads the node id, the lowest served slot and
+// whether it is a replica from the myself line of CLUSTER NODES, ignoring
+// slots in migration.
 func TestParseClusterSelf(t *testing.T) {
 	t.Parallel()
 	nodes := "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30002@31002 master - 0 1426238317239 2 connected 5461-10922\n" +
@@ -43,8 +44,11 @@ func TestParseClusterSelf(t *testing.T) {
 		t.Fatalf("parseClusterSelf = %+v, %v", self, ok)
 	}
 	self, ok = parseClusterSelf("67ed 127.0.0.1:30001@31001 myself,slave e7d1 0 0 1 connected\n")
-	if !ok || self.firstSlot != -1 {
-		t.Fatalf("a replica: parseClusterSelf = %+v, %v; want no slot", self, ok)
+	if !ok || self.firstSlot != -1 || !self.replica {
+		t.Fatalf("a replica: parseClusterSelf = %+v, %v; want a replica with no slot", self, ok)
+	}
+	if self, _ := parseClusterSelf(nodes); self.replica {
+		t.Fatal("a master read as a replica")
 	}
 	if _, ok := parseClusterSelf(""); ok {
 		t.Fatal("an empty reply has a myself line")

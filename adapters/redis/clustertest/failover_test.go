@@ -1,12 +1,15 @@
 package clustertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
@@ -82,6 +85,10 @@ func promotedReplica(t *testing.T, manual bool) {
 	}
 	r := pc.replica(b)
 	before, promoted := runIDOf(t, b.c), runIDOf(t, r.c)
+	// The cluster client may hold connections to a replica (it reads the
+	// topology from any node): none may be kept to be used unchecked
+	// once the replica is promoted.
+	_ = cc.ForEachSlave(ctx, func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() })
 	if manual {
 		if err := pc.client(r).Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
 			t.Fatalf("CLUSTER FAILOVER on %s: %v", r.addr(), err)
