@@ -21,7 +21,7 @@ import (
 // slows PostgreSQL twice:
 //
 //  1. A hot lock: a trigger makes every order insert take one
-//     transaction-level advisory lock and hold it 30 ms, so the order-create
+//     transaction-level advisory lock and hold it 10 ms, so the order-create
 //     transactions queue on it (lock waits, a latency that grows with the
 //     number in flight) and PostgreSQL commits as many with fewer. The limit
 //     drops to its floor on lock waits or latency (the throughput probe
@@ -134,10 +134,12 @@ func consumerLimitFollowsASlowTransaction(t *testing.T, broker string) {
 
 	// 1. The hot lock. At its onset the first shrink is compared with the
 	// fast ticks before it and undone, and soft shrinks are held for 30
-	// ticks (15 s); the shrinks after the hold stand.
-	dropTrigger := s.hotLock(30 * time.Millisecond)
+	// ticks (15 s); the shrinks after the hold stand. (A hold may already
+	// run from a probe at normal speed, and on a loaded machine a noisy
+	// tick can undo one more: the bound leaves room for three holds.)
+	dropTrigger := s.hotLock(10 * time.Millisecond)
 	low := before
-	s.eventually(60*time.Second, "the order-create limit drops to its floor on lock waits or latency behind the hot lock", func() bool {
+	s.eventually(90*time.Second, "the order-create limit drops to its floor on lock waits or latency behind the hot lock", func() bool {
 		low = min(low, limit())
 		d := decisions()
 		return low <= floor && d["latency"]+d["lock_waits"] > slowBefore
