@@ -31,6 +31,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/api"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
+	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -46,12 +47,24 @@ import (
 // crash-consumers runs the whole sale with consumer processes that crash
 // at random points between receive and acknowledge (each instance is
 // restarted whenever it dies) and reports how many crashes it survived.
+// failover-postgres runs the sale on a PostgreSQL pair of its own (a
+// primary and a synchronous standby, testkit/pgpair; the services' DSN
+// names both with target_session_attrs=read-write), kills the primary
+// mid-sale and promotes the standby; lagfailover-postgres pauses the
+// standby's replay before the sale, so the standby promoted lags by
+// everything before the fault (replay only: with synchronous commits it
+// has flushed every acknowledged commit, and the promotion replays it).
+// The old primary is never started again.
 var chaosScenarios = []string{
 	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
 	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
 	"delay-redis", "blackhole-redis", "reset-redis", "delay-postgres", "blackhole-postgres", "reset-postgres",
-	"crash-consumers", "restore-redis",
+	"crash-consumers", "restore-redis", "failover-postgres", "lagfailover-postgres",
 }
+
+// failovers are the scenario actions that promote a standby of a
+// PostgreSQL pair of the scenario's own.
+var failovers = map[string]bool{"failover": true, "lagfailover": true}
 
 // consumerCrashes is the failpoint spec of crash-consumers: each consumer
 // transaction may end the process inside the transaction or after the
@@ -155,6 +168,8 @@ type chaosRun struct {
 	// crashTarget ends crash-consumers' crash phase: once this many
 	// consumer processes crashed, every instance runs without failpoints.
 	crashTarget int64
+	// pair is the failover scenarios' PostgreSQL primary and standby.
+	pair *pgpair.Pair
 }
 
 // chaosResult is one scenario's row.
@@ -348,12 +363,38 @@ type buyerAnswer struct {
 
 func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	res := chaosResult{scenario: r.scenario}
-	sc, err := newScratch(ctx, r.cfg, r.log, 8)
+	action, target, _ := strings.Cut(r.scenario, "-")
+	cfg := r.cfg
+	if failovers[action] {
+		pair, err := pgpair.Start(ctx, pgpair.Options{Synchronous: true})
+		if err != nil {
+			return res, err
+		}
+		defer pair.Close()
+		r.pair = pair
+		cfg.Postgres.DSN = config.Secret(pair.Primary.URL("postgres")) // the scratch database is made on the primary
+	}
+	sc, err := newScratch(ctx, cfg, r.log, 8)
 	if err != nil {
 		return res, err
 	}
 	defer sc.Close()
 	dsn, rc, env := sc.dsn, sc.redis, sc.env
+	if r.pair != nil {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return res, err
+		}
+		dsn = r.pair.URL(strings.TrimPrefix(u.Path, "/")) // services and checks follow the promotion
+		if action == "lagfailover" {
+			// The standby replays nothing of the sale until it is
+			// promoted: it lags by everything before the fault.
+			var paused string
+			if err := r.pair.Standby.QueryRow(ctx, `SELECT pg_wal_replay_pause()::text`, &paused); err != nil {
+				return res, fmt.Errorf("pause the standby's replay: %w", err)
+			}
+		}
+	}
 	redisAddr := r.cfg.Redis.Addr
 	if r.redis != nil {
 		rc = goredis.NewClient(&goredis.Options{Addr: r.redis.addr()})
@@ -366,7 +407,6 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	}
 	// A connection fault needs the services to reach the component
 	// through a fault proxy.
-	action, target, _ := strings.Cut(r.scenario, "-")
 	serviceDSN := dsn
 	var fp *faultproxy.Proxy
 	if connectionFaults[action] {
@@ -755,6 +795,9 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 	if target == "redis" && r.redis != nil {
 		return faultPrivateRedis(ctx, r, action)
 	}
+	if failovers[action] {
+		return failoverPostgres(ctx, r)
+	}
 	pid, err := stackPID(target)
 	if err != nil {
 		return time.Time{}, err
@@ -797,6 +840,17 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 	up := exec.CommandContext(ctx, r.stackScript, "up")
 	if out, err := up.CombinedOutput(); err != nil {
 		return time.Time{}, fmt.Errorf("%s up after killing %s: %w\n%s", r.stackScript, target, err, out)
+	}
+	return time.Now(), nil
+}
+
+// failoverPostgres kills the pair's primary (by PID) and promotes its
+// standby (for lagfailover, one whose replay was paused since before the
+// sale). It returns when the standby accepts writes.
+func failoverPostgres(ctx context.Context, r chaosRun) (time.Time, error) {
+	r.pair.Primary.Kill()
+	if err := r.pair.Promote(ctx); err != nil {
+		return time.Time{}, err
 	}
 	return time.Now(), nil
 }
