@@ -35,6 +35,11 @@ type Options struct {
 	// returns only once the standby flushed it. Otherwise the standby is
 	// asynchronous.
 	Synchronous bool
+	// Durable runs both servers with the local stack's settings (fsync,
+	// full_page_writes, shared_buffers 256MB), for benchmarks; otherwise
+	// fsync is off, which a test that kills processes (not machines) does
+	// not notice.
+	Durable bool
 }
 
 // Pair is a running primary and standby.
@@ -110,11 +115,11 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
 wal_level = replica
 max_wal_senders = 4
-max_connections = 200
-fsync = off
+max_connections = 300
+%s
 synchronous_commit = on
 synchronous_standby_names = '%s'
-`, p.Primary.Port, names)); err != nil {
+`, p.Primary.Port, durability(o.Durable), names)); err != nil {
 		return nil, err
 	}
 	if err := p.start(ctx, p.Primary); err != nil {
@@ -147,6 +152,14 @@ synchronous_standby_names = '%s'
 		return nil, err
 	}
 	return p, nil
+}
+
+// durability is the configuration lines of Options.Durable.
+func durability(durable bool) string {
+	if durable {
+		return "fsync = on\nfull_page_writes = on\nshared_buffers = 256MB"
+	}
+	return "fsync = off"
 }
 
 // Promote promotes the standby (pg_promote) and returns once it accepts

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
+	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
@@ -48,11 +49,16 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 	slow := fs.Duration("slow", 0, "with --sweep: a delay inside every order-create transaction (PostgreSQL slowed), e.g. 20ms")
 	pgCPU := fs.Float64("pg-cpu", 0, "cap the local stack's PostgreSQL (the postmaster and its backends) at this many cores with a CPU cgroup "+
 		"for the whole run, restored at the end (needs root; 0 = no cap)")
+	standby := fs.String("pg-standby", "", "run every mode on a private PostgreSQL primary with a streaming standby (the local stack's settings) instead "+
+		"of the stack's PostgreSQL: sync (synchronous commits, the durability docs/operations.md chooses) or async")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *pgCPU < 0 {
 		return fmt.Errorf("--pg-cpu %v: want a number of cores, 0 for no cap: %w", *pgCPU, flag.ErrHelp)
+	}
+	if *standby != "" && *standby != "sync" && *standby != "async" || *standby != "" && *pgCPU > 0 {
+		return fmt.Errorf("--pg-standby %q: want sync or async, and no --pg-cpu beside it: %w", *standby, flag.ErrHelp)
 	}
 	batches, err := intList(*modes)
 	if err != nil {
@@ -64,6 +70,15 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 	}
 	if *concurrency == 0 {
 		*concurrency = cfg.ConsumerConcurrency()
+	}
+	if *standby != "" {
+		pair, err := pgpair.Start(ctx, pgpair.Options{Synchronous: *standby == "sync", Durable: true})
+		if err != nil {
+			return err
+		}
+		defer pair.Close()
+		cfg.Postgres.DSN = config.Secret(pair.Primary.URL("postgres"))
+		fmt.Fprintf(stdout, "PostgreSQL: a private primary (port %d) with a %s standby (port %d)\n", pair.Primary.Port, *standby, pair.Standby.Port)
 	}
 	rc, releaseRedis, err := scratchRedis(ctx, cfg, 0)
 	if err != nil {
