@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -84,25 +82,19 @@ func promotedReplica(t *testing.T, manual bool) {
 		t.Fatalf("WAIT for B's replica: %d, %v", n, err)
 	}
 	r := pc.replica(b)
-	before, promoted := runIDOf(t, b.c), runIDOf(t, r.c)
+	before, promoted := runIDOf(t, b.Client()), runIDOf(t, r.Client())
 	// The cluster client may hold connections to a replica (it reads the
 	// topology from any node): none may be kept to be used unchecked
 	// once the replica is promoted.
 	_ = cc.ForEachSlave(ctx, func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() })
 	if manual {
 		if err := pc.client(r).Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
-			t.Fatalf("CLUSTER FAILOVER on %s: %v", r.addr(), err)
+			t.Fatalf("CLUSTER FAILOVER on %s: %v", r.Addr(), err)
 		}
 	} else {
 		pc.kill(b)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(pc.info(r, "replication"), "role:master") {
-		if time.Now().After(deadline) {
-			t.Fatalf("B's replica %s was not promoted within 60 s of the failover", r.addr())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pc.waitPromoted(r)
 
 	// B's SKUs are frozen; the others sell.
 	for _, k := range []int64{kB, kB2} {

@@ -157,10 +157,10 @@ func restartedMaster(t *testing.T, older bool) {
 		reserve(k, 3)
 		reserve(k, 4)
 	}
-	before := runIDOf(t, b.c)
+	before := runIDOf(t, b.Client())
 
 	pc.restart(b, backup)
-	after := runIDOf(t, b.c)
+	after := runIDOf(t, b.Client())
 	if after == before {
 		t.Fatalf("master B kept run_id %s across a restart", after)
 	}

@@ -230,7 +230,7 @@ func lanedOnB(t *testing.T, cc *goredis.ClusterClient, ns string, b *privateNode
 	ms := masters(t, cc)
 	on := func(key string) bool {
 		m := ms[owner(t, cc, keySlot(t, cc, key))]
-		return m != nil && net.JoinHostPort(m.host, m.port) == b.addr()
+		return m != nil && net.JoinHostPort(m.host, m.port) == b.Addr()
 	}
 	for k := int64(100); k < 400; k++ {
 		if on(skuKey(ns, 2, k)) && !on(fmt.Sprintf("%s:{a2:s%d:l1}:stock", ns, k)) {
