@@ -76,14 +76,6 @@ func (pc *privateCluster) replica(m *privateNode) *privateNode {
 // kill ends node n's process with SIGKILL, by its PID.
 func (pc *privateCluster) kill(n *privateNode) { pc.Kill(n) }
 
-// waitHealthy waits until every live node sees a healthy cluster.
-func (pc *privateCluster) waitHealthy() {
-	pc.t.Helper()
-	if err := pc.WaitHealthy(ctxT(pc.t)); err != nil {
-		pc.t.Fatal(err)
-	}
-}
-
 // copyAOF copies n's AOF directory and returns its path.
 func (pc *privateCluster) copyAOF(n *privateNode) string {
 	pc.t.Helper()

@@ -103,7 +103,7 @@ func Start(ctx context.Context, o Options) (_ *Pair, err error) {
 			return nil, err
 		}
 	}
-	if p.Primary, err = newNode(root, "primary"); err != nil {
+	if p.Primary, err = newNode(ctx, root, "primary"); err != nil {
 		return nil, err
 	}
 	if err := p.run(ctx, "initdb", "-D", p.Primary.Dir, "-U", "seckill", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
@@ -125,7 +125,7 @@ synchronous_standby_names = '%s'
 	if err := p.start(ctx, p.Primary); err != nil {
 		return nil, err
 	}
-	if p.Standby, err = newNode(root, "standby"); err != nil {
+	if p.Standby, err = newNode(ctx, root, "standby"); err != nil {
 		return nil, err
 	}
 	if err := p.run(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(p.Primary.Port), "-U", "seckill",
@@ -211,8 +211,8 @@ func (n *Node) QueryRow(ctx context.Context, sql string, dst ...any) error {
 	return conn.QueryRow(ctx, sql).Scan(dst...)
 }
 
-func newNode(root, name string) (*Node, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func newNode(ctx context.Context, root, name string) (*Node, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

@@ -266,10 +266,10 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 func (c *Cluster) newNode(ctx context.Context, name string) (*Node, error) {
 	n := &Node{Dir: filepath.Join(c.root, name)}
 	var err error
-	if n.Port, err = freePort(); err != nil {
+	if n.Port, err = freePort(ctx); err != nil {
 		return nil, err
 	}
-	if n.BusPort, err = freePort(); err != nil {
+	if n.BusPort, err = freePort(ctx); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
@@ -295,7 +295,7 @@ func (c *Cluster) newNode(ctx context.Context, name string) (*Node, error) {
 // start runs redis-server on n's configuration (not bound to ctx: it
 // lives until Kill) and waits until it answers PING.
 func (c *Cluster) start(ctx context.Context, n *Node) error {
-	cmd := exec.Command("redis-server", n.conf)
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), "redis-server", n.conf)
 	cmd.Dir = n.Dir
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("rediscluster: start redis-server %s: %w", n.Addr(), err)
@@ -352,8 +352,8 @@ func (c *Cluster) addReplicas(ctx context.Context) error {
 }
 
 // freePort returns a loopback TCP port nobody listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
