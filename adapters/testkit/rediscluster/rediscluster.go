@@ -265,13 +265,11 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 // its own and starts it.
 func (c *Cluster) newNode(ctx context.Context, name string) (*Node, error) {
 	n := &Node{Dir: filepath.Join(c.root, name)}
-	var err error
-	if n.Port, err = freePort(ctx); err != nil {
+	ports, err := freePorts(ctx, 2)
+	if err != nil {
 		return nil, err
 	}
-	if n.BusPort, err = freePort(ctx); err != nil {
-		return nil, err
-	}
+	n.Port, n.BusPort = ports[0], ports[1]
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -301,9 +299,14 @@ func (c *Cluster) start(ctx context.Context, n *Node) error {
 		return fmt.Errorf("rediscluster: start redis-server %s: %w", n.Addr(), err)
 	}
 	n.cmd, n.dead = cmd, false
-	return poll(ctx, fmt.Sprintf("redis-server %s answers PING (log %s)", n.Addr(), filepath.Join(n.Dir, "redis.log")), func() bool {
+	err := poll(ctx, fmt.Sprintf("redis-server %s answers PING", n.Addr()), func() bool {
 		return n.Client().Ping(ctx).Err() == nil
 	})
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
+		return fmt.Errorf("%w; the end of its log:\n%s", err, log[max(0, len(log)-1000):])
+	}
+	return nil
 }
 
 // meet introduces n to the cluster through its first node.
@@ -351,14 +354,19 @@ func (c *Cluster) addReplicas(ctx context.Context) error {
 	return c.WaitHealthy(ctx)
 }
 
-// freePort returns a loopback TCP port nobody listens on right now.
-func freePort(ctx context.Context) (int, error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct loopback TCP ports nobody listens on right
+// now (all held open until all are chosen, so none is chosen twice).
+func freePorts(ctx context.Context, n int) ([]int, error) {
+	var out []int
+	for range n {
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return out, nil
 }
 
 // poll calls cond every 50 ms until it holds, for at most 60 s or until

@@ -32,6 +32,7 @@ import (
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
+	"github.com/seckill-dev/seckill/adapters/testkit/rediscluster"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
@@ -54,12 +55,18 @@ import (
 // standby's replay before the sale, so the standby promoted lags by
 // everything before the fault (replay only: with synchronous commits it
 // has flushed every acknowledged commit, and the promotion replays it).
-// The old primary is never started again.
+// The old primary is never started again. failover-rediscluster runs the
+// sale on a Redis Cluster of its own with a replica per master
+// (testkit/rediscluster) and kills the master serving the sale's SKU
+// mid-sale, which the cluster replaces by its replica;
+// switchover-rediscluster has that replica take over by a manual
+// CLUSTER FAILOVER instead.
 var chaosScenarios = []string{
 	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
 	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
 	"delay-redis", "blackhole-redis", "reset-redis", "delay-postgres", "blackhole-postgres", "reset-postgres",
 	"crash-consumers", "restore-redis", "failover-postgres", "lagfailover-postgres",
+	"failover-rediscluster", "switchover-rediscluster",
 }
 
 // failovers are the scenario actions that promote a standby of a
@@ -170,6 +177,11 @@ type chaosRun struct {
 	crashTarget int64
 	// pair is the failover scenarios' PostgreSQL primary and standby.
 	pair *pgpair.Pair
+	// cluster is the Redis Cluster (with replicas) of the *-rediscluster
+	// scenarios.
+	cluster *rediscluster.Cluster
+	// activityID is the sale's activity, set before the fault.
+	activityID int64
 }
 
 // chaosResult is one scenario's row.
@@ -397,9 +409,19 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	}
 	redisAddr := r.cfg.Redis.Addr
 	if r.redis != nil {
-		rc = goredis.NewClient(&goredis.Options{Addr: r.redis.addr()})
-		defer func() { _ = rc.Close() }()
-		redisAddr = r.redis.addr()
+		private := goredis.NewClient(&goredis.Options{Addr: r.redis.addr()})
+		defer func() { _ = private.Close() }()
+		rc, redisAddr = private, r.redis.addr()
+	}
+	redisDB := rc.Options().DB
+	if target == "rediscluster" {
+		cluster, err := rediscluster.Start(ctx, rediscluster.Options{Replicas: true})
+		if err != nil {
+			return res, err
+		}
+		defer cluster.Close()
+		r.cluster = cluster
+		redisAddr, redisDB, rc = strings.Join(cluster.Seeds(), ","), 0, nil
 	}
 	logDir, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
@@ -435,7 +457,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	var instances []*instance
 	for i := range 2 {
 		in, err := newInstance(fmt.Sprintf("service-%d", i), r.exe, logDir,
-			"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(rc.Options().DB),
+			"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(redisDB),
 			"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
 			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")
 		if err != nil {
@@ -510,7 +532,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.acked = &acknowledged
+	r.acked, r.activityID = &acknowledged, activityID
 	backAt, err := injectFault(ctx, r, instances, fp, &crashes)
 	if err != nil {
 		stopSale()
@@ -544,7 +566,9 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	if res.lost > 0 {
 		res.unsettled = res.lost
 		reportDeadLetters(ctx, pool, os.Stderr)
-		reportOpen(ctx, pool, rc, r.cfg.Redis.Namespace, answers, os.Stderr)
+		if rc != nil {
+			reportOpen(ctx, pool, rc, r.cfg.Redis.Namespace, answers, os.Stderr)
+		}
 	}
 	// Oversell: more live orders than units (PostgreSQL's books), or
 	// buyers told "accepted" whose order then found no stock (the entry's
@@ -798,6 +822,9 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 	if failovers[action] {
 		return failoverPostgres(ctx, r)
 	}
+	if target == "rediscluster" {
+		return failoverRedis(ctx, r, action == "switchover")
+	}
 	pid, err := stackPID(target)
 	if err != nil {
 		return time.Time{}, err
@@ -850,6 +877,35 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 func failoverPostgres(ctx context.Context, r chaosRun) (time.Time, error) {
 	r.pair.Primary.Kill()
 	if err := r.pair.Promote(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return time.Now(), nil
+}
+
+// failoverRedis replaces the master serving the sale's activity SKU by
+// its replica: killed by PID (the cluster promotes the replica after the
+// node timeout) or, with switchover, by CLUSTER FAILOVER on the replica.
+// It returns when the replica reports role:master.
+func failoverRedis(ctx context.Context, r chaosRun, switchover bool) (time.Time, error) {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: r.cluster.Seeds()})
+	defer func() { _ = cc.Close() }()
+	m, err := cc.MasterForKey(ctx, "{a"+strconv.FormatInt(r.activityID, 10)+":s1}")
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the master of the sale's SKU: %w", err)
+	}
+	master := r.cluster.Node(m.Options().Addr)
+	replica := r.cluster.Replica(master)
+	if master == nil || replica == nil {
+		return time.Time{}, fmt.Errorf("the master of the sale's SKU (%s) is not a master the scenario started with a replica", m.Options().Addr)
+	}
+	if switchover {
+		if err := replica.Client().Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+			return time.Time{}, fmt.Errorf("CLUSTER FAILOVER on %s: %w", replica.Addr(), err)
+		}
+	} else {
+		r.cluster.Kill(master)
+	}
+	if err := r.cluster.WaitPromoted(ctx, replica); err != nil {
 		return time.Time{}, err
 	}
 	return time.Now(), nil

@@ -14,18 +14,21 @@ import (
 // TestChaosSubset is the bounded part of `make chaos` that `make test`
 // runs: a sale on two service instances while one instance is killed, the
 // consumers crash at random points between receive and acknowledge, Redis
-// comes back from an older copy of its data, and PostgreSQL fails over to
-// its synchronous standby (streaming, and lagging in replay). The Redis
-// scenarios use a redis-server of their own (--private-redis), the
-// failovers a PostgreSQL pair of their own, and the instances are the
-// scenario's, so nothing of the shared stack is killed. The command fails
+// comes back from an older copy of its data, PostgreSQL fails over to its
+// synchronous standby (streaming, and lagging in replay), and the Redis
+// Cluster master of the sale's SKU is replaced by its replica (killed, and
+// by a manual CLUSTER FAILOVER). The Redis scenarios use a redis-server of
+// their own (--private-redis), the failovers a PostgreSQL pair and a Redis
+// Cluster of their own, and the instances are the scenario's, so nothing
+// of the shared stack is killed. The command fails
 // when an invariant column of its table is not 0; the test also reads the
 // table so a scenario that did not run fails too.
 func TestChaosSubset(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	bin := buildBinaries(t, ctx, t.TempDir())
-	scenarios := []string{"kill-service", "restore-redis", "crash-consumers", "failover-postgres", "lagfailover-postgres"}
+	scenarios := []string{"kill-service", "restore-redis", "crash-consumers", "failover-postgres", "lagfailover-postgres",
+		"failover-rediscluster", "switchover-rediscluster"}
 	cmd := exec.CommandContext(ctx, bin, "chaos", "--private-redis", "--scenarios", strings.Join(scenarios, ","),
 		"--stock", "300", "--buyers", "900", "--clients", "8", "--down", "3s", "--settle", "60s", "--crashes", "30")
 	// The end-to-end tests' send bound (500 ms) instead of production's
