@@ -26,7 +26,8 @@ import (
 // replica's run_id; the reservations it still holds are the ones
 // replicated before the failover; the rebuild from PostgreSQL's facts
 // (here: no order yet) and FinishRecovery let B's SKUs sell again with an
-// I6 drift of 0 on every SKU.
+// I6 drift of 0 on every SKU. A laned SKU with lane 0 on B is rebuilt as a
+// whole (every lane frozen by the recovery's read, all rewritten).
 func TestPromotedReplicaFreezesOnlyItsMastersSKUs(t *testing.T) {
 	for _, manual := range []bool{false, true} {
 		name := map[bool]string{false: "master killed", true: "manual CLUSTER FAILOVER"}[manual]
@@ -76,6 +77,21 @@ func promotedReplica(t *testing.T, manual bool) {
 		reserve(k, 1)
 		reserve(k, 2)
 	}
+	// A laned SKU (activity 2) whose lane 0 is on B and lane 1 elsewhere.
+	laned := open(2, lanedOnB(t, cc, ns, b), 12)
+	laned.StockLanes = 3
+	if err := s.SeedActivity(ctx, laned); err != nil {
+		t.Fatal(err)
+	}
+	lanedRsv := func(user int64) reservation.Snapshot { return newRsv(t, 2, laned.SKUID, user, "laned") }
+	var lanedHeld []string
+	for user := int64(1); user <= 4; user++ {
+		if err := reserveSettled(t, s, lanedRsv(user)); err != nil {
+			t.Fatalf("reserve laned user %d: %v", user, err)
+		}
+		lanedHeld = append(lanedHeld, lanedRsv(user).ReservationID)
+	}
+	slices.Sort(lanedHeld)
 	// Every write so far reached B's replica: WAIT is the only way to know
 	// what a promoted replica holds (replication is asynchronous).
 	if n, err := pc.client(b).Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n != 1 {
@@ -136,14 +152,38 @@ func promotedReplica(t *testing.T, manual bool) {
 			t.Fatalf("rebuild sku %d = %+v, %v; want 8 available, 2 in flight", k, res, err)
 		}
 	}
+	// The laned SKU: the recovery's read freezes every lane by the
+	// generation, and the rebuild rewrites them all from the facts.
+	inflight, err := s.InFlight(ctx, gen, laned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, x := range inflight {
+		ids = append(ids, x.ReservationID)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, lanedHeld) {
+		t.Fatalf("in flight on the laned SKU after the failover: %v, want the replicated %v", ids, lanedHeld)
+	}
+	if res, err := s.Rebuild(ctx, ports.StockRebuild{Generation: gen, Activity: laned, Base: 12, InFlight: ids}); err != nil ||
+		res != (ports.RebuildResult{Available: 8, InFlight: 4}) {
+		t.Fatalf("rebuild of the laned SKU = %+v, %v; want 8 available, 4 in flight", res, err)
+	}
 	if ok, err := s.FinishRecovery(ctx, gen); !ok || err != nil {
 		t.Fatalf("FinishRecovery = %v, %v", ok, err)
 	}
 	reserve(kB, 6)
 	reserve(kB2, 6)
+	if err := reserveSettled(t, s, lanedRsv(6)); err != nil {
+		t.Fatalf("reserve the laned SKU after the rebuild: %v", err)
+	}
 	for k := range acts {
 		if d := drift(t, s, acts[k], nil); d != 0 {
 			t.Errorf("sku %d: I6 drift %d after the failover and rebuild, want 0", k, d)
 		}
+	}
+	if d := drift(t, s, laned, nil); d != 0 {
+		t.Errorf("laned SKU: I6 drift %d after the failover and rebuild, want 0", d)
 	}
 }
