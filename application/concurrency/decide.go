@@ -146,6 +146,10 @@ const (
 	ActionShrink Action = "shrink"
 	// ActionHold: lag low and PostgreSQL healthy: keep the limit.
 	ActionHold Action = "hold"
+	// ActionProbeUp is no row of the table: a Limiter's upward probe, one
+	// growth step under soft pressure with the backlog high, kept only
+	// if the throughput follows (see Limiter.Tick).
+	ActionProbeUp Action = "probe_up"
 )
 
 // Reason names the signal that chose an action: the reason label of

@@ -23,6 +23,10 @@ const (
 	// probeKeep is the part of the throughput before a soft shrink that
 	// the throughput after it must keep for the shrink to stand.
 	probeKeep = 0.9
+	// upKeep is the part of an upward probe's relative growth that the
+	// throughput must gain for the growth to stay (growing from 2 to 4,
+	// at least 1.5x the throughput before).
+	upKeep = 0.5
 )
 
 // sizeBuckets is the number of batch-size classes the latency floor is
@@ -136,13 +140,14 @@ type Limiter struct {
 	recent       []int // messages committed in each of the last ProbeTicks ticks, oldest first
 	probe        probe
 	hold         int // ticks left during which soft shrinks are held
+	upWait       int // ticks left before the next upward probe
 }
 
-// probe is the measurement of a soft shrink: the limit it shrank from,
-// the mean throughput (messages committed per tick) before it, and the
-// throughput since.
+// probe is the measurement of a soft shrink, or of a growth under soft
+// pressure (up): the limit it moved from, the mean throughput (messages
+// committed per tick) before it, and the throughput since.
 type probe struct {
-	active         bool
+	active, up     bool
 	from           int
 	before         float64
 	ticks, settled int
@@ -256,6 +261,17 @@ func sizeBucket(n int) int {
 // ticks before the first shrink are the faster ones, so that shrink is
 // undone and held; the ones after the hold compare like with like.
 // Errors, an exhausted pool, WAL and the deadline are never held.
+//
+// The upward probe: with the backlog high and soft pressure, a limit at
+// its floor (nothing left to shrink) or whose shrinks are held (they did
+// not pay) and that binds takes one growth step (ActionProbeUp, reason
+// throughput) and measures it the same way: when the messages committed
+// per tick do not gain half the relative growth (from 2 to 4: 1.5x), the
+// step is undone and no upward probe follows for ProbeHold ticks;
+// otherwise it stays, soft shrinks are held, and the next step may
+// follow. A delay that began while the limit was low is thus climbed out
+// of; a hot lock keeps the floor, with one step tried every ProbeHold
+// ticks.
 func (l *Limiter) Tick(s Signals) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -285,7 +301,7 @@ func (l *Limiter) Tick(s Signals) Decision {
 			l.value += l.cfg.RampStep
 		}
 	case StepShrink:
-		if softShrink(d) && !l.probe.active {
+		if softShrink(d) && !l.probe.active && l.value > l.cfg.Floor { // at the floor there is nothing to measure
 			l.probe = probe{active: true, from: l.value, before: l.recentMean()}
 		}
 		l.value = min(l.value-1, int(float64(l.value)*l.cfg.Backoff))
@@ -327,10 +343,21 @@ func (l *Limiter) probed(d Decision) Decision {
 			l.probe.settled += committed
 			if l.probe.ticks >= l.cfg.ProbeTicks {
 				after := float64(l.probe.settled) / float64(l.probe.ticks)
-				from, before := l.probe.from, l.probe.before
+				p := l.probe
 				l.probe = probe{}
-				if after < probeKeep*before {
-					l.value, l.hold = max(l.value, from), l.cfg.ProbeHold
+				switch {
+				case p.up && l.value > p.from && after < p.before*(1+upKeep*float64(l.value-p.from)/float64(p.from)):
+					// The growth did not pay: back, and no upward
+					// probe for ProbeHold ticks.
+					l.value, l.upWait = p.from, l.cfg.ProbeHold
+					return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
+						Admission: d.Admission, Urgent: d.Urgent}
+				case p.up:
+					// It paid: shrinking would not, so soft shrinks
+					// are held while the growth goes on.
+					l.hold = max(l.hold, l.cfg.ProbeHold)
+				case after < probeKeep*p.before:
+					l.value, l.hold = max(l.value, p.from), l.cfg.ProbeHold
 					return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
 						Admission: d.Admission, Urgent: d.Urgent}
 				}
@@ -339,6 +366,21 @@ func (l *Limiter) probed(d Decision) Decision {
 					Admission: d.Admission, Urgent: d.Urgent}
 			}
 		}
+	}
+	if l.upWait > 0 {
+		l.upWait--
+	}
+	if soft && d.Action == ActionShrink && !l.probe.active && l.upWait == 0 && (l.value <= l.cfg.Floor || l.hold > 0) &&
+		l.value < l.ceiling && l.peakBinds() {
+		// The upward probe: with the backlog high and a shrink that
+		// cannot be taken (at the floor) or did not pay (held), try one
+		// growth step and keep it only if the throughput follows.
+		if l.hold > 0 {
+			l.hold--
+		}
+		l.probe = probe{active: true, up: true, from: l.value, before: l.recentMean()}
+		return Decision{Action: ActionProbeUp, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepGrow,
+			Admission: d.Admission, Urgent: d.Urgent}
 	}
 	if l.hold > 0 {
 		l.hold--

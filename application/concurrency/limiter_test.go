@@ -1,6 +1,7 @@
 package concurrency_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -206,9 +207,48 @@ func TestLimiterRecoveryRestartsFromTheFloorUnderPressure(t *testing.T) {
 	}
 	c.Advance(time.Second)
 	busy(l, 2, time.Second)
-	if d := l.Tick(s); d.Reason == concurrency.ReasonBrokerRecovered || l.Limit() != 2 {
-		t.Fatalf("next tick: %s/%s, limit %d; want the table's row at the floor", d.Action, d.Reason, l.Limit())
+	// At the floor under soft pressure with the limit binding, the
+	// upward probe tries one step (not the ramp).
+	if d := l.Tick(s); d.Action != concurrency.ActionProbeUp || l.Limit() != 4 {
+		t.Fatalf("next tick: %s/%s, limit %d; want the upward probe's one step to 4", d.Action, d.Reason, l.Limit())
 	}
+}
+
+// The upward probe: at the floor with the backlog high, latency pressure
+// and the limit binding, one growth step is tried. When the committed
+// messages follow the concurrency (a delay concurrency does not cause)
+// the step stays and the next follows, up to the budget; when they do not
+// (a hot lock) the step is undone and no upward probe follows for
+// ProbeHold ticks.
+func TestLimiterProbesUpwardFromTheFloor(t *testing.T) {
+	slow := lagHighLatency(time.Second)
+	run := func(t *testing.T, perSlot func(limit int) int, ticks int) (*concurrency.Limiter, []int) {
+		c := newClock()
+		l := newLimiter(t, concurrency.Config{Group: "g", Floor: 2, Budget: 10, Initial: 2, ProbeTicks: 2, ProbeHold: 5}, c)
+		var limits []int
+		for range ticks {
+			l.Observe(ports.BatchSample{Messages: perSlot(l.Limit()), Duration: time.Second, InFlight: l.Limit()})
+			c.Advance(time.Second)
+			l.Tick(slow)
+			limits = append(limits, l.Limit())
+		}
+		return l, limits
+	}
+	t.Run("throughput follows: climbs to the budget", func(t *testing.T) {
+		l, limits := run(t, func(limit int) int { return 10 * limit }, 20)
+		if l.Limit() != 10 {
+			t.Fatalf("limits %v; want the budget 10 reached", limits)
+		}
+	})
+	t.Run("throughput flat: back to the floor, then waits", func(t *testing.T) {
+		_, limits := run(t, func(int) int { return 30 }, 12)
+		// Tick 1: a step to 4; ticks 2-3 measure it; at tick 3 it is
+		// undone; the next step comes ProbeHold (5) ticks later, at 8.
+		want := []int{4, 4, 2, 2, 2, 2, 2, 4, 4, 2, 2, 2}
+		if !slices.Equal(limits, want) {
+			t.Fatalf("limits %v, want %v", limits, want)
+		}
+	})
 }
 
 func TestLimiterState(t *testing.T) {
