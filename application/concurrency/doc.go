@@ -39,7 +39,10 @@
 // is undone and those signals are held for ProbeHold ticks (reason
 // throughput), since a PostgreSQL slowed by something concurrency does
 // not cause serves more with more transactions in flight, while one slowed
-// by contention (a hot lock) commits as much with fewer. The limit
+// by contention (a hot lock) commits as much with fewer. An upward probe
+// does the same the other way round: with the backlog high and soft
+// pressure, a limit at its floor or whose shrinks are held tries one
+// growth step and keeps it only if the throughput follows. The limit
 // never leaves [Floor, ceiling]. It implements ports.ConcurrencyLimit: the consumer
 // runner reads Limit before each receive and reports each batch with
 // Observe (latency, transient decisions, in-flight calls); the latency,
