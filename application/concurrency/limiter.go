@@ -350,20 +350,17 @@ func (l *Limiter) probed(d Decision) Decision {
 					// The growth did not pay: back, and no upward
 					// probe for ProbeHold ticks.
 					l.value, l.upWait = p.from, l.cfg.ProbeHold
-					return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
-						Admission: d.Admission, Urgent: d.Urgent}
+					return throughputHold(d)
 				case p.up:
 					// It paid: shrinking would not, so soft shrinks
 					// are held while the growth goes on.
 					l.hold = max(l.hold, l.cfg.ProbeHold)
 				case after < probeKeep*p.before:
 					l.value, l.hold = max(l.value, p.from), l.cfg.ProbeHold
-					return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
-						Admission: d.Admission, Urgent: d.Urgent}
+					return throughputHold(d)
 				}
 			} else if soft {
-				return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
-					Admission: d.Admission, Urgent: d.Urgent}
+				return throughputHold(d)
 			}
 		}
 	}
@@ -385,11 +382,17 @@ func (l *Limiter) probed(d Decision) Decision {
 	if l.hold > 0 {
 		l.hold--
 		if soft {
-			return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
-				Admission: d.Admission, Urgent: d.Urgent}
+			return throughputHold(d)
 		}
 	}
 	return d
+}
+
+// throughputHold is d held by a throughput probe: no step, reason
+// throughput, d's pressure, admission and urgency kept.
+func throughputHold(d Decision) Decision {
+	return Decision{Action: ActionHold, Reason: ReasonThroughput, Pressure: d.Pressure, Step: StepHold,
+		Admission: d.Admission, Urgent: d.Urgent}
 }
 
 // recentMean returns the mean messages committed per tick over the last
