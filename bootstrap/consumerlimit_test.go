@@ -348,20 +348,45 @@ func TestConsumerLimitRampsAfterABrokerOutage(t *testing.T) {
 	}
 	before := limit()
 	proxy.SetPass()
-	// The limit is sampled while the backlog drains.
-	low, high := before, 0
-	var rampSamples []int
+	// The limit is sampled every 20 ms while the backlog drains, by a
+	// goroutine of its own: the floor lasts one 200 ms tick, which a loop
+	// that also queries PostgreSQL can miss on a loaded machine.
+	var (
+		mu          sync.Mutex
+		low, high   = before, 0
+		rampSamples []int
+		sampling    sync.WaitGroup
+	)
+	stopSampling := make(chan struct{})
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+			l := limit()
+			recovered := s.metric("consumer_concurrency_decisions_total", group, `reason="broker_recovered"`) > recoveredBefore
+			mu.Lock()
+			if len(rampSamples) < 40 && (len(rampSamples) == 0 || rampSamples[len(rampSamples)-1] != l) {
+				rampSamples = append(rampSamples, l)
+			}
+			if recovered {
+				low, high = min(low, l), max(high, l)
+			}
+			mu.Unlock()
+		}
+	}()
 	s.eventually(90*time.Second, "every acknowledged reservation is an order", func() bool {
-		l := limit()
-		if len(rampSamples) < 40 {
-			rampSamples = append(rampSamples, l)
-		}
-		if s.metric("consumer_concurrency_decisions_total", group, `reason="broker_recovered"`) > recoveredBefore {
-			low, high = min(low, l), max(high, l)
-		}
 		return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1`, activity) == user
 	})
-	t.Logf("budget %d, floor %d: limit %d before the recovery; after it, samples %v (lowest %d, highest %d)",
+	close(stopSampling)
+	sampling.Wait()
+	t.Logf("budget %d, floor %d: limit %d before the recovery; after it, the values it took %v (lowest %d, highest %d)",
 		budget, floor, before, rampSamples, low, high)
 	if n := s.metric("consumer_concurrency_decisions_total", group, `reason="broker_recovered"`); n <= recoveredBefore {
 		t.Fatal("no broker_recovered decision after the broker answered again")
