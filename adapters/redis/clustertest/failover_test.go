@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/domain/reservation"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -133,15 +134,7 @@ func promotedReplica(t *testing.T, manual bool) {
 	// The replicated reservations are in flight; PostgreSQL knows no
 	// order yet, so the books are the stock less them.
 	for _, k := range []int64{kB, kB2} {
-		inflight, err := s.InFlight(ctx, gen, acts[k])
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, x := range inflight {
-			ids = append(ids, x.ReservationID)
-		}
-		slices.Sort(ids)
+		ids := inFlightIDs(t, s, gen, acts[k])
 		want := []string{rsv(k, 1).ReservationID, rsv(k, 2).ReservationID}
 		slices.Sort(want)
 		if !slices.Equal(ids, want) {
@@ -154,15 +147,7 @@ func promotedReplica(t *testing.T, manual bool) {
 	}
 	// The laned SKU: the recovery's read freezes every lane by the
 	// generation, and the rebuild rewrites them all from the facts.
-	inflight, err := s.InFlight(ctx, gen, laned)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, x := range inflight {
-		ids = append(ids, x.ReservationID)
-	}
-	slices.Sort(ids)
+	ids := inFlightIDs(t, s, gen, laned)
 	if !slices.Equal(ids, lanedHeld) {
 		t.Fatalf("in flight on the laned SKU after the failover: %v, want the replicated %v", ids, lanedHeld)
 	}
@@ -186,4 +171,21 @@ func promotedReplica(t *testing.T, manual bool) {
 	if d := drift(t, s, laned, nil); d != 0 {
 		t.Errorf("laned SKU: I6 drift %d after the failover and rebuild, want 0", d)
 	}
+}
+
+// inFlightIDs returns the sorted ids of the reservations Redis still holds
+// in flight for activity SKU a under the pending generation gen (the
+// recovery's read, which freezes every lane of a by gen).
+func inFlightIDs(t *testing.T, s *redis.Store, gen string, a ports.Activity) []string {
+	t.Helper()
+	inflight, err := s.InFlight(ctxT(t), gen, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, len(inflight))
+	for _, x := range inflight {
+		ids = append(ids, x.ReservationID)
+	}
+	slices.Sort(ids)
+	return ids
 }

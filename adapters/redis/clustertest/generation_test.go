@@ -191,15 +191,7 @@ func restartedMaster(t *testing.T, older bool) {
 	// was in the broker), user 4's never reached the broker (lost with
 	// Redis), the reservations B still has are undecided; lostB's only
 	// reservation became an order.
-	inflight, err := s.InFlight(ctx, gen, acts[kB])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, r := range inflight {
-		ids = append(ids, r.ReservationID)
-	}
-	slices.Sort(ids)
+	ids := inFlightIDs(t, s, gen, acts[kB])
 	want := []string{}
 	if older {
 		want = []string{rsv(kB, 1).ReservationID, rsv(kB, 2).ReservationID}
