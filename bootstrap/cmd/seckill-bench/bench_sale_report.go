@@ -19,10 +19,16 @@ import (
 // chart per plot; no script, no style sheet or font from elsewhere) into
 // dir and returns their paths.
 func writeSaleReport(dir string, r saleResult) (jsonPath, htmlPath string, err error) {
+	return writeReportFiles(dir, r, newReportPage(r))
+}
+
+// writeReportFiles writes result (as result.json) and page (rendered as
+// report.html) into dir and returns their paths.
+func writeReportFiles(dir string, result any, page reportPage) (jsonPath, htmlPath string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("create %s: %w", dir, err)
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := json.MarshalIndent(result, "", "  ")
 	if err != nil {
 		return "", "", fmt.Errorf("encode result.json: %w", err)
 	}
@@ -30,12 +36,12 @@ func writeSaleReport(dir string, r saleResult) (jsonPath, htmlPath string, err e
 	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
 		return "", "", fmt.Errorf("write result.json: %w", err)
 	}
-	var page bytes.Buffer
-	if err := saleReportTemplate.Execute(&page, newReportPage(r)); err != nil {
+	var html bytes.Buffer
+	if err := saleReportTemplate.Execute(&html, page); err != nil {
 		return "", "", fmt.Errorf("render report.html: %w", err)
 	}
 	htmlPath = filepath.Join(dir, "report.html")
-	if err := os.WriteFile(htmlPath, page.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(htmlPath, html.Bytes(), 0o644); err != nil {
 		return "", "", fmt.Errorf("write report.html: %w", err)
 	}
 	return jsonPath, htmlPath, nil

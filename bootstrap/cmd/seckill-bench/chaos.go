@@ -88,6 +88,9 @@ var connectionFaults = map[string]bool{"delay": true, "blackhole": true, "reset"
 // scenario. It fails when an invariant column is not 0. It kills and
 // restarts processes of the local stack: never run it beside `make test`.
 func chaos(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "soak" {
+		return chaosSoak(ctx, args[1:], stdout)
+	}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	list := fs.String("scenarios", strings.Join(chaosScenarios, ","), "comma-separated scenarios: "+strings.Join(chaosScenarios, ", "))
 	stock := fs.Int("stock", 1000, "units on sale per scenario")
@@ -356,6 +359,31 @@ func newInstance(name, exe, logDir string, env ...string) (*instance, error) {
 	return in, nil
 }
 
+// chaosInstances prepares (does not start) the two `seckill serve`
+// instances of a chaos run on the scratch namespace env, PostgreSQL at
+// pgDSN and Redis at redisAddr (database redisDB): no per-client rate
+// limit, warnings only in their logs under logDir (the caller closes
+// each instance's logFile).
+func chaosInstances(exe, logDir string, env benchNamespace, pgDSN, redisAddr string, redisDB int) ([]*instance, error) {
+	var instances []*instance
+	for i := range 2 {
+		in, err := newInstance(fmt.Sprintf("service-%d", i), exe, logDir,
+			"SECKILL_PG_DSN="+pgDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(redisDB),
+			"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
+			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")
+		if err != nil {
+			for _, made := range instances {
+				_ = made.logFile.Close()
+			}
+			return nil, err
+		}
+		in.env = append(in.env, env.ServiceEnv()...)
+		in.cleanEnv = in.env
+		instances = append(instances, in)
+	}
+	return instances, nil
+}
+
 // freeAddr returns a loopback address with a free port.
 func freeAddr() (string, error) {
 	var lc net.ListenConfig
@@ -454,18 +482,12 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		}
 	}
 
-	var instances []*instance
-	for i := range 2 {
-		in, err := newInstance(fmt.Sprintf("service-%d", i), r.exe, logDir,
-			"SECKILL_PG_DSN="+serviceDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(redisDB),
-			"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
-			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")
-		if err != nil {
-			return res, err
-		}
+	instances, err := chaosInstances(r.exe, logDir, env, serviceDSN, redisAddr, redisDB)
+	if err != nil {
+		return res, err
+	}
+	for _, in := range instances {
 		defer func() { _ = in.logFile.Close() }()
-		in.env = append(in.env, env.ServiceEnv()...)
-		in.cleanEnv = in.env
 		if action == "crash" {
 			// One message per transaction and one transaction at a time
 			// (a pool budget of 0.04 of 32 connections: concurrency 1):
@@ -478,7 +500,6 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 			return res, err
 		}
 		defer in.stop()
-		instances = append(instances, in)
 	}
 	for _, in := range instances {
 		if err := in.waitLive(ctx); err != nil {
@@ -726,6 +747,13 @@ func buyUntilDefinite(ctx context.Context, httpc *http.Client, bases []string, s
 // a minute ago for an hour, reservations kept 10 minutes) through the
 // admin API at base.
 func createSaleActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration, lanes int) error {
+	return createActivityFor(ctx, httpc, base, secret, id, stock, paymentTimeout, lanes, time.Hour)
+}
+
+// createActivityFor is createSaleActivity for an activity selling for
+// window from now.
+func createActivityFor(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration,
+	lanes int, window time.Duration) error {
 	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
 	if err != nil {
 		return err
@@ -733,7 +761,7 @@ func createSaleActivity(ctx context.Context, httpc *http.Client, base string, se
 	admin := seckillv1connect.NewAdminServiceClient(httpc, base)
 	now := time.Now()
 	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
-		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(time.Hour)),
+		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(window)),
 		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute),
 		StockLanes: int32(lanes)}) //nolint:gosec // a flag bounded by the API (1..16)
 	req.Header().Set("Authorization", "Bearer "+tok)

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,4 +75,58 @@ func TestChaosSubset(t *testing.T) {
 		t.Errorf("crash-consumers crashed no consumer\n%s", out)
 	}
 	t.Logf("\n%s", out)
+}
+
+// TestChaosSoakShort runs `chaos soak` for a minute and a half: three
+// sales (payments, buyer cancels, timeouts) on two service instances, a
+// Redis of the soak's own killed while the second sale's buyers arrive
+// and a service instance killed while the third's wait for their
+// timeouts. The command fails when an activity's invariants are violated
+// or a fault gets no order through afterwards; the test also reads its
+// lines and result.json so an activity or a fault that never ran fails
+// too. It asserts no recovery time (--max-recovery 0) and no resource
+// trend (too few samples): the hour-long soak measures those.
+func TestChaosSoakShort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := buildBinaries(t, ctx, dir)
+	out := filepath.Join(dir, "soak")
+	cmd := exec.CommandContext(ctx, bin, "chaos", "soak", "--duration", "90s", "--sale-every", "30s", "--fault-every", "40s",
+		"--faults", "kill-redis,kill-service", "--stock", "100", "--buyers", "300", "--clients", "8", "--spread", "20s",
+		"--payment-timeout", "20s", "--settle", "90s", "--down", "3s", "--sample-every", "5s", "--max-recovery", "0", "--out", out)
+	cmd.Env = append(os.Environ(), "SECKILL_SEND_TIMEOUT=500ms")
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("seckill-bench chaos soak: %v\n%s", err, text)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res soakResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	var sales, paid, buyerCancels int64
+	for _, a := range res.Activities {
+		if a.Error != "" || a.Violations != 0 || len(a.Invariants) != 7 {
+			t.Errorf("activity %d: error %q, %d violations, %d invariants checked\n%s", a.ID, a.Error, a.Violations, len(a.Invariants), text)
+		}
+		if !a.Probe {
+			sales++
+			paid += a.Paid
+			buyerCancels += a.BuyerCancels
+		}
+	}
+	if sales != 3 || paid == 0 || buyerCancels == 0 {
+		t.Errorf("%d sales, %d orders paid, %d canceled by their buyer: want 3 sales with both\n%s", sales, paid, buyerCancels, text)
+	}
+	if len(res.Faults) != 2 || res.Faults[0].Name != "kill-redis" || res.Faults[1].Name != "kill-service" {
+		t.Errorf("faults %+v: want kill-redis then kill-service\n%s", res.Faults, text)
+	}
+	if len(res.Samples) == 0 || len(res.Trends) != len(soakMeasures) {
+		t.Errorf("%d samples, %d trends\n%s", len(res.Samples), len(res.Trends), text)
+	}
+	t.Logf("\n%s", text)
 }

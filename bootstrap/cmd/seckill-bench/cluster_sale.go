@@ -417,19 +417,19 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	if err != nil {
 		return res, err
 	}
-	pay := &payer{httpc: httpc, apis: res.apis, pool: pool, activityID: activityID, share: o.payShare, token: payTok, tried: map[string]bool{}}
-	payCtx, stopPaying := context.WithCancel(ctx)
-	var payWG sync.WaitGroup
-	payWG.Add(1)
-	go func() { defer payWG.Done(); pay.run(payCtx) }()
-	defer func() { stopPaying(); payWG.Wait() }()
-
 	// The sale: buyers retry their one request_id across the API instances
 	// until a definite answer.
 	bases := make([]string, len(res.apis))
 	for i, in := range res.apis {
 		bases[i] = "http://" + in.api
 	}
+	pay := &payer{httpc: httpc, bases: bases, pool: pool, activityID: activityID, to: o.payShare, token: payTok, tried: map[string]bool{}}
+	payCtx, stopPaying := context.WithCancel(ctx)
+	var payWG sync.WaitGroup
+	payWG.Add(1)
+	go func() { defer payWG.Done(); pay.run(payCtx) }()
+	defer func() { stopPaying(); payWG.Wait() }()
+
 	countAnswer := func(i int, acknowledged bool) {
 		res.apis[i].calls.Add(1)
 		if acknowledged {
@@ -533,7 +533,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	res.invariants, res.timedOut, err = checkClusterInvariants(ctx, pool, httpc, res.apis, secret, activityID, o.stock, answers, open)
+	res.invariants, res.timedOut, err = checkActivityInvariants(ctx, pool, httpc, bases, secret, activityID, o.stock, answers, open)
 	return res, err
 }
 
@@ -728,16 +728,21 @@ func (in *clusterInstance) deliveries() (all, create float64) {
 
 // payer pays a share of the activity's orders through the payment side
 // (PayOrder with a payment-scoped token) as they are created, spread over
-// the API instances; the others run into their payment timeout. An order
-// is paid when the FNV hash of its id falls in the share, so the choice
-// does not depend on timing.
+// the API instances at bases; the others run into their payment timeout.
+// An order is chosen when the FNV hash of its id, read as a fraction of
+// 1, falls in [from, to), so the choice does not depend on timing. With
+// cancel set it cancels the chosen orders instead (CancelOrder with the
+// buyer's own token, signed with secret): two payers with disjoint
+// ranges pay some orders and cancel others.
 type payer struct {
 	httpc      *http.Client
-	apis       []*clusterInstance
+	bases      []string
 	pool       *pgxpool.Pool
 	activityID int64
-	share      float64
+	from, to   float64
 	token      string
+	cancel     bool
+	secret     []byte
 	tried      map[string]bool
 	paid       atomic.Int64
 }
@@ -755,18 +760,24 @@ func (p *payer) run(ctx context.Context) {
 	}
 }
 
+// payable is one CREATED order and its buyer.
+type payable struct {
+	orderID string
+	userID  int64
+}
+
 // pass pays the chosen CREATED orders not tried yet.
 func (p *payer) pass(ctx context.Context) {
-	rows, err := p.pool.Query(ctx, `SELECT order_id FROM orders WHERE activity_id = $1 AND status = 'CREATED'`, p.activityID)
+	rows, err := p.pool.Query(ctx, `SELECT order_id, user_id FROM orders WHERE activity_id = $1 AND status = 'CREATED'`, p.activityID)
 	if err != nil {
 		return
 	}
-	var ids []string
+	var todo []payable
 	for rows.Next() {
-		var id string
-		if rows.Scan(&id) == nil && !p.tried[id] && p.chosen(id) {
-			ids = append(ids, id)
-			p.tried[id] = true
+		var o payable
+		if rows.Scan(&o.orderID, &o.userID) == nil && !p.tried[o.orderID] && p.chosen(o.orderID) {
+			todo = append(todo, o)
+			p.tried[o.orderID] = true
 		}
 	}
 	rows.Close()
@@ -778,10 +789,10 @@ func (p *payer) pass(ctx context.Context) {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(ids) {
+				if i >= len(todo) {
 					return
 				}
-				p.pay(ctx, i, ids[i])
+				p.pay(ctx, i, todo[i])
 			}
 		}()
 	}
@@ -791,18 +802,17 @@ func (p *payer) pass(ctx context.Context) {
 func (p *payer) chosen(orderID string) bool {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(orderID))
-	return float64(h.Sum32()%10_000) < p.share*10_000
+	f := float64(h.Sum32()%10_000) / 10_000
+	return f >= p.from && f < p.to
 }
 
-// pay pays one order, trying up to five instances while they are
-// unavailable; a definite refusal (the order expired meanwhile) leaves it
-// to its timeout.
-func (p *payer) pay(ctx context.Context, i int, orderID string) {
+// pay pays (or cancels) one order, trying up to five instances while they
+// are unavailable; a definite refusal (the order expired meanwhile)
+// leaves it to its timeout.
+func (p *payer) pay(ctx context.Context, i int, o payable) {
 	for attempt := range 5 {
-		c := seckillv1connect.NewOrderServiceClient(p.httpc, "http://"+p.apis[(i+attempt)%len(p.apis)].api)
-		req := connect.NewRequest(&seckillv1.PayOrderRequest{OrderId: orderID, PaymentId: "pay-" + orderID})
-		req.Header().Set("Authorization", "Bearer "+p.token)
-		_, err := c.PayOrder(ctx, req)
+		c := seckillv1connect.NewOrderServiceClient(p.httpc, p.bases[(i+attempt)%len(p.bases)])
+		err := p.call(ctx, c, o)
 		if err == nil {
 			p.paid.Add(1)
 			return
@@ -813,18 +823,38 @@ func (p *payer) pay(ctx context.Context, i int, orderID string) {
 	}
 }
 
-// checkClusterInvariants checks I1-I7 (docs/invariants.md) on the sale at
-// rest: the books in PostgreSQL, the buyers' answers and the service's
-// stock report. open is the number of acknowledged ids that were neither
-// an order nor a rejection when the settle time ended.
-func checkClusterInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, apis []*clusterInstance, secret []byte,
+// call makes the one PayOrder or CancelOrder call of o.
+func (p *payer) call(ctx context.Context, c seckillv1connect.OrderServiceClient, o payable) error {
+	if !p.cancel {
+		req := connect.NewRequest(&seckillv1.PayOrderRequest{OrderId: o.orderID, PaymentId: "pay-" + o.orderID})
+		req.Header().Set("Authorization", "Bearer "+p.token)
+		_, err := c.PayOrder(ctx, req)
+		return err
+	}
+	tok, err := api.MintToken(p.secret, o.userID, false, time.Hour, time.Now())
+	if err != nil {
+		return err
+	}
+	req := connect.NewRequest(&seckillv1.CancelOrderRequest{OrderId: o.orderID})
+	req.Header().Set("Authorization", "Bearer "+tok)
+	_, err = c.CancelOrder(ctx, req)
+	return err
+}
+
+// checkActivityInvariants checks I1-I7 (docs/invariants.md) on one
+// activity's sale at rest: the books in PostgreSQL, the buyers' answers
+// and the service's stock report, asked of the first instance at bases
+// that answers. open is the number of acknowledged ids that were neither
+// an order nor a rejection when the settle time ended. It also returns
+// the orders canceled (by their timeout or their buyer).
+func checkActivityInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, bases []string, secret []byte,
 	activityID int64, stock int, answers []buyerAnswer, open int) ([]invariantCheck, int, error) {
 	ids := acknowledgedIDs(answers)
 	books, err := readSaleBooks(ctx, pool, activityID, ids)
 	if err != nil {
 		return nil, 0, err
 	}
-	var paidCanceled, doubleRelease, timedOut, paid int64
+	var paidCanceled, doubleRelease, canceled, paid int64
 	if err := pool.QueryRow(ctx, `
 		SELECT (SELECT count(DISTINCT p.aggregate_id) FROM order_events p JOIN order_events c
 		          ON c.aggregate_id = p.aggregate_id AND c.event_type = 'ORDER_CANCELED'
@@ -834,13 +864,13 @@ func checkClusterInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http
 		          AND delta > 0 GROUP BY reservation_id HAVING count(*) > 1) d),
 		       (SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELED'),
 		       (SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID')`,
-		activityID).Scan(&paidCanceled, &doubleRelease, &timedOut, &paid); err != nil {
+		activityID).Scan(&paidCanceled, &doubleRelease, &canceled, &paid); err != nil {
 		return nil, 0, fmt.Errorf("check the invariants: %w", err)
 	}
 	var rep *seckillv1.StockReport
 	var repErr error
-	for _, in := range apis {
-		if rep, repErr = stockReport(ctx, httpc, "http://"+in.api, secret, activityID); repErr == nil {
+	for _, base := range bases {
+		if rep, repErr = stockReport(ctx, httpc, base, secret, activityID); repErr == nil {
 			break
 		}
 	}
@@ -856,14 +886,14 @@ func checkClusterInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http
 		{ID: "I3", Name: "one effect per message", Checked: true, Violations: books.dupEffects,
 			Detail: fmt.Sprintf("%d message ids with more than one ORDER_CREATED ledger entry", books.dupEffects)},
 		{ID: "I4", Name: "one compensation per reservation", Checked: true, Violations: doubleRelease,
-			Detail: fmt.Sprintf("%d orders canceled by their timeout; %d reservations given back more than once", timedOut, doubleRelease)},
+			Detail: fmt.Sprintf("%d orders canceled (by their timeout or their buyer); %d reservations given back more than once", canceled, doubleRelease)},
 		{ID: "I5", Name: "a paid order is never canceled", Checked: true, Violations: paidCanceled,
 			Detail: fmt.Sprintf("%d orders paid; %d paid orders with a cancel event", paid, paidCanceled)},
 		i6,
 		{ID: "I7", Name: "nothing acknowledged is lost", Checked: true, Violations: int64(open),
 			Detail: fmt.Sprintf("%d acknowledged order ids: every one an order or a rejection, %d neither", len(ids), open)},
 	}
-	return checks, int(timedOut), nil
+	return checks, int(canceled), nil
 }
 
 // write prints the run's report: the invariants, the per-instance share of
