@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -54,6 +55,15 @@ type Config struct {
 	// 10000 (the default bus port, port + 10000, does not exist above
 	// 55535).
 	RedisClusterPorts []int
+	// RedisClusterReplicaPorts are the client ports of one replica per
+	// master of the Redis Cluster, in the masters' order (the replica mode,
+	// SECKILL_STACK_REDIS_REPLICAS=1); empty: masters only.
+	RedisClusterReplicaPorts []int
+	// PGStandby is the PostgreSQL standby mode (SECKILL_STACK_PG_STANDBY):
+	// "" none, "sync" a synchronous standby (the primary's commits wait
+	// for it), "async" an asynchronous one. PGStandbyPort is its port.
+	PGStandby     string
+	PGStandbyPort int
 	// RabbitMQ is the optional RabbitMQ node's part (rabbitmq.go).
 	RabbitMQ RabbitMQConfig
 
@@ -136,6 +146,7 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 		def  int
 	}{
 		{&c.PGPort, "SECKILL_PG_PORT", 55432},
+		{&c.PGStandbyPort, "SECKILL_PG_STANDBY_PORT", 55433},
 		{&c.RedisPort, "SECKILL_REDIS_PORT", 56379},
 		{&c.NamesrvPort, "SECKILL_NAMESRV_PORT", 9876},
 		{&c.ProxyPort, "SECKILL_PROXY_PORT", 8081},
@@ -168,6 +179,9 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 		}
 		c.RedisClusterPorts = ports
 	}
+	if err := modesFromEnv(getenv, &c); err != nil {
+		return Config{}, err
+	}
 	if err := rabbitMQFromEnv(getenv, &c); err != nil {
 		return Config{}, err
 	}
@@ -177,6 +191,83 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// modesFromEnv reads the optional failover modes: a replica per Redis
+// Cluster master (SECKILL_STACK_REDIS_REPLICAS=1, on
+// SECKILL_REDIS_CLUSTER_REPLICA_PORTS, default 57004,57005,...) and a
+// PostgreSQL standby (SECKILL_STACK_PG_STANDBY=sync|async).
+//
+// A mode not set in the environment is the one the state dir's last Up
+// ran with (ModesFile), so `env`, `status` and `down` see the standby and
+// the replicas without repeating the variables; "none" (or 0) turns a
+// mode off.
+func modesFromEnv(getenv func(string) string, c *Config) error {
+	saved := readModes(c.ModesFile())
+	mode := func(name string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return saved[name]
+	}
+	switch v := mode("SECKILL_STACK_PG_STANDBY"); v {
+	case "", "none":
+	case "sync", "async":
+		c.PGStandby = v
+	default:
+		return fmt.Errorf("SECKILL_STACK_PG_STANDBY=%q: want sync, async or none", v)
+	}
+	switch v := mode("SECKILL_STACK_REDIS_REPLICAS"); v {
+	case "", "0", "none":
+		return nil
+	case "1":
+	default:
+		return fmt.Errorf("SECKILL_STACK_REDIS_REPLICAS=%q: want 1 (a replica per master) or nothing", v)
+	}
+	last := slices.Max(c.RedisClusterPorts)
+	for i := range c.RedisClusterPorts {
+		c.RedisClusterReplicaPorts = append(c.RedisClusterReplicaPorts, last+1+i)
+	}
+	if v := getenv("SECKILL_REDIS_CLUSTER_REPLICA_PORTS"); v != "" {
+		ports, err := parseClusterPorts(v)
+		if err != nil || len(ports) != len(c.RedisClusterPorts) {
+			return fmt.Errorf("SECKILL_REDIS_CLUSTER_REPLICA_PORTS=%q: want one port per master (%d): %v", v, len(c.RedisClusterPorts), err)
+		}
+		c.RedisClusterReplicaPorts = ports
+	}
+	return nil
+}
+
+// ModesFile is <state>/modes, the failover modes of the last Up
+// (SaveModes), one NAME=VALUE line each.
+func (c Config) ModesFile() string { return filepath.Join(c.StateDir, "modes") }
+
+// SaveModes records c's failover modes in ModesFile.
+func (c Config) SaveModes() error {
+	replicas := "none"
+	if len(c.RedisClusterReplicaPorts) > 0 {
+		replicas = "1"
+	}
+	text := fmt.Sprintf("SECKILL_STACK_PG_STANDBY=%s\nSECKILL_STACK_REDIS_REPLICAS=%s\n", orDefault(c.PGStandby, "none"), replicas)
+	if err := os.WriteFile(c.ModesFile(), []byte(text), 0o644); err != nil {
+		return fmt.Errorf("devstack: record the modes: %w", err)
+	}
+	return nil
+}
+
+// readModes reads a ModesFile; a missing or unreadable file is no modes.
+func readModes(path string) map[string]string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // parseClusterPorts reads at least 3 distinct ports separated by spaces or
@@ -249,10 +340,24 @@ func (c Config) PGSocketDir() string {
 	return fmt.Sprintf("/tmp/seckill-pg-%d-%s", os.Getuid(), hex.EncodeToString(sum[:])[:12])
 }
 
-// PGDSN is the connection string the stack exports.
+// PGDSN is the connection string the stack exports. With a standby it
+// names both servers with target_session_attrs=read-write: the client
+// connects to whichever accepts writes, so it follows a promotion.
 func (c Config) PGDSN() string {
-	return fmt.Sprintf("postgres://seckill:seckill@127.0.0.1:%d/seckill?sslmode=disable", c.PGPort)
+	if c.PGStandby != "" {
+		return fmt.Sprintf("postgres://seckill:seckill@127.0.0.1:%d,127.0.0.1:%d/seckill?sslmode=disable&target_session_attrs=read-write",
+			c.PGPort, c.PGStandbyPort)
+	}
+	return c.pgDSNAt(c.PGPort)
 }
+
+// pgDSNAt is the connection string of the one server on port.
+func (c Config) pgDSNAt(port int) string {
+	return fmt.Sprintf("postgres://seckill:seckill@127.0.0.1:%d/seckill?sslmode=disable", port)
+}
+
+// PGStandbyData is the standby's cluster directory.
+func (c Config) PGStandbyData() string { return filepath.Join(c.PGRoot(), "standby") }
 
 // RedisDir is <state>/redis.
 func (c Config) RedisDir() string { return filepath.Join(c.StateDir, "redis") }

@@ -82,3 +82,27 @@ func TestConfigFromEnvOverrides(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigFromEnvFailoverModes(t *testing.T) {
+	cfg, err := ConfigFromEnv(env(map[string]string{"HOME": "/home/u", "SECKILL_STACK_PG_STANDBY": "sync",
+		"SECKILL_STACK_REDIS_REPLICAS": "1"}), "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PGStandby != "sync" || cfg.PGStandbyPort != 55433 {
+		t.Fatalf("standby %q on %d", cfg.PGStandby, cfg.PGStandbyPort)
+	}
+	if got := cfg.PGDSN(); got != "postgres://seckill:seckill@127.0.0.1:55432,127.0.0.1:55433/seckill?sslmode=disable&target_session_attrs=read-write" {
+		t.Fatalf("DSN %s", got)
+	}
+	if got := cfg.RedisClusterReplicaPorts; len(got) != 3 || got[0] != 57004 || got[2] != 57006 {
+		t.Fatalf("replica ports %v", got)
+	}
+	for _, bad := range []map[string]string{{"SECKILL_STACK_PG_STANDBY": "yes"}, {"SECKILL_STACK_REDIS_REPLICAS": "2"},
+		{"SECKILL_STACK_REDIS_REPLICAS": "1", "SECKILL_REDIS_CLUSTER_REPLICA_PORTS": "57004,57005"}} {
+		bad["HOME"] = "/home/u"
+		if _, err := ConfigFromEnv(env(bad), "/repo"); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}

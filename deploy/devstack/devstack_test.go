@@ -72,6 +72,8 @@ func privateConfig(t *testing.T) Config {
 	cfg.PGPort, cfg.RedisPort, cfg.NamesrvPort = freePort(t), freePort(t), freePort(t)
 	cfg.ProxyPort, cfg.RemotingPort, cfg.BrokerPort, cfg.BrokerMetricsPort = freePort(t), freePort(t), freePort(t), freePort(t)
 	cfg.RedisClusterPorts = []int{freeClusterPort(t), freeClusterPort(t), freeClusterPort(t)}
+	// No failover mode the real state dir may have recorded.
+	cfg.PGStandby, cfg.RedisClusterReplicaPorts = "", nil
 	return cfg
 }
 

@@ -23,14 +23,20 @@ import (
 // seckill (a superuser: tests create and drop databases) and database
 // seckill. As root it runs as an unprivileged OS user (PostgreSQL refuses
 // root), who is granted search permission on the directories above its data.
+// The same type runs the optional standby (NewPostgresStandby).
 type Postgres struct {
 	Process
-	cfg Config
+	cfg  Config
+	data string
+	port int
+	// standby: a streaming copy of the primary (pg_basebackup on first
+	// use, read-only until promoted).
+	standby bool
 }
 
 // NewPostgres returns the PostgreSQL component of cfg.
 func NewPostgres(cfg Config, log *Logger) *Postgres {
-	return &Postgres{cfg: cfg, Process: Process{
+	return &Postgres{cfg: cfg, data: cfg.PGData(), port: cfg.PGPort, Process: Process{
 		ComponentName: "postgres",
 		File:          filepath.Join(cfg.RunDir(), "postgres.pid"),
 		Owner:         Owner{Dir: cfg.PGData(), Needle: "postgres"},
@@ -41,22 +47,46 @@ func NewPostgres(cfg Config, log *Logger) *Postgres {
 	}}
 }
 
+// NewPostgresStandby returns the standby of the PostgreSQL standby mode
+// (Config.PGStandby): postgres-standby in <state>/pg/standby on
+// PGStandbyPort, a pg_basebackup of the primary made on first use that
+// streams from it as application seckill_standby. The primary lists it
+// in synchronous_standby_names in the sync mode, so a commit returns only
+// once the standby has it. It belongs to the group postgres: `down
+// postgres` stops both, and a purge of one purges the other.
+func NewPostgresStandby(cfg Config, log *Logger) *Postgres {
+	return &Postgres{cfg: cfg, data: cfg.PGStandbyData(), port: cfg.PGStandbyPort, standby: true, Process: Process{
+		ComponentName: "postgres-standby",
+		File:          filepath.Join(cfg.RunDir(), "postgres-standby.pid"),
+		Owner:         Owner{Dir: cfg.PGStandbyData(), Needle: "postgres"},
+		StopSignal:    syscall.SIGINT,
+		StopTimeout:   60 * time.Second,
+		Log:           log,
+	}}
+}
+
 // Group implements Component.
 func (p *Postgres) Group() string { return "postgres" }
 
-// DependsOn implements Component: PostgreSQL needs nothing.
-func (p *Postgres) DependsOn() []string { return nil }
+// DependsOn implements Component: the primary needs nothing, the standby
+// the primary.
+func (p *Postgres) DependsOn() []string {
+	if p.standby {
+		return []string{"postgres"}
+	}
+	return nil
+}
 
 // DataDir implements Component: the cluster directory, the postmaster's
 // working directory.
-func (p *Postgres) DataDir() string { return p.cfg.PGData() }
+func (p *Postgres) DataDir() string { return p.data }
 
 // Grace implements Component: a postmaster still recovering gets 30 s.
 func (p *Postgres) Grace() time.Duration { return 30 * time.Second }
 
 // pid is the postmaster's pid: postmaster.pid first, then our pid file.
 func (p *Postgres) pid() int {
-	if pid := readPID(filepath.Join(p.cfg.PGData(), "postmaster.pid")); pid != 0 {
+	if pid := readPID(filepath.Join(p.data, "postmaster.pid")); pid != 0 {
 		return pid
 	}
 	return readPID(p.File)
@@ -89,17 +119,44 @@ func (p *Postgres) Stop(ctx context.Context) error { return p.StopPID(ctx, p.pid
 // the exported DSN.
 func (p *Postgres) Healthy(ctx context.Context) error {
 	if p.PID() == 0 {
-		return fmt.Errorf("postgres: not running (no live postmaster of ours for %s)", p.cfg.PGData())
+		return fmt.Errorf("%s: not running (no live postmaster of ours for %s)", p.Name(), p.data)
 	}
-	return p.probe(ctx)
+	if err := p.probe(ctx); err != nil {
+		return err
+	}
+	if p.standby {
+		return p.streaming(ctx)
+	}
+	return nil
+}
+
+// streaming checks that the primary sees the standby streaming, and
+// synchronously in the sync mode.
+func (p *Postgres) streaming(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.cfg.pgDSNAt(p.cfg.PGPort))
+	if err != nil {
+		return fmt.Errorf("%s: connect to the primary: %w", p.Name(), err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var state string
+	err = conn.QueryRow(ctx, `SELECT sync_state FROM pg_stat_replication WHERE application_name = 'seckill_standby' AND state = 'streaming'`).Scan(&state)
+	if err != nil {
+		return fmt.Errorf("%s: the primary sees no streaming seckill_standby: %w", p.Name(), err)
+	}
+	if want := p.cfg.PGStandby; state != want {
+		return fmt.Errorf("%s: streaming %s, want %s", p.Name(), state, want)
+	}
+	return nil
 }
 
 func (p *Postgres) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, p.cfg.PGDSN())
+	conn, err := pgx.Connect(ctx, p.cfg.pgDSNAt(p.port))
 	if err != nil {
-		return fmt.Errorf("postgres: connect: %w", err)
+		return fmt.Errorf("%s: connect: %w", p.Name(), err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	var one int
@@ -250,9 +307,9 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	root, data, logDir := p.cfg.PGRoot(), p.cfg.PGData(), p.cfg.LogDir()
+	root, data, logDir := p.cfg.PGRoot(), p.data, p.cfg.LogDir()
 	sockDir := p.cfg.PGSocketDir()
-	pgLog := filepath.Join(logDir, "postgres.log")
+	pgLog := filepath.Join(logDir, p.Name()+".log")
 	for _, d := range []string{root, sockDir, logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("postgres: %w", err)
@@ -296,6 +353,10 @@ func (p *Postgres) Start(ctx context.Context) error {
 		if ver := strings.TrimSpace(string(b)); ver != binVer {
 			return fmt.Errorf("postgres: %s was created by PostgreSQL %s but the binaries in %s are %s; run 'stack.sh down --purge' or point SECKILL_PG_BINDIR at PostgreSQL %s", data, ver, bindir, binVer, ver)
 		}
+	} else if p.standby {
+		if err := p.basebackup(ctx, u, bindir); err != nil {
+			return err
+		}
 	} else if err := p.initdb(ctx, u, bindir, binVer); err != nil {
 		return err
 	}
@@ -308,10 +369,10 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if oldPID != 0 {
 		waitGone(ctx, oldPID, 10*time.Second)
 	}
-	if err := ensurePortsFree(ctx, "postgres", p.cfg.PGPort); err != nil {
+	if err := ensurePortsFree(ctx, p.Name(), p.port); err != nil {
 		return err
 	}
-	p.Log.Infof("postgres: starting on 127.0.0.1:%d (log: %s)", p.cfg.PGPort, pgLog)
+	p.Log.Infof("%s: starting on 127.0.0.1:%d (log: %s)", p.Name(), p.port, pgLog)
 	t0 := time.Now()
 	if err := p.pgCtlStart(ctx, u, bindir, pgLog); err != nil {
 		if !strings.Contains(tailFile(pgLog, 5), `lock file "postmaster.pid" already exists`) {
@@ -336,9 +397,9 @@ func (p *Postgres) Start(ctx context.Context) error {
 		return err
 	}
 	if err := p.probe(ctx); err != nil {
-		return fmt.Errorf("postgres started (pid %d) but '%s' does not answer: %w", pid, p.cfg.PGDSN(), err)
+		return fmt.Errorf("%s started (pid %d) but '%s' does not answer: %w", p.Name(), pid, p.cfg.pgDSNAt(p.port), err)
 	}
-	p.Log.Infof("postgres: ready, pid %d (%s)", pid, since(t0))
+	p.Log.Infof("%s: ready, pid %d (%s)", p.Name(), pid, since(t0))
 	return nil
 }
 
@@ -368,7 +429,7 @@ func (p *Postgres) initdb(ctx context.Context, u osUser, bindir, binVer string) 
 }
 
 func (p *Postgres) writeConf(u osUser, sockDir string) error {
-	data := p.cfg.PGData()
+	data := p.data
 	conf := fmt.Sprintf(`# Written by deploy/local/stack.sh on every start; edit the script, not this file.
 listen_addresses = '127.0.0.1'
 port = %d
@@ -384,7 +445,12 @@ log_destination = 'stderr'
 log_line_prefix = '%%m [%%p] %%q%%u@%%d '
 log_timezone = 'UTC'
 timezone = 'UTC'
-`, p.cfg.PGPort, sockDir)
+# The standby mode (SECKILL_STACK_PG_STANDBY): the primary's synchronous standby, if any. A standby has
+# none: promoted, it must not wait for one.
+synchronous_standby_names = '%s'
+# WAL kept for a standby that was down a while (no replication slot: nothing grows when the mode is dropped).
+wal_keep_size = '%s'
+`, p.port, sockDir, p.syncNames(), map[bool]string{true: "512MB", false: "0"}[p.cfg.PGStandby != ""])
 	if err := os.WriteFile(filepath.Join(data, "seckill.conf"), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("postgres: write seckill.conf: %w", err)
 	}
@@ -409,6 +475,34 @@ timezone = 'UTC'
 	return u.chown(filepath.Join(data, "seckill.conf"), main)
 }
 
+// syncNames is synchronous_standby_names: the standby's application name
+// on the primary in the sync mode, else none.
+func (p *Postgres) syncNames() string {
+	if !p.standby && p.cfg.PGStandby == "sync" {
+		return "seckill_standby"
+	}
+	return ""
+}
+
+// basebackup copies the primary into the standby's data directory with
+// pg_basebackup -R (standby.signal, and primary_conninfo naming the
+// application seckill_standby); its output goes to
+// logs/pg_basebackup.log.
+func (p *Postgres) basebackup(ctx context.Context, u osUser, bindir string) error {
+	p.Log.Infof("%s: pg_basebackup of 127.0.0.1:%d into %s (run as OS user %s)", p.Name(), p.cfg.PGPort, p.data, u.name)
+	if err := os.RemoveAll(p.data); err != nil {
+		return fmt.Errorf("%s: %w", p.Name(), err)
+	}
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=seckill password=seckill application_name=seckill_standby", p.cfg.PGPort)
+	logPath := filepath.Join(p.cfg.LogDir(), "pg_basebackup.log")
+	out, err := u.command(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", conninfo, "-D", p.data, "-R", "-X", "stream", "-c", "fast").CombinedOutput()
+	_ = os.WriteFile(logPath, out, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: pg_basebackup failed: %w; see %s", p.Name(), err, logPath)
+	}
+	return nil
+}
+
 // pgCtlStart runs pg_ctl start -w in its own session (pg_ctl forks the
 // postmaster), its output appended to logs/pg_ctl.log.
 func (p *Postgres) pgCtlStart(ctx context.Context, u osUser, bindir, pgLog string) error {
@@ -418,7 +512,7 @@ func (p *Postgres) pgCtlStart(ctx context.Context, u osUser, bindir, pgLog strin
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer out.Close()
-	cmd := u.command(ctx, filepath.Join(bindir, "pg_ctl"), "-D", p.cfg.PGData(), "-l", pgLog, "-w", "-t", "120", "start")
+	cmd := u.command(ctx, filepath.Join(bindir, "pg_ctl"), "-D", p.data, "-l", pgLog, "-w", "-t", "120", "start")
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
@@ -428,15 +522,24 @@ func (p *Postgres) pgCtlStart(ctx context.Context, u osUser, bindir, pgLog strin
 }
 
 // setup makes the role seckill a superuser with password seckill and
-// creates the database seckill, over the unix socket (trust).
+// creates the database seckill, over the unix socket (trust). Its own
+// commits wait for no standby (synchronous_commit local): the standby
+// starts after the primary. A standby has nothing to set up: it has the
+// primary's role and database.
 func (p *Postgres) setup(ctx context.Context, sockDir string) error {
+	if p.standby {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=seckill dbname=postgres sslmode=disable", sockDir, p.cfg.PGPort))
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=seckill dbname=postgres sslmode=disable", sockDir, p.port))
 	if err != nil {
 		return fmt.Errorf("postgres: connect over %s: %w", sockDir, err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = local"); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
 	if _, err := conn.Exec(ctx, "ALTER ROLE seckill WITH SUPERUSER LOGIN PASSWORD 'seckill'"); err != nil {
 		return fmt.Errorf("postgres: could not configure role seckill: %w", err)
 	}
@@ -455,18 +558,21 @@ func (p *Postgres) setup(ctx context.Context, sockDir string) error {
 // Status implements Component: RSS and PSS summed over the postmaster and
 // its children.
 func (p *Postgres) Status(context.Context) StatusInfo {
-	info := StatusInfo{Ports: strconv.Itoa(p.cfg.PGPort)}
+	info := StatusInfo{Ports: strconv.Itoa(p.port)}
 	var rss, pss int64
 	if pid := p.PID(); pid != 0 {
 		rss, pss = treeKB(pid)
 		info.RSSKB = rss
 	}
-	info.Detail = fmt.Sprintf("RSS summed over postmaster+children (PSS %s), data %s", fmtMB(pss), p.cfg.PGData())
+	info.Detail = fmt.Sprintf("RSS summed over postmaster+children (PSS %s), data %s", fmtMB(pss), p.data)
 	return info
 }
 
 // Purge implements Component: the cluster, its socket dir and its log.
 func (p *Postgres) Purge() error {
+	if p.standby {
+		return removeAll(p.data, filepath.Join(p.cfg.LogDir(), p.Name()+".log"))
+	}
 	return removeAll(p.cfg.PGRoot(), p.cfg.PGSocketDir(), filepath.Join(p.cfg.LogDir(), "postgres.log"))
 }
 

@@ -19,34 +19,43 @@ import (
 // the cluster itself.
 const RedisClusterGroup = "redis-cluster"
 
-// NewRedisClusterNodes returns the masters of the stack's Redis Cluster
-// (adapters/redis/README.md, "Redis Cluster"): redis-c1, redis-c2, ... on
-// Config.RedisClusterPorts, each in <state>/redis-cluster/<port> with
-// `cluster-enabled yes`, its bus on port - 10000 and no persistence of the
-// data (nodes.conf, the cluster's topology, survives restarts).
+// NewRedisClusterNodes returns the nodes of the stack's Redis Cluster
+// (adapters/redis/README.md, "Redis Cluster"): the masters redis-c1,
+// redis-c2, ... on Config.RedisClusterPorts, then in the replica mode one
+// replica per master, redis-r1, redis-r2, ... on
+// Config.RedisClusterReplicaPorts, each in <state>/redis-cluster/<port>
+// with `cluster-enabled yes`, its bus on port - 10000 and no persistence
+// of the data (nodes.conf, the cluster's topology, survives restarts).
 func NewRedisClusterNodes(cfg Config, log *Logger) []*Redis {
-	nodes := make([]*Redis, len(cfg.RedisClusterPorts))
+	var nodes []*Redis
 	for i, port := range cfg.RedisClusterPorts {
-		nodes[i] = NewRedisNode(cfg, log, RedisSpec{
-			Name:  fmt.Sprintf("redis-c%d", i+1),
-			Group: RedisClusterGroup,
-			Dir:   filepath.Join(cfg.RedisClusterDir(), strconv.Itoa(port)),
-			Port:  port,
-			ExtraConf: []string{
-				"# Redis Cluster node (deploy/devstack NewRedisClusterNodes).",
-				"cluster-enabled yes",
-				"cluster-config-file nodes.conf",
-				// The default bus port (port + 10000) does not exist above 55535.
-				fmt.Sprintf("cluster-port %d", port-10000),
-				"cluster-node-timeout 5000",
-				"cluster-require-full-coverage yes",
-				// Test data only: nothing persisted but nodes.conf.
-				"appendonly no",
-			},
-			ExtraPorts: []int{port - 10000},
-		})
+		nodes = append(nodes, newClusterNode(cfg, log, fmt.Sprintf("redis-c%d", i+1), port))
+	}
+	for i, port := range cfg.RedisClusterReplicaPorts {
+		nodes = append(nodes, newClusterNode(cfg, log, fmt.Sprintf("redis-r%d", i+1), port))
 	}
 	return nodes
+}
+
+func newClusterNode(cfg Config, log *Logger, name string, port int) *Redis {
+	return NewRedisNode(cfg, log, RedisSpec{
+		Name:  name,
+		Group: RedisClusterGroup,
+		Dir:   filepath.Join(cfg.RedisClusterDir(), strconv.Itoa(port)),
+		Port:  port,
+		ExtraConf: []string{
+			"# Redis Cluster node (deploy/devstack NewRedisClusterNodes).",
+			"cluster-enabled yes",
+			"cluster-config-file nodes.conf",
+			// The default bus port (port + 10000) does not exist above 55535.
+			fmt.Sprintf("cluster-port %d", port-10000),
+			"cluster-node-timeout 5000",
+			"cluster-require-full-coverage yes",
+			// Test data only: nothing persisted but nodes.conf.
+			"appendonly no",
+		},
+		ExtraPorts: []int{port - 10000},
+	})
 }
 
 // Processless is implemented by a Component that has no process of its
@@ -211,7 +220,7 @@ func (c *RedisCluster) Start(ctx context.Context) error {
 		return fmt.Errorf("%s: not healthy after %s: %w (logs: %s/redis-c*.log; to recreate it: deploy/local/stack.sh down --purge %s)",
 			c.Name(), c.Timeout, last, c.cfg.LogDir(), RedisClusterGroup)
 	}
-	c.log.Infof("%s: healthy, %d masters %s (%s)", c.Name(), len(c.nodes), c.Addrs(), since(t0))
+	c.log.Infof("%s: healthy, %d nodes %s (%s)", c.Name(), len(c.nodes), c.Addrs(), since(t0))
 	return nil
 }
 
@@ -224,7 +233,11 @@ func (c *RedisCluster) create(ctx context.Context) error {
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, strings.Split(c.Addrs(), ",")...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	replicas := "0"
+	if len(c.cfg.RedisClusterReplicaPorts) > 0 {
+		replicas = "1" // redis-cli makes the first half masters, in order
+	}
+	args = append(args, "--cluster-replicas", replicas, "--cluster-yes")
 	outFile := filepath.Join(c.cfg.LogDir(), c.Name()+".out")
 	c.log.Infof("%s: creating the cluster: redis-cli %s (output: %s)", c.Name(), strings.Join(args, " "), outFile)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -248,7 +261,8 @@ func (c *RedisCluster) Status(ctx context.Context) StatusInfo {
 	if err := c.Healthy(ctx); err != nil {
 		info.Detail = err.Error()
 	} else {
-		info.Detail = fmt.Sprintf("%d masters, cluster_state:ok, 16384 slots ok; SECKILL_REDIS_CLUSTER_ADDRS", len(c.nodes))
+		info.Detail = fmt.Sprintf("%d masters, %d replicas, cluster_state:ok, 16384 slots ok; SECKILL_REDIS_CLUSTER_ADDRS",
+			len(c.cfg.RedisClusterPorts), len(c.cfg.RedisClusterReplicaPorts))
 	}
 	return info
 }

@@ -45,12 +45,16 @@ func New(cfg Config, log *Logger, components []Component, resources []Resource) 
 	return &Stack{cfg: cfg, log: log, components: components, resources: resources, LockTimeout: 15 * time.Minute}, nil
 }
 
-// Default returns the local stack of deploy/local/stack.sh: postgres,
-// redis, the Redis Cluster (its nodes redis-c1.. and redis-cluster, which
+// Default returns the local stack of deploy/local/stack.sh: postgres
+// (and postgres-standby in the standby mode, Config.PGStandby), redis, the Redis Cluster (its nodes redis-c1.. and redis-cluster, which
 // joins them), namesrv and proxy, the RocketMQ resources, and RabbitMQ
 // (rabbitmq-epmd and rabbitmq: Optional, started only when selected).
 func Default(cfg Config, log *Logger) *Stack {
-	components := []Component{NewPostgres(cfg, log), NewRedis(cfg, log)}
+	components := []Component{NewPostgres(cfg, log)}
+	if cfg.PGStandby != "" {
+		components = append(components, NewPostgresStandby(cfg, log))
+	}
+	components = append(components, NewRedis(cfg, log))
 	nodes := NewRedisClusterNodes(cfg, log)
 	for _, n := range nodes {
 		components = append(components, n)
@@ -178,6 +182,9 @@ func (s *Stack) Up(ctx context.Context) error {
 	defer unlock()
 	t0 := time.Now()
 	s.log.Infof("state dir %s", s.cfg.StateDir)
+	if err := s.cfg.SaveModes(); err != nil {
+		return err
+	}
 
 	type result struct {
 		started bool

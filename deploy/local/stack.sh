@@ -12,6 +12,8 @@
 #   deploy/local/stack.sh mqadmin ARGS   run RocketMQ's mqadmin against the local name server
 #   up/env/status/down --rocketmq-cluster  also (down: only) the RocketMQ cluster mode: name server, broker-a,
 #                                        broker-b, CLUSTER-mode proxy in <state>/rocketmq-cluster (exports point at it)
+#   SECKILL_STACK_PG_STANDBY=sync|async   a PostgreSQL standby beside the primary (the DSN names both);
+#   SECKILL_STACK_REDIS_REPLICAS=1       a replica per Redis Cluster master; both remembered in <state>/modes
 #
 # Typical use:   eval "$(deploy/local/stack.sh up)"
 # `up` prints ONLY `export ...` lines on stdout; every progress message goes to stderr.
