@@ -180,6 +180,14 @@ func (p *Pair) Promote(ctx context.Context) error {
 	})
 }
 
+// PID is the pid of n's postmaster (0 before it started).
+func (n *Node) PID() int {
+	if n == nil || n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // Kill ends n's postmaster with SIGKILL, by its PID, and reaps it; its
 // other processes end when they notice. Killing a node already killed is
 // a no-op.

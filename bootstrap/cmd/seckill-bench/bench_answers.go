@@ -67,7 +67,7 @@ func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	sc, exe, _, err := serviceScratch(ctx, o.out, 0)
+	sc, exe, _, err := serviceScratch(ctx, o.out, 0, "")
 	if err != nil {
 		return err
 	}

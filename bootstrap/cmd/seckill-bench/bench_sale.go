@@ -30,6 +30,8 @@ import (
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
+	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -68,7 +70,10 @@ type saleOptions struct {
 	CeilingClients   int     `json:"ceiling_clients"`
 	CeilingCalls     int     `json:"ceiling_calls"`
 	Seed             uint64  `json:"seed"`
-	out              string
+	// PGStandby runs the sale on a private primary with a standby: sync or
+	// async; empty: the stack's PostgreSQL.
+	PGStandby string `json:"pg_standby,omitempty"`
+	out       string
 	// cpuProfile is the file of the CPU profile of this process (the load
 	// generator and the sampler) from the first call until the sale
 	// settled; empty: no profile.
@@ -95,7 +100,16 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sc, exe, log, err := serviceScratch(ctx, o.out, 2*o.CeilingClients)
+	var pair *pgpair.Pair
+	pgDSN := ""
+	if o.PGStandby != "" {
+		if pair, err = pgpair.Start(ctx, pgpair.Options{Synchronous: o.PGStandby == "sync", Durable: true}); err != nil {
+			return err
+		}
+		defer pair.Close()
+		pgDSN = pair.Primary.URL("postgres") // the scratch database is made on the primary
+	}
+	sc, exe, log, err := serviceScratch(ctx, o.out, 2*o.CeilingClients, pgDSN)
 	if err != nil {
 		return err
 	}
@@ -138,6 +152,10 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	servicePID := svc.cmd.Process.Pid
 	svc.mu.Unlock()
 	procs, procNote := saleProcesses(servicePID, sc.env.StackProcesses())
+	if pair != nil {
+		procs = pairProcesses(procs, pair)
+		procNote += fmt.Sprintf("; PostgreSQL is a private primary with a %s standby (postgres and postgres standby)", o.PGStandby)
+	}
 	smp := &saleSampler{load: load, pool: pool, activityID: activityID, metricsURL: "http://" + svc.ops + "/metrics",
 		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
 		tty: isTerminal(os.Stderr)}
@@ -226,6 +244,8 @@ func parseSaleOptions(args []string) (saleOptions, error) {
 	fs.IntVar(&o.CeilingClients, "ceiling-clients", 64, "clients of the reserve-script and bare-send ceilings")
 	fs.IntVar(&o.CeilingCalls, "ceiling-calls", 60000, "reserve-script calls of the ceiling (the send ceiling makes a third as many sends)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the buyers' choices (which later attempts reuse the request_id)")
+	fs.StringVar(&o.PGStandby, "pg-standby", "", "run the sale on a private PostgreSQL primary with a streaming standby (the local stack's settings) instead "+
+		"of the stack's PostgreSQL: sync (synchronous commits, the durability docs/operations.md chooses) or async")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator and sampler) from the first call until the sale settled to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -241,6 +261,8 @@ func parseSaleOptions(args []string) (saleOptions, error) {
 		return o, fmt.Errorf("--ramp must be > 0: %w", flag.ErrHelp)
 	case o.Protocol != "connect" && o.Protocol != "grpc":
 		return o, fmt.Errorf("--protocol must be connect or grpc, not %q: %w", o.Protocol, flag.ErrHelp)
+	case o.PGStandby != "" && o.PGStandby != "sync" && o.PGStandby != "async":
+		return o, fmt.Errorf("--pg-standby must be sync or async, not %q: %w", o.PGStandby, flag.ErrHelp)
 	case o.settle <= 0 || o.CeilingClients <= 0 || o.CeilingCalls <= 0:
 		return o, fmt.Errorf("--settle, --ceiling-clients and --ceiling-calls must be > 0: %w", flag.ErrHelp)
 	}
@@ -600,6 +622,14 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 	return procs, note
 }
 
+// pairProcesses replaces the stack's PostgreSQL in procs by the pair's
+// primary and adds its standby, each with its backends.
+func pairProcesses(procs []*saleProcess, pair *pgpair.Pair) []*saleProcess {
+	procs = slices.DeleteFunc(procs, func(p *saleProcess) bool { return p.name == "postgres" })
+	return append(procs, &saleProcess{name: "postgres", pid: pair.Primary.PID(), tree: true},
+		&saleProcess{name: "postgres standby", pid: pair.Standby.PID(), tree: true})
+}
+
 // procTicks reads utime+stime (and, with children, cutime+cstime) of pid
 // in clock ticks, and its parent pid.
 func procTicks(pid int, children bool) (ticks uint64, ppid int, err error) {
@@ -683,10 +713,13 @@ func processTicks(pid int, tree bool) (uint64, error) {
 // subprocesses: the configuration, the seckill binary beside this one, the
 // output directory out and a scratch stack (redisPool as newScratch); the
 // caller closes the scratch stack.
-func serviceScratch(ctx context.Context, out string, redisPool int) (*scratch, string, *slog.Logger, error) {
+func serviceScratch(ctx context.Context, out string, redisPool int, pgDSN string) (*scratch, string, *slog.Logger, error) {
 	cfg, log, err := loadConfig()
 	if err != nil {
 		return nil, "", nil, err
+	}
+	if pgDSN != "" {
+		cfg.Postgres.DSN = config.Secret(pgDSN)
 	}
 	exe, err := serviceBinary()
 	if err != nil {

@@ -88,9 +88,6 @@ var connectionFaults = map[string]bool{"delay": true, "blackhole": true, "reset"
 // scenario. It fails when an invariant column is not 0. It kills and
 // restarts processes of the local stack: never run it beside `make test`.
 func chaos(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) > 0 && args[0] == "soak" {
-		return chaosSoak(ctx, args[1:], stdout)
-	}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	list := fs.String("scenarios", strings.Join(chaosScenarios, ","), "comma-separated scenarios: "+strings.Join(chaosScenarios, ", "))
 	stock := fs.Int("stock", 1000, "units on sale per scenario")

@@ -22,6 +22,9 @@ type soakSample struct {
 	PGConns    float64 `json:"pg_connections"`
 	RedisMiB   float64 `json:"redis_used_memory_mib"`
 	RedisKeys  float64 `json:"redis_keys"`
+	// RedisPersistent are the keys with no expiry (INFO keyspace: keys
+	// minus expires): what grows without bound if anything does.
+	RedisPersistent float64 `json:"redis_keys_without_expiry"`
 }
 
 // sample takes a sample every o.sampleEvery until ctx ends.
@@ -53,11 +56,9 @@ func (s *soak) takeSample(ctx context.Context) (soakSample, error) {
 	if err := s.rig.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&smp.PGConns); err != nil {
 		return smp, err
 	}
-	keys, err := s.rig.redisDB.DBSize(ctx).Result()
-	if err != nil {
+	if smp.RedisKeys, smp.RedisPersistent, err = redisKeyCounts(ctx, s.rig); err != nil {
 		return smp, err
 	}
-	smp.RedisKeys = float64(keys)
 	info, err := s.rig.redisDB.Info(ctx, "memory").Result()
 	if err != nil {
 		return smp, err
@@ -74,11 +75,39 @@ func (s *soak) takeSample(ctx context.Context) (soakSample, error) {
 	return smp, nil
 }
 
+// redisKeyCounts reads the soak Redis' keys and those without an expiry
+// (INFO keyspace, database 0).
+func redisKeyCounts(ctx context.Context, rig *soakRig) (keys, persistent float64, err error) {
+	info, err := rig.redisDB.Info(ctx, "keyspace").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		fields, ok := strings.CutPrefix(strings.TrimSpace(line), "db0:")
+		if !ok {
+			continue
+		}
+		var expires float64
+		for _, kv := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "keys":
+				keys = n
+			case "expires":
+				expires = n
+			}
+		}
+		return keys, keys - expires, nil
+	}
+	return 0, 0, nil // an empty database has no db0 line
+}
+
 // Trend verdicts.
 const (
 	trendFlat  = "flat"
 	trendGrows = "grows"
-	trendShort = "too few samples"
+	trendShort = "too short to tell"
 )
 
 // soakTrend is one resource over the soak after the warm-up: the slope
@@ -110,10 +139,17 @@ var soakMeasures = []soakMeasure{
 	{"PostgreSQL connections", "connections", 4, func(s soakSample) float64 { return s.PGConns }},
 	{"Redis used memory", "MiB", 1, func(s soakSample) float64 { return s.RedisMiB }},
 	{"Redis keys", "keys", 1000, func(s soakSample) float64 { return s.RedisKeys }},
+	{"Redis keys without expiry", "keys", 1000, func(s soakSample) float64 { return s.RedisPersistent }},
 }
 
+// minTrendSpan is the least time the samples after the warm-up must
+// span for a verdict: a short run (make test's) sees every sale add its
+// keys and tells nothing of a trend.
+const minTrendSpan = 20 * time.Minute
+
 // soakTrends computes the trend of every measure over the samples taken
-// after warmup seconds.
+// after warmup seconds (at least 12 spanning minTrendSpan, or the verdict
+// is trendShort).
 func soakTrends(samples []soakSample, warmup float64) []soakTrend {
 	var after []soakSample
 	for _, s := range samples {
@@ -124,7 +160,7 @@ func soakTrends(samples []soakSample, warmup float64) []soakTrend {
 	var out []soakTrend
 	for _, m := range soakMeasures {
 		t := soakTrend{Name: m.name, Unit: m.unit, Samples: len(after), Verdict: trendShort}
-		if len(after) >= 12 {
+		if len(after) >= 12 && after[len(after)-1].T-after[0].T >= minTrendSpan.Seconds() {
 			xs, ys := make([]float64, len(after)), make([]float64, len(after))
 			for i, s := range after {
 				xs[i], ys[i] = s.T, m.get(s)
@@ -218,7 +254,7 @@ func newSoakPage(r soakResult) reportPage {
 	}
 	p.Notes = append(p.Notes,
 		"Recovery: from the moment the faulted component was back (restarted, resumed, connections passed again) until the first order placed after it was created in PostgreSQL (orders.created_at), by a probe buying on an activity of its own.",
-		"Resources of the second service instance (no fault kills or pauses it) from its /metrics; PostgreSQL connections to the soak's database (pg_stat_activity, this tool's own pool of at most 4 included); Redis INFO used_memory and DBSIZE (the soak has a Redis of its own).",
+		"Resources of the second service instance (no fault kills or pauses it) from its /metrics; PostgreSQL connections to the soak's database (pg_stat_activity, this tool's own pool of at most 4 included); Redis INFO used_memory and keyspace (keys, and keys without an expiry; the soak has a Redis of its own).",
 		"A resource grows when the median of the last third of its samples after the warm-up is more than 10 % and more than a floor above the middle third's.")
 	return p
 }

@@ -106,13 +106,22 @@ bounded by one core of its busiest master.`, hotSKU),
 benchmark, until SIGTERM.`, answerFloor)
 	floor.Hidden = true
 	root.AddCommand(floor)
-	clikit.AddGroup(root, groupChaos,
-		c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",
-			`Sell through two service instances sharing the local stack while one fault per scenario is
+	chaosCmd := c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",
+		`Sell through two service instances sharing the local stack while one fault per scenario is
 injected (processes killed or paused, connections delayed, black-holed or reset, consumers
 crashing), then check every buyer's answers against PostgreSQL and print one row per
 scenario. It fails when an invariant is violated. It kills and restarts processes of the
-local stack: never run it beside make test.`, chaos),
+local stack: never run it beside make test. chaos soak runs an hour of sales under faults.`, chaos)
+	chaosCmd.AddCommand(c.flagSetCmd("soak", "An hour of sales on two instances with a fault every five minutes; resource trends and a report",
+		`Run sales for an hour (a new activity every two minutes, with payments, buyer cancels and
+timeouts) on two service instances, a Redis of its own and the local stack's PostgreSQL and
+broker, inject one fault of a rotating list every five minutes, check I1-I7 on every activity
+at rest, measure the recovery after each fault (until the first order placed after it is
+created) and sample the service's RSS, goroutines, open files, PostgreSQL connections and
+Redis memory and keys. It writes result.json and report.html and fails on a violation, a
+recovery over --max-recovery or a resource that grows. It kills and restarts processes of
+the local stack: never run it beside make test.`, chaosSoak))
+	clikit.AddGroup(root, groupChaos, chaosCmd,
 		c.flagSetCmd("cluster-sale", "Sell one hot SKU through several API and worker instances on the Redis and RocketMQ clusters; kills one of each and a broker",
 			`Run a hot-SKU sale on the distributed shape: API instances (seckill serve --role api) behind a
 client-side spread, worker instances (--role workers), the local stack's Redis Cluster and

@@ -62,12 +62,13 @@ func nowhere(t *testing.T) {
 
 // commandFlags are flags each command must list in its help.
 var commandFlags = map[string][]string{
-	"seckill-bench place":    {"-clients", "-duration", "-ceiling-clients", "-beside"},
-	"seckill-bench consume":  {"-messages", "-batches", "-concurrency"},
-	"seckill-bench timeouts": {"-units", "-payment-timeout", "-sell-over", "-within"},
-	"seckill-bench sale":     {"-stock", "-buyers", "-attempts", "-arrival", "-ceiling-calls", "-out"},
-	"seckill-bench chaos":    {"-scenarios", "-stock", "-buyers", "-private-redis", "-stack"},
-	"seckill-bench events":   {"-events", "-rounds", "-live-rate", "-live-duration", "-subscribers"},
+	"seckill-bench place":      {"-clients", "-duration", "-ceiling-clients", "-beside"},
+	"seckill-bench consume":    {"-messages", "-batches", "-concurrency"},
+	"seckill-bench timeouts":   {"-units", "-payment-timeout", "-sell-over", "-within"},
+	"seckill-bench sale":       {"-stock", "-buyers", "-attempts", "-arrival", "-ceiling-calls", "-out", "-pg-standby"},
+	"seckill-bench chaos soak": {"-duration", "-sale-every", "-fault-every", "-faults", "-max-recovery", "-out"},
+	"seckill-bench chaos":      {"-scenarios", "-stock", "-buyers", "-private-redis", "-stack"},
+	"seckill-bench events":     {"-events", "-rounds", "-live-rate", "-live-duration", "-subscribers"},
 }
 
 // TestHelpOfEveryCommand: every command answers --help, -h and
