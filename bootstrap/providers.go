@@ -151,7 +151,8 @@ func provideRedisClient(cfg config.Config, guard *redis.Guard) (goredis.Universa
 
 func provideRedis(c goredis.UniversalClient, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*redis.Store, error) {
 	rc := redis.Config{Namespace: cfg.Redis.Namespace, Tracer: tr.TracerProvider,
-		RateLimit: redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond}}
+		RateLimit:    redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond},
+		OrderViewTTL: cfg.Redis.OrderViewTTL}
 	rc.Guard = guard
 	return redis.New(c, rc, reg, log.With("adapter", "redis"))
 }

@@ -228,6 +228,10 @@ type Redis struct {
 	// (SECKILL_RATE_BURST, SECKILL_RATE_PER_SECOND).
 	RateBurst     int
 	RatePerSecond float64
+	// OrderViewTTL expires an order view (a cache of GetOrder: a miss
+	// reads PostgreSQL) that long after its last change
+	// (SECKILL_ORDER_VIEW_TTL, default 24h; 0: kept until evicted).
+	OrderViewTTL time.Duration
 }
 
 // The roles of an instance (SECKILL_ROLE).
@@ -485,6 +489,8 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"per-user burst of PlaceOrder (token bucket), >= 1"),
 			RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2,
 				"per-user rate of PlaceOrder (tokens per second), > 0"),
+			OrderViewTTL: r.duration("SECKILL_ORDER_VIEW_TTL", 24*time.Hour,
+				"an order view in Redis (GetOrder's cache) expires this long after its last change; 0: never"),
 		},
 		RocketMQ: RocketMQ{
 			Endpoint: r.str("SECKILL_ROCKETMQ_ENDPOINT", "127.0.0.1:8081",
@@ -654,6 +660,7 @@ func (c Config) validate() []error {
 	check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
+	check(c.Redis.OrderViewTTL >= 0, "SECKILL_ORDER_VIEW_TTL must be >= 0")
 	check(c.Broker == BrokerRocketMQ || c.Broker == BrokerRabbitMQ, "SECKILL_BROKER must be rocketmq or rabbitmq")
 	check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
 	check(c.Broker != BrokerRocketMQ || c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
