@@ -152,7 +152,8 @@ func provideRedisClient(cfg config.Config, guard *redis.Guard) (goredis.Universa
 func provideRedis(c goredis.UniversalClient, guard *redis.Guard, cfg config.Config, reg prometheus.Registerer, tr Tracer, log *slog.Logger) (*redis.Store, error) {
 	rc := redis.Config{Namespace: cfg.Redis.Namespace, Tracer: tr.TracerProvider,
 		RateLimit:    redis.RateLimit{Capacity: cfg.Redis.RateBurst, RefillPerSecond: cfg.Redis.RatePerSecond},
-		OrderViewTTL: cfg.Redis.OrderViewTTL}
+		OrderViewTTL: cfg.Redis.OrderViewTTL, RequestClaimTTL: cfg.Redis.RequestClaimTTL,
+		ReservationRetention: cfg.Redis.ReservationRetention}
 	rc.Guard = guard
 	return redis.New(c, rc, reg, log.With("adapter", "redis"))
 }
@@ -210,7 +211,7 @@ func providePlaceOrder(a ports.Admission, r ports.Reservations, p ports.Publishe
 	clock ports.Clock, m ports.Metrics, fp ports.Failpoints, rates *application.SaleRates, cfg config.Config,
 	log *slog.Logger) *application.PlaceOrder {
 	return application.NewPlaceOrder(a, r, p, acts, gate, q, marker, ids, clock, m, fp, log, application.PlaceOrderConfig{
-		RequestClaimTTL: 24 * time.Hour, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second),
+		RequestClaimTTL: cfg.Redis.RequestClaimTTL, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second),
 		SoldOutTTL: cfg.API.SoldOutTTL, Rates: rates})
 }
 

@@ -276,7 +276,7 @@ func (s *Store) Release(ctx context.Context, ref ports.ReservationRef, reason re
 	}
 	n, err := s.run(ctx, scriptRelease,
 		[]string{sk.rsv(ref.ReservationID), sk.stock, sk.holders, sk.pending, sk.unresolved, sk.pendingCreated},
-		ref.ReservationID, string(reason), s.callToken()).Int64()
+		ref.ReservationID, string(reason), s.callToken(), s.retentionMS()).Int64()
 	if err != nil {
 		return false, wrapErr("release", err)
 	}
@@ -337,6 +337,7 @@ func (s *Store) ReleaseMany(ctx context.Context, reqs []ports.ReleaseRequest) []
 			keys = append(keys, sk.rsv(reqs[i].Ref.ReservationID))
 			args = append(args, reqs[i].Ref.ReservationID, string(reqs[i].Reason))
 		}
+		args = append(args, s.retentionMS())
 		codes, err := s.run(ctx, scriptReleaseMany, keys, args...).Int64Slice()
 		switch {
 		case err != nil:
@@ -442,6 +443,7 @@ func (s *Store) MarkOrdered(ctx context.Context, refs []ports.ReservationRef) er
 			keys = append(keys, g.sk.rsv(rid))
 			args = append(args, rid, itoa(users[rid]))
 		}
+		args = append(args, s.retentionMS())
 		if err := s.run(ctx, scriptMarkOrdered, keys, args...).Err(); err != nil {
 			errs = append(errs, wrapErr("mark ordered "+g.id, err))
 		}
@@ -474,3 +476,7 @@ func (s *Store) Inventory(ctx context.Context, activityID, skuID int64) (ports.R
 	}
 	return ports.RedisInventory{Available: r.stock, Held: held}, nil
 }
+
+// retentionMS is Config.ReservationRetention in milliseconds, as the
+// release and mark_ordered scripts take it ("0": kept for good).
+func (s *Store) retentionMS() string { return itoa(s.cfg.ReservationRetention.Milliseconds()) }

@@ -64,6 +64,15 @@ type Config struct {
 	// OrderViewTTL, when > 0, expires an order view that long after its
 	// last applied update. Default: views never expire.
 	OrderViewTTL time.Duration
+	// ReservationRetention, when > 0, expires a reservation's hash that
+	// long after it was resolved (ORDERED by MarkOrdered, or RELEASED):
+	// past it, Get, Release and MarkOrdered treat the reservation as
+	// unknown. An order canceled after its reservation expired gets its
+	// compensation quarantined (RESERVATION_MISSING) and its unit is not
+	// given back to Redis, so it must be longer than any payment timeout
+	// plus the longest a timeout message may be delayed. Default: kept for
+	// good.
+	ReservationRetention time.Duration
 	// SlotsCacheTTL is how long ClaimDue and Stats reuse the set of seeded
 	// activity SKUs before reading it again. Default 1s.
 	SlotsCacheTTL time.Duration

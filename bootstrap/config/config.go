@@ -232,6 +232,15 @@ type Redis struct {
 	// reads PostgreSQL) that long after its last change
 	// (SECKILL_ORDER_VIEW_TTL, default 24h; 0: kept until evicted).
 	OrderViewTTL time.Duration
+	// RequestClaimTTL is how long a request_id stays bound to its
+	// reservation, and the order lookup beside it
+	// (SECKILL_REQUEST_CLAIM_TTL, default 24h).
+	RequestClaimTTL time.Duration
+	// ReservationRetention expires a reservation's record that long after
+	// it was resolved (ordered or released) (SECKILL_RESERVATION_RETENTION,
+	// default 24h; 0: kept for good). It may not be shorter than
+	// RequestClaimTTL: a claim must never outlive its reservation.
+	ReservationRetention time.Duration
 }
 
 // The roles of an instance (SECKILL_ROLE).
@@ -491,6 +500,11 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"per-user rate of PlaceOrder (tokens per second), > 0"),
 			OrderViewTTL: r.duration("SECKILL_ORDER_VIEW_TTL", 24*time.Hour,
 				"an order view in Redis (GetOrder's cache) expires this long after its last change; 0: never"),
+			RequestClaimTTL: r.duration("SECKILL_REQUEST_CLAIM_TTL", 24*time.Hour,
+				"a request_id stays bound to its reservation (a retry gets the same answer) this long, > 0"),
+			ReservationRetention: r.duration("SECKILL_RESERVATION_RETENTION", 24*time.Hour,
+				"a reservation's record stays in Redis this long after its order was created or it was released "+
+					"(0: for good); >= SECKILL_REQUEST_CLAIM_TTL, and longer than any payment timeout"),
 		},
 		RocketMQ: RocketMQ{
 			Endpoint: r.str("SECKILL_ROCKETMQ_ENDPOINT", "127.0.0.1:8081",
@@ -661,6 +675,9 @@ func (c Config) validate() []error {
 	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
 	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
 	check(c.Redis.OrderViewTTL >= 0, "SECKILL_ORDER_VIEW_TTL must be >= 0")
+	check(c.Redis.RequestClaimTTL > 0, "SECKILL_REQUEST_CLAIM_TTL must be > 0")
+	check(c.Redis.ReservationRetention == 0 || c.Redis.ReservationRetention >= c.Redis.RequestClaimTTL,
+		"SECKILL_RESERVATION_RETENTION must be 0 or >= SECKILL_REQUEST_CLAIM_TTL (a claim must never outlive its reservation)")
 	check(c.Broker == BrokerRocketMQ || c.Broker == BrokerRabbitMQ, "SECKILL_BROKER must be rocketmq or rabbitmq")
 	check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
 	check(c.Broker != BrokerRocketMQ || c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")

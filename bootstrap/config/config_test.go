@@ -262,3 +262,34 @@ func TestConsumerLimiterSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisRetentionSettings: the request claim, the reservation record
+// and the order view have their lifetimes, and a claim may never outlive
+// its reservation.
+func TestRedisRetentionSettings(t *testing.T) {
+	c, err := Load(env(localStack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.RequestClaimTTL != 24*time.Hour || c.Redis.ReservationRetention != 24*time.Hour || c.Redis.OrderViewTTL != 24*time.Hour {
+		t.Fatalf("defaults: claim %s, retention %s, view %s", c.Redis.RequestClaimTTL, c.Redis.ReservationRetention, c.Redis.OrderViewTTL)
+	}
+	for _, ok := range [][]string{{"SECKILL_RESERVATION_RETENTION", "0"},
+		{"SECKILL_REQUEST_CLAIM_TTL", "5m", "SECKILL_RESERVATION_RETENTION", "5m"}} {
+		if _, err := Load(env(with(localStack, ok...))); err != nil {
+			t.Errorf("%v: %v", ok, err)
+		}
+	}
+	for _, tc := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{"SECKILL_RESERVATION_RETENTION", "1h"}, "SECKILL_RESERVATION_RETENTION must be 0 or >= SECKILL_REQUEST_CLAIM_TTL"},
+		{[]string{"SECKILL_REQUEST_CLAIM_TTL", "0s"}, "SECKILL_REQUEST_CLAIM_TTL must be > 0"},
+		{[]string{"SECKILL_ORDER_VIEW_TTL", "-1s"}, "SECKILL_ORDER_VIEW_TTL must be >= 0"},
+	} {
+		if _, err := Load(env(with(localStack, tc.kv...))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.kv, err, tc.want)
+		}
+	}
+}

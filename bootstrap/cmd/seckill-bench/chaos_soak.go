@@ -42,6 +42,7 @@ type soakOptions struct {
 	duration, saleEvery, faultEvery, down time.Duration
 	spread, paymentTimeout, settle        time.Duration
 	maxRecovery, sampleEvery, warmup      time.Duration
+	retention                             time.Duration
 	stock, buyers, clients                int
 	payShare, cancelShare                 float64
 	faults                                []string
@@ -64,6 +65,8 @@ func parseSoakOptions(args []string) (soakOptions, error) {
 	fs.Float64Var(&o.payShare, "pay", 1.0/3, "share of the orders their buyer pays")
 	fs.Float64Var(&o.cancelShare, "cancel", 1.0/3, "share of the orders their buyer cancels (the rest time out)")
 	faults := fs.String("faults", strings.Join(soakFaults[:11], ","), "comma-separated faults, injected in turn: "+strings.Join(soakFaults, ", "))
+	fs.DurationVar(&o.retention, "retention", 5*time.Minute, "the services' Redis retentions (request claim, resolved reservation, order view; "+
+		"24h each by default): short, so their bound shows within the soak")
 	fs.DurationVar(&o.maxRecovery, "max-recovery", 10*time.Second, "fail when a fault's recovery takes longer (0: report only)")
 	fs.DurationVar(&o.sampleEvery, "sample-every", 15*time.Second, "how often the resources are sampled")
 	fs.DurationVar(&o.warmup, "warmup", 10*time.Minute, "samples before this are left out of the trends (at most a sixth of the duration)")
@@ -78,7 +81,7 @@ func parseSoakOptions(args []string) (soakOptions, error) {
 			return o, fmt.Errorf("unknown soak fault %q: %w", f, flag.ErrHelp)
 		}
 	}
-	if o.duration <= 0 || o.saleEvery <= 0 || o.faultEvery <= 0 || o.stock <= 0 || o.buyers <= 0 || o.clients <= 0 ||
+	if o.duration <= 0 || o.saleEvery <= 0 || o.faultEvery <= 0 || o.stock <= 0 || o.buyers <= 0 || o.clients <= 0 || o.retention <= 0 ||
 		o.payShare < 0 || o.cancelShare < 0 || o.payShare+o.cancelShare > 1 {
 		return o, fmt.Errorf("durations, stock, buyers and clients must be > 0 and pay + cancel <= 1: %w", flag.ErrHelp)
 	}
@@ -111,8 +114,9 @@ func (r *soakRig) close() {
 	}
 }
 
-// startSoakRig builds the rig and waits until both instances are live.
-func startSoakRig(ctx context.Context) (rig *soakRig, err error) {
+// startSoakRig builds the rig and waits until both instances are live;
+// their Redis retentions are retention.
+func startSoakRig(ctx context.Context, retention time.Duration) (rig *soakRig, err error) {
 	rig = &soakRig{httpc: &http.Client{Timeout: 10 * time.Second}}
 	defer func() {
 		if err != nil {
@@ -142,7 +146,7 @@ func startSoakRig(ctx context.Context) (rig *soakRig, err error) {
 	if err != nil {
 		return rig, err
 	}
-	return rig, rig.startInstances(ctx, pgDSN)
+	return rig, rig.startInstances(ctx, pgDSN, retention)
 }
 
 // proxies puts a fault proxy in front of PostgreSQL and of Redis and
@@ -166,7 +170,7 @@ func (r *soakRig) proxies() (string, error) {
 	return u.String(), nil
 }
 
-func (r *soakRig) startInstances(ctx context.Context, pgDSN string) error {
+func (r *soakRig) startInstances(ctx context.Context, pgDSN string, retention time.Duration) error {
 	exe, err := serviceBinary()
 	if err != nil {
 		return err
@@ -180,6 +184,9 @@ func (r *soakRig) startInstances(ctx context.Context, pgDSN string) error {
 	}
 	for _, in := range r.instances {
 		r.closers = append(r.closers, func() { _ = in.logFile.Close() })
+		in.env = append(in.env, "SECKILL_REQUEST_CLAIM_TTL="+retention.String(), "SECKILL_RESERVATION_RETENTION="+retention.String(),
+			"SECKILL_ORDER_VIEW_TTL="+retention.String())
+		in.cleanEnv = in.env
 		if err := in.start(); err != nil {
 			return err
 		}
@@ -196,12 +203,14 @@ func (r *soakRig) startInstances(ctx context.Context, pgDSN string) error {
 
 // soakResult is result.json of a soak.
 type soakResult struct {
-	Command    string         `json:"command"`
-	StartedAt  time.Time      `json:"started_at"`
-	Broker     string         `json:"broker"`
-	Cores      int            `json:"cores"`
-	GoVersion  string         `json:"go_version"`
-	Duration   string         `json:"duration"`
+	Command   string    `json:"command"`
+	StartedAt time.Time `json:"started_at"`
+	Broker    string    `json:"broker"`
+	Cores     int       `json:"cores"`
+	GoVersion string    `json:"go_version"`
+	Duration  string    `json:"duration"`
+	// Retention is the services' Redis retentions (--retention).
+	Retention  string         `json:"redis_retention"`
 	Activities []soakActivity `json:"activities"`
 	Faults     []soakFault    `json:"faults"`
 	Samples    []soakSample   `json:"samples"`
@@ -249,7 +258,7 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rig, err := startSoakRig(ctx)
+	rig, err := startSoakRig(ctx, o.retention)
 	if err != nil {
 		return err
 	}
@@ -258,9 +267,9 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("no fault of the list applies to broker %s: %w", rig.cfg.Broker, flag.ErrHelp)
 	}
 	res := soakResult{Command: o.command, StartedAt: time.Now(), Broker: brokerText(rig.cfg), Cores: runtime.NumCPU(),
-		GoVersion: runtime.Version(), Duration: o.duration.String()}
-	fmt.Fprintf(stdout, "seckill-bench chaos soak: %s; a sale of %d units to %d buyers every %s, a fault every %s (%s), for %s\n\n",
-		res.Broker, o.stock, o.buyers, o.saleEvery, o.faultEvery, strings.Join(o.faults, ", "), o.duration)
+		GoVersion: runtime.Version(), Duration: o.duration.String(), Retention: o.retention.String()}
+	fmt.Fprintf(stdout, "seckill-bench chaos soak: %s; a sale of %d units to %d buyers every %s, a fault every %s (%s), for %s; Redis retentions %s\n\n",
+		res.Broker, o.stock, o.buyers, o.saleEvery, o.faultEvery, strings.Join(o.faults, ", "), o.duration, o.retention)
 	s := &soak{o: o, rig: rig, res: &res, out: stdout, t0: res.StartedAt}
 	if err := s.run(ctx); err != nil {
 		return err

@@ -213,8 +213,8 @@ func writeTrends(w io.Writer, trends []soakTrend) {
 // faults marked.
 func newSoakPage(r soakResult) reportPage {
 	p := reportPage{Title: "seckill-bench chaos soak",
-		Subtitle: fmt.Sprintf("%s; broker %s; %d cores, %s; started %s", r.Duration, r.Broker, r.Cores, r.GoVersion,
-			r.StartedAt.UTC().Format(time.RFC3339)),
+		Subtitle: fmt.Sprintf("%s; broker %s; Redis retentions %s; %d cores, %s; started %s", r.Duration, r.Broker, r.Retention,
+			r.Cores, r.GoVersion, r.StartedAt.UTC().Format(time.RFC3339)),
 		Command: r.Command, Invariants: soakInvariants(r.Activities), Violations: r.Violations}
 	for _, f := range r.Faults {
 		v := fmt.Sprintf("back at %.0f s, recovery %.1f s", f.BackAtS, f.RecoveryS)
