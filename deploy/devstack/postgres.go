@@ -36,15 +36,7 @@ type Postgres struct {
 
 // NewPostgres returns the PostgreSQL component of cfg.
 func NewPostgres(cfg Config, log *Logger) *Postgres {
-	return &Postgres{cfg: cfg, data: cfg.PGData(), port: cfg.PGPort, Process: Process{
-		ComponentName: "postgres",
-		File:          filepath.Join(cfg.RunDir(), "postgres.pid"),
-		Owner:         Owner{Dir: cfg.PGData(), Needle: "postgres"},
-		// SIGINT = "fast" shutdown (SIGTERM would wait for every client to disconnect).
-		StopSignal:  syscall.SIGINT,
-		StopTimeout: 60 * time.Second,
-		Log:         log,
-	}}
+	return newPostgresServer(cfg, log, "postgres", cfg.PGData(), cfg.PGPort, false)
 }
 
 // NewPostgresStandby returns the standby of the PostgreSQL standby mode
@@ -55,13 +47,20 @@ func NewPostgres(cfg Config, log *Logger) *Postgres {
 // once the standby has it. It belongs to the group postgres: `down
 // postgres` stops both, and a purge of one purges the other.
 func NewPostgresStandby(cfg Config, log *Logger) *Postgres {
-	return &Postgres{cfg: cfg, data: cfg.PGStandbyData(), port: cfg.PGStandbyPort, standby: true, Process: Process{
-		ComponentName: "postgres-standby",
-		File:          filepath.Join(cfg.RunDir(), "postgres-standby.pid"),
-		Owner:         Owner{Dir: cfg.PGStandbyData(), Needle: "postgres"},
-		StopSignal:    syscall.SIGINT,
-		StopTimeout:   60 * time.Second,
-		Log:           log,
+	return newPostgresServer(cfg, log, "postgres-standby", cfg.PGStandbyData(), cfg.PGStandbyPort, true)
+}
+
+// newPostgresServer is one postmaster of the stack: name (and its pid
+// file run/<name>.pid), its data directory and port.
+func newPostgresServer(cfg Config, log *Logger, name, data string, port int, standby bool) *Postgres {
+	return &Postgres{cfg: cfg, data: data, port: port, standby: standby, Process: Process{
+		ComponentName: name,
+		File:          filepath.Join(cfg.RunDir(), name+".pid"),
+		Owner:         Owner{Dir: data, Needle: "postgres"},
+		// SIGINT = "fast" shutdown (SIGTERM would wait for every client to disconnect).
+		StopSignal:  syscall.SIGINT,
+		StopTimeout: 60 * time.Second,
+		Log:         log,
 	}}
 }
 
