@@ -134,4 +134,3 @@ func TestRedisClusterReplicaMode(t *testing.T) {
 		t.Fatalf("the replicas follow %d distinct masters, want one each:\n%s", len(served), out)
 	}
 }
-
