@@ -398,6 +398,13 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if err := p.probe(ctx); err != nil {
 		return fmt.Errorf("%s started (pid %d) but '%s' does not answer: %w", p.Name(), pid, p.cfg.pgDSNAt(p.port), err)
 	}
+	if p.standby {
+		// The primary reports the standby async until it caught up.
+		var last error
+		if !poll(ctx, 60*time.Second, 200*time.Millisecond, func() bool { last = p.streaming(ctx); return last == nil }) {
+			return fmt.Errorf("%s started (pid %d) but does not stream: %w", p.Name(), pid, last)
+		}
+	}
 	p.Log.Infof("%s: ready, pid %d (%s)", p.Name(), pid, since(t0))
 	return nil
 }

@@ -206,6 +206,9 @@ func (c *RedisCluster) Start(ctx context.Context) error {
 		if err := c.create(ctx); err != nil {
 			return err
 		}
+		if err := c.attachReplicas(ctx); err != nil {
+			return err
+		}
 	case fresh > 0:
 		return fmt.Errorf("%s: %d of the %d nodes belong to no cluster while the others do (a node's data dir was lost?); "+
 			"recreate it: deploy/local/stack.sh down --purge %s && deploy/local/stack.sh up", c.Name(), fresh, len(c.nodes), RedisClusterGroup)
@@ -232,12 +235,8 @@ func (c *RedisCluster) create(ctx context.Context) error {
 		return fmt.Errorf("%s: %w (Debian package redis-tools, installed with redis-server)", c.Name(), err)
 	}
 	args := []string{"--cluster", "create"}
-	args = append(args, strings.Split(c.Addrs(), ",")...)
-	replicas := "0"
-	if len(c.cfg.RedisClusterReplicaPorts) > 0 {
-		replicas = "1" // redis-cli makes the first half masters, in order
-	}
-	args = append(args, "--cluster-replicas", replicas, "--cluster-yes")
+	args = append(args, strings.Split(c.cfg.RedisClusterAddrs(), ",")...) // the masters; attachReplicas adds the replicas
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	outFile := filepath.Join(c.cfg.LogDir(), c.Name()+".out")
 	c.log.Infof("%s: creating the cluster: redis-cli %s (output: %s)", c.Name(), strings.Join(args, " "), outFile)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -247,6 +246,32 @@ func (c *RedisCluster) create(ctx context.Context) error {
 	if err != nil {
 		c.log.Raw(tailFile(outFile, 20))
 		return fmt.Errorf("%s: redis-cli --cluster create failed: %w; see %s", c.Name(), err, outFile)
+	}
+	return nil
+}
+
+// attachReplicas makes replica i (Config.RedisClusterReplicaPorts) meet
+// the cluster and replicate master i: redis-cli's own --cluster-replicas
+// places replicas by host, and on one host it left masters without one.
+func (c *RedisCluster) attachReplicas(ctx context.Context) error {
+	for i, port := range c.cfg.RedisClusterReplicaPorts {
+		master := c.cfg.RedisClusterPorts[i]
+		id, err := redisCommand(ctx, master, "CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("%s: CLUSTER MYID on %d: %w", c.Name(), master, err)
+		}
+		if _, err := redisCommand(ctx, port, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(master), strconv.Itoa(master-10000)); err != nil {
+			return fmt.Errorf("%s: CLUSTER MEET from %d: %w", c.Name(), port, err)
+		}
+		// REPLICATE needs the master in the replica's node table first.
+		var last error
+		if !poll(ctx, 30*time.Second, 100*time.Millisecond, func() bool {
+			_, last = redisCommand(ctx, port, "CLUSTER", "REPLICATE", id)
+			return last == nil
+		}) {
+			return fmt.Errorf("%s: CLUSTER REPLICATE %s on %d: %w", c.Name(), id, port, last)
+		}
+		c.log.Infof("%s: 127.0.0.1:%d replicates 127.0.0.1:%d", c.Name(), port, master)
 	}
 	return nil
 }

@@ -112,25 +112,39 @@ func (s *soak) waitRest(ctx context.Context, activityID int64, answers []buyerAn
 	deadline := time.Now().Add(s.o.paymentTimeout + s.o.settle)
 	ids := acknowledgedIDs(answers)
 	for {
-		_, _, open, err := resolveIDs(ctx, s.rig.pool, ids)
-		if err != nil {
-			return time.Now(), 0, err
-		}
-		var created int64
-		if err := s.rig.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status NOT IN ('PAID', 'CANCELED')`,
-			activityID).Scan(&created); err != nil {
-			return time.Now(), 0, err
-		}
-		rep, repErr := chaosDrift(ctx, s.rig.httpc, s.rig.instances, s.rig.secret, activityID)
-		if open == 0 && created == 0 && repErr == nil && rep == 0 && s.reservationsResolved(ctx, activityID) {
+		// A read that fails (a fault may have PostgreSQL down) is asked
+		// again until the deadline.
+		open, created, err := s.restState(ctx, activityID, ids)
+		if err == nil && open == 0 && created == 0 && s.reservationsResolved(ctx, activityID) {
 			return time.Now(), 0, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return time.Now(), open, fmt.Errorf("activity %d: %w after %s: %d acknowledged ids open, %d orders unpaid",
-				activityID, errNotAtRest, s.o.paymentTimeout+s.o.settle, open, created)
+			return time.Now(), open, fmt.Errorf("activity %d: %w after %s: %d acknowledged ids open, %d orders unpaid (last error: %v)",
+				activityID, errNotAtRest, s.o.paymentTimeout+s.o.settle, open, created, err)
 		}
 		sleepUntil(ctx, time.Now().Add(time.Second))
 	}
+}
+
+// restState reads the acknowledged ids still open and the activity's
+// orders neither paid nor canceled; a drift in the stock report counts as
+// one more open id.
+func (s *soak) restState(ctx context.Context, activityID int64, ids []string) (open int, created int64, err error) {
+	if _, _, open, err = resolveIDs(ctx, s.rig.pool, ids); err != nil {
+		return 0, 0, err
+	}
+	if err := s.rig.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status NOT IN ('PAID', 'CANCELED')`,
+		activityID).Scan(&created); err != nil {
+		return open, 0, err
+	}
+	drift, err := chaosDrift(ctx, s.rig.httpc, s.rig.instances, s.rig.secret, activityID)
+	if err != nil {
+		return open, created, err
+	}
+	if drift != 0 {
+		return open, created, fmt.Errorf("drift %d", drift)
+	}
+	return open, created, nil
 }
 
 // reservationsResolved reports whether the activity's stock report shows
