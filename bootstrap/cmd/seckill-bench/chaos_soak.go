@@ -315,7 +315,7 @@ func (s *soak) run(ctx context.Context) error {
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	sampling.Add(1)
-	go func() { defer sampling.Done(); s.sample(sampleCtx, end) }()
+	go func() { defer sampling.Done(); s.sample(sampleCtx) }()
 	var sales sync.WaitGroup
 	nextSale, nextFault, faultNo := s.t0, s.t0.Add(s.o.faultEvery), 0
 	for ctx.Err() == nil && time.Now().Before(end) {

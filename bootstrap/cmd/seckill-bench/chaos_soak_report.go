@@ -28,7 +28,7 @@ type soakSample struct {
 }
 
 // sample takes a sample every o.sampleEvery until ctx ends.
-func (s *soak) sample(ctx context.Context, _ time.Time) {
+func (s *soak) sample(ctx context.Context) {
 	t := time.NewTicker(s.o.sampleEvery)
 	defer t.Stop()
 	for {
