@@ -198,9 +198,7 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range res.Invariants {
-		res.Violations += c.Violations
-	}
+	res.Violations = violationCount(res.Invariants)
 
 	// The ceilings, once the service is gone: they have the machine to
 	// themselves, as in `seckill-bench place`.

@@ -112,7 +112,7 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	for _, s := range scenarios {
-		if _, target, _ := strings.Cut(s, "-"); (target == "proxy" || target == "namesrv") && cfg.Broker != config.BrokerRocketMQ {
+		if faultsRocketMQ(s) && cfg.Broker != config.BrokerRocketMQ {
 			return fmt.Errorf("scenario %s faults a RocketMQ process, but SECKILL_BROKER is %s: %w", s, cfg.Broker, flag.ErrHelp)
 		}
 	}
@@ -150,6 +150,13 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("invariants violated in %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// faultsRocketMQ reports whether scenario faults a RocketMQ process (the
+// proxy or the name server).
+func faultsRocketMQ(scenario string) bool {
+	_, target, _ := strings.Cut(scenario, "-")
+	return target == "proxy" || target == "namesrv"
 }
 
 func validScenario(s string) bool {

@@ -282,7 +282,7 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 func (r *soakRig) usableFaults(faults []string) []string {
 	var out []string
 	for _, f := range faults {
-		if _, target, _ := strings.Cut(f, "-"); (target == "proxy" || target == "namesrv") && r.cfg.Broker != config.BrokerRocketMQ {
+		if faultsRocketMQ(f) && r.cfg.Broker != config.BrokerRocketMQ {
 			continue
 		}
 		out = append(out, f)

@@ -51,9 +51,7 @@ func (s *soak) sale(ctx context.Context, at time.Time) soakActivity {
 	if err != nil {
 		a.Error = err.Error()
 	}
-	for _, c := range a.Invariants {
-		a.Violations += c.Violations
-	}
+	a.Violations = violationCount(a.Invariants)
 	return a
 }
 
@@ -115,7 +113,7 @@ func (s *soak) waitRest(ctx context.Context, activityID int64, answers []buyerAn
 		// A read that fails (a fault may have PostgreSQL down) is asked
 		// again until the deadline.
 		open, created, err := s.restState(ctx, activityID, ids)
-		if err == nil && open == 0 && created == 0 && s.reservationsResolved(ctx, activityID) {
+		if err == nil && open == 0 && created == 0 {
 			return time.Now(), 0, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -127,8 +125,9 @@ func (s *soak) waitRest(ctx context.Context, activityID int64, answers []buyerAn
 }
 
 // restState reads the acknowledged ids still open and the activity's
-// orders neither paid nor canceled; a drift in the stock report counts as
-// one more open id.
+// orders neither paid nor canceled; the stock report must show no
+// reservation pending, no release in flight and no drift, or err says
+// what it shows.
 func (s *soak) restState(ctx context.Context, activityID int64, ids []string) (open int, created int64, err error) {
 	if _, _, open, err = resolveIDs(ctx, s.rig.pool, ids); err != nil {
 		return 0, 0, err
@@ -137,26 +136,27 @@ func (s *soak) restState(ctx context.Context, activityID int64, ids []string) (o
 		activityID).Scan(&created); err != nil {
 		return open, 0, err
 	}
-	drift, err := chaosDrift(ctx, s.rig.httpc, s.rig.instances, s.rig.secret, activityID)
-	if err != nil {
-		return open, created, err
-	}
-	if drift != 0 {
-		return open, created, fmt.Errorf("drift %d", drift)
-	}
-	return open, created, nil
+	return open, created, s.booksAtRest(ctx, activityID)
 }
 
-// reservationsResolved reports whether the activity's stock report shows
-// no reservation pending and no release in flight.
-func (s *soak) reservationsResolved(ctx context.Context, activityID int64) bool {
+// booksAtRest reads the activity's stock report (from the first instance
+// that answers) and is nil when it shows no reservation pending, no
+// release in flight and no drift.
+func (s *soak) booksAtRest(ctx context.Context, activityID int64) error {
+	var errs []error
 	for _, base := range s.rig.bases {
 		rep, err := stockReport(ctx, s.rig.httpc, base, s.rig.secret, activityID)
-		if err == nil {
-			return rep.GetPendingReservations() == 0 && rep.GetReleasesInFlight() == 0
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		if rep.GetPendingReservations() != 0 || rep.GetReleasesInFlight() != 0 || rep.GetDrift() != 0 {
+			return fmt.Errorf("stock report: %d pending, %d releases in flight, drift %d",
+				rep.GetPendingReservations(), rep.GetReleasesInFlight(), rep.GetDrift())
+		}
+		return nil
 	}
-	return false
+	return fmt.Errorf("stock report: %w", errors.Join(errs...))
 }
 
 // soakProbe measures recovery: after a fault it places orders for new
@@ -221,7 +221,7 @@ func (p *soakProbe) activity(ctx context.Context, s *soak) soakActivity {
 			a.Error = err.Error()
 			return a
 		}
-		if (open == 0 && s.reservationsResolved(ctx, p.id)) || time.Now().After(deadline) || ctx.Err() != nil {
+		if (open == 0 && s.booksAtRest(ctx, p.id) == nil) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		sleepUntil(ctx, time.Now().Add(time.Second))
@@ -232,8 +232,15 @@ func (p *soakProbe) activity(ctx context.Context, s *soak) soakActivity {
 	if err != nil {
 		a.Error = err.Error()
 	}
-	for _, c := range a.Invariants {
-		a.Violations += c.Violations
-	}
+	a.Violations = violationCount(a.Invariants)
 	return a
+}
+
+// violationCount sums the violations of checks.
+func violationCount(checks []invariantCheck) int64 {
+	var n int64
+	for _, c := range checks {
+		n += c.Violations
+	}
+	return n
 }
