@@ -60,23 +60,16 @@ func NewDeadLetters(uow ports.UnitOfWork, publisher ports.Publisher, reservation
 		log: log.With("component", "dlq"), cfg: cfg}
 }
 
-// DeadLetterOrigin says where a dead letter comes from: the consumer group
-// whose retries ran out and how often that group received it.
-type DeadLetterOrigin struct {
-	Group      string
-	Deliveries int32
-}
-
 // Reader returns the handler of the dead-letter topics; origin (from the
 // broker adapter) tells a dead-letter delivery's source group, or false for
 // a delivery that is not a dead letter.
-func (dl *DeadLetters) Reader(origin func(ports.Delivery) (DeadLetterOrigin, bool)) ports.BatchHandler {
+func (dl *DeadLetters) Reader(origin func(ports.Delivery) (ports.DeadLetterOrigin, bool)) ports.BatchHandler {
 	return deadLetterReader{dl: dl, origin: origin}
 }
 
 type deadLetterReader struct {
 	dl     *DeadLetters
-	origin func(ports.Delivery) (DeadLetterOrigin, bool)
+	origin func(ports.Delivery) (ports.DeadLetterOrigin, bool)
 }
 
 // HandleBatch stores each dead letter and acknowledges it.

@@ -146,7 +146,7 @@ func TestPoisonMessagesAreQuarantinedAfterOneAttempt(t *testing.T) {
 		}
 		// Acknowledged: nothing is redelivered (a redelivery would be handled,
 		// and counted, again; the quarantine keeps one row per message).
-		time.Sleep(2 * s.cfg.Workers.InvisibleDuration)
+		time.Sleep(2 * invisibleDuration)
 		if n := s.metric("mq_consume_total", "ORDER_CREATE", `result="quarantined"`); n != 2 {
 			t.Fatalf("poison messages handled %v times, want 2 (no redelivery)", n)
 		}

@@ -6,8 +6,11 @@ import (
 	"go/build"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seckill-dev/seckill/adapters/brokers"
 )
 
 const module = "github.com/seckill-dev/seckill"
@@ -15,7 +18,9 @@ const module = "github.com/seckill-dev/seckill"
 // TestDependencyRule enforces the layering of docs/architecture.md on the
 // non-test code of every package: domain imports only the standard
 // library; ports only domain; application only domain, ports and its own packages; an
-// adapter never imports application, bootstrap or another adapter (test
+// adapter never imports application, bootstrap or another adapter but the
+// shared broker packages (brokerkit, brokerplug; the registry adapters/brokers
+// imports the broker adapters its plugs name) (test
 // kits under adapters/testkit are for tests only); the consumer kit
 // (adapters/projector), which outside modules import, uses only the
 // published API (proto/gen); an example under examples/ is outside code:
@@ -98,15 +103,23 @@ func violation(pkg, imp string) string {
 		if self == "projector" && !strings.HasPrefix(local, "proto/gen/") && !strings.HasPrefix(local, "adapters/projector") {
 			return "the consumer kit is imported by outside modules: it may use only the published API (proto/gen)"
 		}
+		// The broker adapters are the plugs of the registry; the registry
+		// (adapters/brokers) is the one package that imports them all.
+		brokerAdapter := slices.Contains(brokers.Names(), self)
+		other := strings.SplitN(strings.TrimPrefix(local, "adapters/"), "/", 2)[0]
 		switch {
 		case strings.HasPrefix(local, "application"), strings.HasPrefix(local, "bootstrap"):
 			return "adapters must not import application or bootstrap"
 		case strings.HasPrefix(local, "adapters/testkit") && self != "testkit":
 			return "adapters/testkit is for tests only"
-		case strings.HasPrefix(local, "adapters/brokerkit") && !(self == "rocketmq" || self == "rabbitmq"):
+		case strings.HasPrefix(local, "adapters/brokerkit") && !brokerAdapter:
 			return "adapters/brokerkit is shared by the broker adapters only"
-		case strings.HasPrefix(local, "adapters/") && !strings.HasPrefix(local, "adapters/"+self) &&
-			!strings.HasPrefix(local, "adapters/brokerkit") && !(self == "testkit" || self == "contracttest"):
+		case strings.HasPrefix(local, "adapters/brokerplug") && !(brokerAdapter || self == "brokers" || self == "testkit" || self == "contracttest"):
+			return "adapters/brokerplug is the contract of the broker adapters and their registry"
+		case self == "brokers" && strings.HasPrefix(local, "adapters/") && !slices.Contains(brokers.Names(), other) && other != "brokerplug":
+			return "the broker registry imports the broker adapters and their contract only"
+		case strings.HasPrefix(local, "adapters/") && other != self && self != "brokers" &&
+			other != "brokerkit" && other != "brokerplug" && !(self == "testkit" || self == "contracttest"):
 			return "an adapter must not import another adapter"
 		}
 	}
@@ -133,6 +146,13 @@ func TestViolationRules(t *testing.T) {
 		{"adapters/rocketmq", module + "/adapters/rocketmq/internal", false},
 		{"adapters/rabbitmq", module + "/adapters/brokerkit", false},
 		{"adapters/redis", module + "/adapters/brokerkit", true},
+		{"adapters/redis", module + "/adapters/brokerplug", true},
+		{"adapters/rabbitmq", module + "/adapters/brokerplug", false},
+		{"adapters/rabbitmq", module + "/adapters/brokers", true},
+		{"adapters/brokers", module + "/adapters/rocketmq", false},
+		{"adapters/brokers", module + "/adapters/rabbitmq", false},
+		{"adapters/brokers", module + "/adapters/brokerplug", false},
+		{"adapters/brokers", module + "/adapters/redis", true},
 		{"bootstrap", module + "/adapters/redis", false},
 		{"adapters/projector", module + "/proto/gen/seckill/v1", false},
 		{"adapters/projector", module + "/domain/order", true},

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/seckill-dev/seckill/adapters/api"
+	"github.com/seckill-dev/seckill/adapters/brokers"
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
@@ -63,7 +65,7 @@ type options struct {
 	// withoutWorkers names workers not to run (for example
 	// "consumer CG_SECKILL_ORDER_TIMEOUT_V1").
 	withoutWorkers []string
-	// broker is the broker adapter (config.BrokerRocketMQ when empty).
+	// broker is the broker plug's name (the registry's default when empty).
 	broker string
 	// redisCluster runs the system on the stack's Redis Cluster
 	// (SECKILL_REDIS_CLUSTER_ADDRS) instead of the single Redis.
@@ -81,13 +83,13 @@ func startSystem(t *testing.T, opt options) *system {
 	s := &system{t: t}
 	var dsn string
 	if opt.broker == "" {
-		opt.broker = config.BrokerRocketMQ
+		opt.broker = brokers.Default()
 	}
 	if p := opt.peer; p != nil {
 		s.mq, s.rmq, dsn, s.db, s.redis, s.ns = p.mq, p.rmq, string(p.cfg.Postgres.DSN), p.db, p.redis, p.ns
-		opt.broker = p.cfg.Broker
+		opt.broker = p.cfg.Broker.Name
 	} else {
-		if opt.broker == config.BrokerRabbitMQ {
+		if opt.broker == rabbitmq.PlugName {
 			s.rmq = rabbittest.NewEnv(t, ports.Subscriptions())
 		} else {
 			s.mq = mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))
@@ -137,7 +139,7 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_SCANNER_INTERVAL":    "100ms",
 		"SECKILL_SCANNER_LEASE":       "2s",
 		"SECKILL_RELAY_INTERVAL":      "20ms",
-		"SECKILL_INVISIBLE_DURATION":  "3s",
+		"SECKILL_INVISIBLE_DURATION":  invisibleDuration.String(),
 		"SECKILL_RECONCILE_INTERVAL":  "0s",
 		"SECKILL_INSTANCE_ID":         "e2e-" + strings.Trim(prefix, ".") + "-" + strconv.FormatInt(instanceSeq.Add(1), 10),
 		"SECKILL_LOG_LEVEL":           "warn",
@@ -212,12 +214,18 @@ func startSystem(t *testing.T, opt options) *system {
 }
 
 // forEachBroker runs test once per broker adapter, as a subtest named
-// after it: the end-to-end behaviour the ports promise holds on both.
+// after it: the end-to-end behaviour the ports promise holds on every
+// broker of the registry.
 func forEachBroker(t *testing.T, test func(t *testing.T, broker string)) {
-	for _, b := range []string{config.BrokerRocketMQ, config.BrokerRabbitMQ} {
+	for _, b := range brokers.Names() {
 		t.Run(b, func(t *testing.T) { test(t, b) })
 	}
 }
+
+// invisibleDuration is how long a received RocketMQ message of the
+// harness's services stays hidden before it is delivered again; a test
+// that shows nothing was redelivered waits twice as long.
+const invisibleDuration = 3 * time.Second
 
 // instanceSeq numbers the instances the tests start, for unique instance ids.
 var instanceSeq atomic.Int64

@@ -150,7 +150,7 @@ func TestMissingTopicIsADefiniteFailure(t *testing.T) {
 	// moment ago can take longer than the suite's 500 ms (the proxy's route
 	// cache still names it), and a send cut by the bound is UNKNOWN, not
 	// the definite failure this test is about.
-	s := startSystem(t, options{configure: func(c *config.Config) { c.RocketMQ.SendTimeout = 5 * time.Second }, beforeRun: func(s *system) {
+	s := startSystem(t, options{configure: func(c *config.Config) { c.Broker.Neutral.SendTimeout = 5 * time.Second }, beforeRun: func(s *system) {
 		if err := s.mq.Admin.DeleteTopic(context.Background(), s.mq.Topic(ports.TopicOrderCreate)); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/application"
@@ -18,8 +19,8 @@ import (
 // the order-create group's from the pool's consumer budget
 // (cfg.ConsumerConcurrency), the others fixed. Under the adaptive limiter
 // the concurrency is the group's budget, the highest limit.
-func GroupOptions(cfg config.Config) map[ports.ConsumerGroup]ConsumerOptions {
-	return map[ports.ConsumerGroup]ConsumerOptions{
+func GroupOptions(cfg config.Config) map[ports.ConsumerGroup]brokerplug.ConsumerOptions {
+	return map[ports.ConsumerGroup]brokerplug.ConsumerOptions{
 		ports.GroupOrderCreate:         {Batch: cfg.Orders.ConsumerBatch, Concurrency: cfg.ConsumerConcurrency()},
 		ports.GroupOrderTimeout:        {Batch: 16, Concurrency: 4},
 		ports.GroupInventoryCompensate: {Batch: 16, Concurrency: 4},

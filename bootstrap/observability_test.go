@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/promnames"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -23,8 +24,7 @@ import (
 func TestEveryMetricOfTheRulesAndDashboardIsExported(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, options{configure: func(c *config.Config) {
-		c.RocketMQ.MetricsURL = mqtest.MetricsURL(t)
-		c.RocketMQ.MetricsEvery = time.Second // the groups appear once their consumers are online
+		readRocketMQExporter(t, c)
 		c.Workers.ReconcileInterval = time.Second
 		// The dashboard shows the adaptive limiter's series.
 		c.Workers.ConsumerLimiter = config.LimiterAdaptive
@@ -102,4 +102,16 @@ func scrapeNames(t *testing.T, s *system) map[string]bool {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// readRocketMQExporter points the RocketMQ adapter of c at the stack
+// broker's exporter, read every second: the groups' figures appear once
+// their consumers are online.
+func readRocketMQExporter(t *testing.T, c *config.Config) {
+	rs, ok := c.Broker.Settings.(rocketmq.Settings)
+	if !ok {
+		t.Fatalf("broker %s: the exporter is RocketMQ's", c.Broker.Name)
+	}
+	rs.MetricsURL, rs.MetricsEvery = mqtest.MetricsURL(t), time.Second
+	c.Broker.Settings = rs
 }

@@ -211,7 +211,7 @@ func providePlaceOrder(a ports.Admission, r ports.Reservations, p ports.Publishe
 	clock ports.Clock, m ports.Metrics, fp ports.Failpoints, rates *application.SaleRates, cfg config.Config,
 	log *slog.Logger) *application.PlaceOrder {
 	return application.NewPlaceOrder(a, r, p, acts, gate, q, marker, ids, clock, m, fp, log, application.PlaceOrderConfig{
-		RequestClaimTTL: cfg.Redis.RequestClaimTTL, ScanGrace: max(4*cfg.RocketMQ.SendTimeout, time.Second),
+		RequestClaimTTL: cfg.Redis.RequestClaimTTL, ScanGrace: max(4*cfg.Broker.Neutral.SendTimeout, time.Second),
 		SoldOutTTL: cfg.API.SoldOutTTL, Rates: rates})
 }
 

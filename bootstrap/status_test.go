@@ -20,7 +20,6 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
-	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -36,8 +35,7 @@ import (
 // keep the screenshot (docs/status.png is one).
 func TestStatusPage(t *testing.T) {
 	s := startSystem(t, options{configure: func(c *config.Config) {
-		c.RocketMQ.MetricsURL = mqtest.MetricsURL(t)
-		c.RocketMQ.MetricsEvery = time.Second // the groups appear once their consumers are online
+		readRocketMQExporter(t, c)
 	}})
 	const open, soldOut = 31, 32
 	s.activity(open, 40, 10*time.Minute, time.Minute)

@@ -72,6 +72,14 @@ type Publisher interface {
 	Publish(ctx context.Context, msg OutboundMessage) (SendReceipt, error)
 }
 
+// DeadLetterOrigin says where a dead letter comes from: the consumer group
+// whose retries ran out and how often that group received it. A broker
+// adapter reads it off a dead-lettered delivery.
+type DeadLetterOrigin struct {
+	Group      string
+	Deliveries int32
+}
+
 // Delivery is one received message.
 type Delivery struct {
 	// Topic is the physical topic the message was received from.

@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
+	"github.com/seckill-dev/seckill/adapters/brokers"
 )
 
 // DevAuthSecret is the default token secret for the local stack only. A
@@ -70,9 +73,8 @@ type Config struct {
 	// (SECKILL_INSTANCE_ID, default host-pid).
 	InstanceID string
 
-	// Broker names the broker adapter (SECKILL_BROKER): BrokerRocketMQ
-	// (default) or BrokerRabbitMQ.
-	Broker string
+	// Broker chooses the broker adapter and holds its settings.
+	Broker Broker
 	// Role says what this instance runs (SECKILL_ROLE, `seckill serve
 	// --role`): RoleAPI the API and what admission needs, RoleWorkers the
 	// consumers and background loops, RoleAll (default) both.
@@ -80,8 +82,6 @@ type Config struct {
 
 	Postgres Postgres
 	Redis    Redis
-	RocketMQ RocketMQ
-	RabbitMQ RabbitMQ
 	Orders   Orders
 	Workers  Workers
 	// Events configures the sequenced event log and its subscriptions
@@ -261,59 +261,19 @@ func (c Config) RunsAPI() bool { return c.Role != RoleWorkers }
 // background loops.
 func (c Config) RunsWorkers() bool { return c.Role != RoleAPI }
 
-// The broker adapters SECKILL_BROKER chooses from.
-const (
-	BrokerRocketMQ = "rocketmq"
-	BrokerRabbitMQ = "rabbitmq"
-)
-
-// RocketMQ configures the broker clients.
-type RocketMQ struct {
-	Endpoint    string // SECKILL_ROCKETMQ_ENDPOINT (proxy gRPC)
-	TopicPrefix string // SECKILL_TOPIC_PREFIX
-	AccessKey   string // SECKILL_ROCKETMQ_ACCESS_KEY
-	SecretKey   Secret // SECKILL_ROCKETMQ_SECRET_KEY
-	// SendTimeout bounds the synchronous send (SECKILL_SEND_TIMEOUT).
-	SendTimeout time.Duration
-	// SendBatch is how many concurrent plain messages of one topic one
-	// SendMessage call may carry (SECKILL_SEND_BATCH, default 32; 0 or 1:
-	// one per call, through the client library).
-	SendBatch int
-	// AckBatch acknowledges the messages of a consumer batch with one
-	// AckMessage call per topic on RocketMQ, and with multiple acks on
-	// RabbitMQ (SECKILL_ACK_BATCH, default true; false: one
-	// acknowledgement per message).
-	AckBatch bool
-	// ClientLogDir receives the Go client's own log files
-	// (SECKILL_ROCKETMQ_LOG_DIR).
-	ClientLogDir string
-	// MetricsURL lists the brokers' Prometheus exporters
-	// (SECKILL_ROCKETMQ_METRICS_URL), comma-separated, one per broker of
-	// the cluster, read for the consumer groups' ready and lag figures
-	// (rocketmq.LagCollector: summed over the brokers, the age the
-	// largest); empty exports none.
-	MetricsURL string
-	// TLS dials the proxy with TLS (SECKILL_ROCKETMQ_TLS, default true:
-	// the client library's TLS without certificate verification); false
-	// dials in plain text, for a proxy on loopback or a trusted network.
-	TLS bool
-	// MetricsEvery is how often the exporters are read at most
-	// (SECKILL_ROCKETMQ_METRICS_EVERY); scrapes in between get the last
-	// read's figures.
-	MetricsEvery time.Duration
-}
-
-// RabbitMQ configures the RabbitMQ adapter (SECKILL_BROKER=rabbitmq).
-type RabbitMQ struct {
-	// URL is the AMQP URL with credentials and virtual host
-	// (SECKILL_RABBITMQ_URL); masked in logs.
-	URL Secret
-	// Prefix starts every exchange and queue name (SECKILL_RABBITMQ_PREFIX).
-	Prefix string
-	// FIFOShards is the number of single-active-consumer queues the
-	// ordered projection is spread over (SECKILL_RABBITMQ_FIFO_SHARDS);
-	// every instance must use the same value.
-	FIFOShards int
+// Broker chooses the broker adapter (SECKILL_BROKER, one of the plugs
+// adapters/brokers lists) and holds the settings every broker shares and
+// the chosen broker's own.
+type Broker struct {
+	// Name is the chosen plug's name (SECKILL_BROKER; default: the
+	// registry's first).
+	Name string
+	// Neutral holds the settings every broker shares
+	// (SECKILL_SEND_TIMEOUT, SECKILL_ACK_BATCH).
+	Neutral brokerplug.Neutral
+	// Settings are the chosen broker's own settings, as its plug read
+	// them; nil when SECKILL_BROKER names no plug (Load then fails).
+	Settings brokerplug.Settings
 }
 
 // Orders configures the order flow.
@@ -344,12 +304,6 @@ type Workers struct {
 	// trigger (SECKILL_RELAY_COALESCE_TIMEOUTS).
 	RelayCoalesceTimeouts bool
 	OutboxRetention       time.Duration // SECKILL_OUTBOX_RETENTION
-	// InvisibleDuration is how long a received message stays hidden from
-	// other consumers (SECKILL_INVISIBLE_DURATION, default 10 s, the
-	// proxy's default minimum). It bounds how long the messages a crashed
-	// consumer held wait before another consumer gets them; a running
-	// handler's messages are renewed every half of it.
-	InvisibleDuration time.Duration
 	// RecoverySettle is how long the rebuild of the Redis stock books
 	// waits, after Redis came back as a new process, for the order-create
 	// messages already in the broker (SECKILL_RECOVERY_SETTLE, default 2 s).
@@ -473,8 +427,16 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"log level: debug, info, warn or error"),
 		InstanceID: r.str("SECKILL_INSTANCE_ID", "",
 			"name of this process in leases and logs (empty: <host>-<pid>)"),
-		Broker: r.str("SECKILL_BROKER", BrokerRocketMQ,
-			"the broker adapter: rocketmq or rabbitmq"),
+		Broker: Broker{
+			Name: r.str("SECKILL_BROKER", brokers.Default(),
+				"the broker adapter: "+strings.Join(brokers.Names(), ", ")),
+			Neutral: brokerplug.Neutral{
+				SendTimeout: r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond,
+					"bound of one synchronous send (1ms..10s)"),
+				AckBatch: r.boolean("SECKILL_ACK_BATCH", true,
+					"acknowledge a consumer batch together, as the broker does it best (false: one acknowledgement per message)"),
+			},
+		},
 		Role: r.str("SECKILL_ROLE", RoleAll,
 			"what this instance runs: api (the API, the backlog gate and the sent marker), workers (consumers, relay, scanner, reconciler, dead letters) or all"),
 		Postgres: Postgres{
@@ -506,38 +468,6 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"a reservation's record stays in Redis this long after its order was created or it was released "+
 					"(0: for good); >= SECKILL_REQUEST_CLAIM_TTL, and longer than any payment timeout"),
 		},
-		RocketMQ: RocketMQ{
-			Endpoint: r.str("SECKILL_ROCKETMQ_ENDPOINT", "127.0.0.1:8081",
-				"RocketMQ proxy gRPC endpoint (host:port)"),
-			TopicPrefix: r.str("SECKILL_TOPIC_PREFIX", "",
-				"prefix of every topic and consumer group name"),
-			AccessKey: r.str("SECKILL_ROCKETMQ_ACCESS_KEY", "seckill",
-				"RocketMQ access key"),
-			SecretKey: r.secret("SECKILL_ROCKETMQ_SECRET_KEY", "seckill",
-				"RocketMQ secret key"),
-			SendTimeout: r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond,
-				"bound of one synchronous send (1ms..10s)"),
-			SendBatch: r.integer("SECKILL_SEND_BATCH", 32,
-				"concurrent plain messages of one topic one SendMessage call may carry (0 or 1: one per call)"),
-			AckBatch: r.boolean("SECKILL_ACK_BATCH", true,
-				"acknowledge a consumer batch together: one AckMessage call per topic on RocketMQ, multiple acks on RabbitMQ (false: one acknowledgement per message)"),
-			ClientLogDir: r.str("SECKILL_ROCKETMQ_LOG_DIR", "",
-				"directory of the RocketMQ client's own log files (empty: the client's default)"),
-			MetricsURL: r.str("SECKILL_ROCKETMQ_METRICS_URL", "",
-				"the brokers' Prometheus exporters (http://host:port/metrics), comma-separated, one per broker of the cluster, read for mq_consumer_ready and mq_consumer_lag_* per group; empty: not exported"),
-			TLS: r.boolean("SECKILL_ROCKETMQ_TLS", true,
-				"dial the RocketMQ proxy with TLS (without certificate verification, as the client library does); false: plain text, for loopback or a trusted network"),
-			MetricsEvery: r.duration("SECKILL_ROCKETMQ_METRICS_EVERY", 15*time.Second,
-				"read the brokers' exporters at most this often (1s..5m); scrapes in between get the last read's figures"),
-		},
-		RabbitMQ: RabbitMQ{
-			URL: r.secret("SECKILL_RABBITMQ_URL", "amqp://seckill:seckill@127.0.0.1:56720/",
-				"AMQP URL of RabbitMQ (with SECKILL_BROKER=rabbitmq)"),
-			Prefix: r.str("SECKILL_RABBITMQ_PREFIX", "",
-				"prefix of every RabbitMQ exchange and queue name"),
-			FIFOShards: r.integer("SECKILL_RABBITMQ_FIFO_SHARDS", 8,
-				"queues the ordered projection is spread over (the same on every instance), 1..256"),
-		},
 		Orders: Orders{
 			BacklogCloseRatio: r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5,
 				"close admission when the oldest unresolved reservation is older than this share of its TTL, in (0, 1]"),
@@ -565,8 +495,6 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"send the payment-timeout checks of one relay pass that share an activity and a due second as one delay message (false: one per order)"),
 			OutboxRetention: r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour,
 				"how long published outbox rows are kept before they are pruned"),
-			InvisibleDuration: r.duration("SECKILL_INVISIBLE_DURATION", 10*time.Second,
-				"how long a received message stays hidden from other consumers (>= the proxy's minimum, 10s)"),
 			RecoverySettle: r.duration("SECKILL_RECOVERY_SETTLE", 2*time.Second,
 				"wait for in-flight order-create messages before the Redis stock books are rebuilt"),
 			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute,
@@ -606,6 +534,13 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			SampleRatio: r.float("OTEL_TRACES_SAMPLER_ARG", 1,
 				"share of new traces sampled, 0..1 (a sampled parent is always followed)"),
 		},
+	}
+	// Every plug reads its settings, so that every variable is listed;
+	// only the chosen broker's are kept and validated.
+	for _, p := range brokers.All() {
+		if ps := p.ReadSettings(plugReader{&r}); p.Name() == c.Broker.Name {
+			c.Broker.Settings = ps
+		}
 	}
 	traces := r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "",
 		"OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); wins over OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -678,14 +613,13 @@ func (c Config) validate() []error {
 	check(c.Redis.RequestClaimTTL > 0, "SECKILL_REQUEST_CLAIM_TTL must be > 0")
 	check(c.Redis.ReservationRetention == 0 || c.Redis.ReservationRetention >= c.Redis.RequestClaimTTL,
 		"SECKILL_RESERVATION_RETENTION must be 0 or >= SECKILL_REQUEST_CLAIM_TTL (a claim must never outlive its reservation)")
-	check(c.Broker == BrokerRocketMQ || c.Broker == BrokerRabbitMQ, "SECKILL_BROKER must be rocketmq or rabbitmq")
+	if c.Broker.Settings == nil {
+		errs = append(errs, fmt.Errorf("SECKILL_BROKER must be one of %s, not %q", strings.Join(brokers.Names(), ", "), c.Broker.Name))
+	} else {
+		errs = append(errs, c.Broker.Settings.Validate()...)
+	}
 	check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
-	check(c.Broker != BrokerRocketMQ || c.RocketMQ.Endpoint != "", "SECKILL_ROCKETMQ_ENDPOINT is empty")
-	check(c.Broker != BrokerRabbitMQ || c.RabbitMQ.URL != "", "SECKILL_RABBITMQ_URL is empty")
-	check(c.RabbitMQ.FIFOShards >= 1 && c.RabbitMQ.FIFOShards <= 256, "SECKILL_RABBITMQ_FIFO_SHARDS must be 1..256")
-	check(c.RocketMQ.SendBatch >= 0 && c.RocketMQ.SendBatch <= 1024, "SECKILL_SEND_BATCH must be 0..1024")
-	check(c.RocketMQ.SendTimeout >= time.Millisecond && c.RocketMQ.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
-	check(c.RocketMQ.MetricsEvery >= time.Second && c.RocketMQ.MetricsEvery <= 5*time.Minute, "SECKILL_ROCKETMQ_METRICS_EVERY must be 1s..5m")
+	check(c.Broker.Neutral.SendTimeout >= time.Millisecond && c.Broker.Neutral.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
 	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
 	check(c.Orders.ConsumerBatch >= 1 && c.Orders.ConsumerBatch <= 32, "SECKILL_CONSUMER_BATCH must be 1..32 (the broker's receive cap)")
 	check(c.Orders.CompensationMaxAttempts >= 1, "SECKILL_COMPENSATION_MAX_ATTEMPTS must be >= 1")
@@ -695,7 +629,6 @@ func (c Config) validate() []error {
 	check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
 	check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
 	check(c.Workers.RecoverySettle >= 0, "SECKILL_RECOVERY_SETTLE must be >= 0")
-	check(c.Workers.InvisibleDuration >= time.Second, "SECKILL_INVISIBLE_DURATION must be >= 1s (and >= the proxy's minInvisibleTimeMillsForRecv, 10s by default)")
 	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
 	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
 	check(c.Workers.ConsumerLimiter == LimiterFixed || c.Workers.ConsumerLimiter == LimiterAdaptive,
@@ -736,11 +669,10 @@ func (c Config) LogValue() slog.Value {
 		slog.String("redis_addr", c.Redis.Addr),
 		slog.Int("redis_db", c.Redis.DB),
 		slog.String("redis_namespace", c.Redis.Namespace),
-		slog.String("broker", c.Broker),
+		slog.String("broker", c.Broker.Name),
 		slog.String("role", c.Role),
-		slog.String("rocketmq_endpoint", c.RocketMQ.Endpoint),
-		slog.String("topic_prefix", c.RocketMQ.TopicPrefix),
-		slog.Duration("send_timeout", c.RocketMQ.SendTimeout),
+		slog.Any("broker_settings", c.Broker.Settings),
+		slog.Duration("send_timeout", c.Broker.Neutral.SendTimeout),
 		slog.Int("consumer_batch", c.Orders.ConsumerBatch),
 		slog.String("consumer_limiter", c.Workers.ConsumerLimiter),
 		slog.String("failpoints", c.Failpoints),
@@ -865,6 +797,24 @@ func maskSecret(s string) string {
 		return ""
 	}
 	return "****"
+}
+
+// plugReader is the reader as a broker plug sees it
+// (brokerplug.SettingReader).
+type plugReader struct{ r *reader }
+
+func (p plugReader) String(key, def, meaning string) string { return p.r.str(key, def, meaning) }
+func (p plugReader) Secret(key, def, meaning string) string {
+	return string(p.r.secret(key, def, meaning))
+}
+func (p plugReader) Int(key string, def int, meaning string) int {
+	return p.r.integer(key, def, meaning)
+}
+func (p plugReader) Bool(key string, def bool, meaning string) bool {
+	return p.r.boolean(key, def, meaning)
+}
+func (p plugReader) Duration(key string, def time.Duration, meaning string) time.Duration {
+	return p.r.duration(key, def, meaning)
 }
 
 func (r *reader) str(key, def, meaning string) string {

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestDefaultsFitTheLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != "127.0.0.1:7080" || c.Redis.Addr != "127.0.0.1:56379" || c.RocketMQ.Endpoint != "127.0.0.1:8081" {
+	if c.HTTPAddr != "127.0.0.1:7080" || c.Redis.Addr != "127.0.0.1:56379" || c.Broker.Name != "rocketmq" || c.Broker.Settings.Target() != "127.0.0.1:8081" {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if got := c.ConsumerConcurrency(); got != 22 {
@@ -53,8 +54,8 @@ func TestSecretsAreMaskedInLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.RocketMQ.SendTimeout != 40*time.Millisecond {
-		t.Fatalf("send timeout = %v", c.RocketMQ.SendTimeout)
+	if c.Broker.Neutral.SendTimeout != 40*time.Millisecond {
+		t.Fatalf("send timeout = %v", c.Broker.Neutral.SendTimeout)
 	}
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c, "secret", c.AuthSecret)
@@ -290,6 +291,38 @@ func TestRedisRetentionSettings(t *testing.T) {
 	} {
 		if _, err := Load(env(with(localStack, tc.kv...))); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.kv, err, tc.want)
+		}
+	}
+}
+
+// TestBrokerSettingsComeFromTheChosenPlug: SECKILL_BROKER chooses a plug of
+// the registry, whose own settings are the ones kept and validated; every
+// plug's variables are listed whichever is chosen, and a name no plug has
+// is refused with the names there are.
+func TestBrokerSettingsComeFromTheChosenPlug(t *testing.T) {
+	base := map[string]string{"SECKILL_RABBITMQ_FIFO_SHARDS": "0", "SECKILL_ROCKETMQ_ENDPOINT": "10.0.0.9:8081"}
+	for k, v := range localStack {
+		base[k] = v
+	}
+	c, err := Load(env(base))
+	if err != nil {
+		t.Fatalf("rocketmq is chosen, so the rabbitmq shards are not validated: %v", err)
+	}
+	if c.Broker.Name != "rocketmq" || c.Broker.Settings.Target() != "10.0.0.9:8081" {
+		t.Fatalf("broker = %q at %q, want rocketmq at 10.0.0.9:8081", c.Broker.Name, c.Broker.Settings.Target())
+	}
+	_, err = Load(env(with(base, "SECKILL_BROKER", "rabbitmq")))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_RABBITMQ_FIFO_SHARDS") {
+		t.Fatalf("rabbitmq chosen with 0 shards: err = %v, want one naming SECKILL_RABBITMQ_FIFO_SHARDS", err)
+	}
+	_, err = Load(env(with(base, "SECKILL_BROKER", "carrier-pigeon")))
+	if err == nil || !strings.Contains(err.Error(), "rocketmq, rabbitmq") || !strings.Contains(err.Error(), "carrier-pigeon") {
+		t.Fatalf("unknown broker: err = %v, want the name and the plugs' names", err)
+	}
+	settings, _ := Settings(env(base))
+	for _, key := range []string{"SECKILL_ROCKETMQ_ENDPOINT", "SECKILL_INVISIBLE_DURATION", "SECKILL_RABBITMQ_URL", "SECKILL_RABBITMQ_FIFO_SHARDS"} {
+		if !slices.ContainsFunc(settings, func(s Setting) bool { return s.Key == key }) {
+			t.Errorf("%s is not listed", key)
 		}
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seckill-dev/seckill/adapters/brokers"
 )
 
 // TestConfigSettingsListEveryVariable: every SECKILL_ name that appears in
@@ -15,11 +19,21 @@ import (
 // comes from the reader that Load uses (same variables in the same order
 // whether or not the environment sets them).
 func TestConfigSettingsListEveryVariable(t *testing.T) {
-	src, err := os.ReadFile("config.go")
-	if err != nil {
-		t.Fatal(err)
+	// The variables are named in config.go and in each broker plug's
+	// plug.go (its package's directory found from its import path).
+	files := []string{"config.go"}
+	for _, p := range brokers.All() {
+		pkg := reflect.TypeOf(p).PkgPath()
+		files = append(files, filepath.Join("..", "..", strings.TrimPrefix(pkg, "github.com/seckill-dev/seckill/"), "plug.go"))
 	}
-	names := regexp.MustCompile(`(SECKILL|OTEL)_[A-Z0-9_]+`).FindAllString(string(src), -1)
+	var names []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, regexp.MustCompile(`(SECKILL|OTEL)_[A-Z0-9_]+`).FindAllString(string(src), -1)...)
+	}
 	slices.Sort(names)
 	names = slices.Compact(names)
 	if len(names) < 40 {

@@ -143,7 +143,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer store.Close()
 
-	res := eventsResult{Bench: "events", Broker: cfg.Broker, CPUs: runtime.NumCPU(), Rounds: o.rounds,
+	res := eventsResult{Bench: "events", Broker: cfg.Broker.Name, CPUs: runtime.NumCPU(), Rounds: o.rounds,
 		LiveTargetRate: o.liveRate, SaleSubscribers: o.subscribers, LoadBefore: loadAverage()}
 	actID := benchActivityID()
 	nOrders := (o.events + 2) / 3

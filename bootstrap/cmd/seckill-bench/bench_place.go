@@ -94,7 +94,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	defer stop()
 
 	fmt.Fprintf(stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
-		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.RocketMQ.SendTimeout)
+		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.Broker.Neutral.SendTimeout)
 	fmt.Fprintf(stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
 
 	if *cpuProfile != "" {

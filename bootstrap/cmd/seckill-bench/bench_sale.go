@@ -1389,7 +1389,7 @@ func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o s
 	}
 	c.ReservePerSec, c.ReserveP50Ms, c.ReserveP99Ms = rr.PerSecond, float64(rr.P50)/1e6, float64(rr.P99)/1e6
 
-	pub, closePub, err := sc.env.Publisher(ctx, sc.cfg.RocketMQ.SendTimeout, log)
+	pub, closePub, err := sc.env.Publisher(ctx, sc.cfg.Broker.Neutral.SendTimeout, log)
 	if err != nil {
 		return c, fmt.Errorf("send ceiling: %w", err)
 	}

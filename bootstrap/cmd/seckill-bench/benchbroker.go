@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -21,8 +23,7 @@ import (
 // here, one file per broker (benchbroker_rocketmq.go,
 // benchbroker_rabbitmq.go).
 type benchNamespace interface {
-	// Broker names the broker: config.BrokerRocketMQ or
-	// config.BrokerRabbitMQ.
+	// Broker names the broker's plug (adapters/brokers).
 	Broker() string
 	// Prefix is the namespace's name prefix.
 	Prefix() string
@@ -54,28 +55,22 @@ type benchNamespace interface {
 	Close()
 }
 
-// newBenchEnv creates a namespace on the broker cfg.Broker names
+// newBenchEnv creates a namespace on the broker cfg.Broker.Name names
 // (SECKILL_BROKER, default rocketmq).
 func newBenchEnv(ctx context.Context, cfg config.Config, log *slog.Logger) (benchNamespace, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "BENCH" + strings.ToUpper(hex.EncodeToString(b)) + "_"
-	switch cfg.Broker {
-	case config.BrokerRocketMQ:
+	switch cfg.Broker.Name {
+	case rocketmq.PlugName:
 		return newRocketMQNamespace(ctx, cfg, prefix, log)
-	case config.BrokerRabbitMQ:
+	case rabbitmq.PlugName:
 		return newRabbitMQNamespace(ctx, cfg, prefix, log)
 	}
-	return nil, fmt.Errorf("SECKILL_BROKER %q: the benches run on %s or %s", cfg.Broker, config.BrokerRocketMQ, config.BrokerRabbitMQ)
+	return nil, fmt.Errorf("SECKILL_BROKER %q: the benches run on %s or %s", cfg.Broker.Name, rocketmq.PlugName, rabbitmq.PlugName)
 }
 
 // brokerText names the broker of cfg for a header line.
 func brokerText(cfg config.Config) string {
-	switch cfg.Broker {
-	case config.BrokerRocketMQ:
-		return "broker rocketmq (" + cfg.RocketMQ.Endpoint + ")"
-	case config.BrokerRabbitMQ:
-		return "broker rabbitmq"
-	}
-	return "broker " + cfg.Broker
+	return "broker " + cfg.Broker.Name + " (" + cfg.Broker.Settings.Target() + ")"
 }

@@ -33,12 +33,18 @@ type rabbitMQNamespace struct {
 }
 
 func newRabbitMQNamespace(ctx context.Context, cfg config.Config, prefix string, log *slog.Logger) (*rabbitMQNamespace, error) {
-	rc := rabbitmq.Config{URL: string(cfg.RabbitMQ.URL), Prefix: prefix, FIFOShards: cfg.RabbitMQ.FIFOShards}
+	s, ok := cfg.Broker.Settings.(rabbitmq.Settings)
+	if !ok {
+		return nil, fmt.Errorf("SECKILL_BROKER is %s, not %s", cfg.Broker.Name, rabbitmq.PlugName)
+	}
+	s.Prefix = prefix
+	rc := s.ClientConfig(cfg.Broker.Neutral)
+	rc.SendTimeout = 0
 	topo, err := rabbitmq.NewTopology(rc)
 	if err != nil {
 		return nil, err
 	}
-	e := &rabbitMQNamespace{rc: rc, topo: topo, log: log, ackOneByOne: !cfg.RocketMQ.AckBatch}
+	e := &rabbitMQNamespace{rc: rc, topo: topo, log: log, ackOneByOne: !cfg.Broker.Neutral.AckBatch}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := rabbitmq.Declare(dctx, rc, topo); err != nil {
@@ -48,16 +54,17 @@ func newRabbitMQNamespace(ctx context.Context, cfg config.Config, prefix string,
 	return e, nil
 }
 
-func (e *rabbitMQNamespace) Broker() string { return config.BrokerRabbitMQ }
+func (e *rabbitMQNamespace) Broker() string { return rabbitmq.PlugName }
 func (e *rabbitMQNamespace) Prefix() string { return e.rc.Prefix }
 
 func (e *rabbitMQNamespace) Configure(cfg *config.Config) {
-	cfg.Broker = config.BrokerRabbitMQ
-	cfg.RabbitMQ.Prefix = e.rc.Prefix
+	s, _ := cfg.Broker.Settings.(rabbitmq.Settings) // cfg chose this broker (newBenchEnv)
+	s.Prefix = e.rc.Prefix
+	cfg.Broker.Name, cfg.Broker.Settings = rabbitmq.PlugName, s
 }
 
 func (e *rabbitMQNamespace) ServiceEnv() []string {
-	return []string{"SECKILL_BROKER=" + config.BrokerRabbitMQ, "SECKILL_RABBITMQ_PREFIX=" + e.rc.Prefix}
+	return []string{"SECKILL_BROKER=" + rabbitmq.PlugName, "SECKILL_RABBITMQ_PREFIX=" + e.rc.Prefix}
 }
 
 func (e *rabbitMQNamespace) Publisher(ctx context.Context, sendTimeout time.Duration, log *slog.Logger) (ports.Publisher, func(), error) {

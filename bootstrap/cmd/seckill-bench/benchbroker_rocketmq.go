@@ -90,24 +90,26 @@ func (e *rocketMQNamespace) create(ctx context.Context) error {
 	return nil
 }
 
-func (e *rocketMQNamespace) Broker() string { return config.BrokerRocketMQ }
+func (e *rocketMQNamespace) Broker() string { return rocketmq.PlugName }
 func (e *rocketMQNamespace) Prefix() string { return e.prefix }
 
 func (e *rocketMQNamespace) Configure(cfg *config.Config) {
-	cfg.Broker = config.BrokerRocketMQ
-	cfg.RocketMQ.TopicPrefix = e.prefix
+	s, _ := cfg.Broker.Settings.(rocketmq.Settings) // cfg chose this broker (newBenchEnv)
+	s.TopicPrefix = e.prefix
+	cfg.Broker.Name, cfg.Broker.Settings = rocketmq.PlugName, s
 }
 
 func (e *rocketMQNamespace) ServiceEnv() []string {
-	return []string{"SECKILL_BROKER=" + config.BrokerRocketMQ, "SECKILL_TOPIC_PREFIX=" + e.prefix}
+	return []string{"SECKILL_BROKER=" + rocketmq.PlugName, "SECKILL_TOPIC_PREFIX=" + e.prefix}
 }
 
 // bc is the adapter configuration of the namespace.
 func (e *rocketMQNamespace) bc(sendTimeout time.Duration) rocketmq.Config {
-	c := e.cfg.RocketMQ
-	return rocketmq.Config{Endpoint: c.Endpoint, TopicPrefix: e.prefix, SendTimeout: sendTimeout, AccessKey: c.AccessKey,
-		AccessSecret: string(c.SecretKey), ClientLogDir: c.ClientLogDir, AckOneByOne: !c.AckBatch, Plaintext: !c.TLS,
-		SendBatch: c.SendBatch}
+	s, _ := e.cfg.Broker.Settings.(rocketmq.Settings) // cfg chose this broker (newBenchEnv)
+	s.TopicPrefix = e.prefix
+	n := e.cfg.Broker.Neutral
+	n.SendTimeout = sendTimeout
+	return s.ClientConfig(n)
 }
 
 func (e *rocketMQNamespace) Publisher(ctx context.Context, sendTimeout time.Duration, log *slog.Logger) (ports.Publisher, func(), error) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/adapters/testkit/rediscluster"
@@ -112,8 +113,8 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	for _, s := range scenarios {
-		if faultsRocketMQ(s) && cfg.Broker != config.BrokerRocketMQ {
-			return fmt.Errorf("scenario %s faults a RocketMQ process, but SECKILL_BROKER is %s: %w", s, cfg.Broker, flag.ErrHelp)
+		if faultsRocketMQ(s) && cfg.Broker.Name != rocketmq.PlugName {
+			return fmt.Errorf("scenario %s faults a RocketMQ process, but SECKILL_BROKER is %s: %w", s, cfg.Broker.Name, flag.ErrHelp)
 		}
 	}
 	exe, err := serviceBinary()

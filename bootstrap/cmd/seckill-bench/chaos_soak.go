@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 )
@@ -264,7 +265,7 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer rig.close()
 	if o.faults = rig.usableFaults(o.faults); len(o.faults) == 0 {
-		return fmt.Errorf("no fault of the list applies to broker %s: %w", rig.cfg.Broker, flag.ErrHelp)
+		return fmt.Errorf("no fault of the list applies to broker %s: %w", rig.cfg.Broker.Name, flag.ErrHelp)
 	}
 	res := soakResult{Command: o.command, StartedAt: time.Now(), Broker: brokerText(rig.cfg), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Duration: o.duration.String(), Retention: o.retention.String()}
@@ -282,7 +283,7 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 func (r *soakRig) usableFaults(faults []string) []string {
 	var out []string
 	for _, f := range faults {
-		if faultsRocketMQ(f) && r.cfg.Broker != config.BrokerRocketMQ {
+		if faultsRocketMQ(f) && r.cfg.Broker.Name != rocketmq.PlugName {
 			continue
 		}
 		out = append(out, f)

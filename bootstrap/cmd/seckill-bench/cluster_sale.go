@@ -29,6 +29,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -141,8 +142,8 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if run.redisAddrs = redisadapter.SplitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")); len(run.redisAddrs) == 0 || *singleRedis {
 		run.redisAddrs = []string{cfg.Redis.Addr}
 	}
-	if cfg.Broker != config.BrokerRocketMQ {
-		return fmt.Errorf("cluster-sale runs on RocketMQ (SECKILL_BROKER is %s): %w", cfg.Broker, flag.ErrHelp)
+	if cfg.Broker.Name != rocketmq.PlugName {
+		return fmt.Errorf("cluster-sale runs on RocketMQ (SECKILL_BROKER is %s): %w", cfg.Broker.Name, flag.ErrHelp)
 	}
 	clusterDir := os.Getenv("SECKILL_ROCKETMQ_CLUSTER_DIR")
 	if slices.Contains(o.faults, faultBroker) && slices.Contains(o.faults, faultBrokerHang) {
@@ -318,7 +319,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 		in, err := newInstance(name, r.exe, logDir,
 			"SECKILL_ROLE="+role, "SECKILL_PG_DSN="+dsn,
 			"SECKILL_REDIS_ADDR="+strings.Join(r.redisAddrs, ","), "SECKILL_REDIS_DB=0", "SECKILL_REDIS_NAMESPACE="+ns,
-			"SECKILL_ROCKETMQ_ENDPOINT="+r.cfg.RocketMQ.Endpoint,
+			"SECKILL_ROCKETMQ_ENDPOINT="+r.cfg.Broker.Settings.Target(),
 			"SECKILL_INSTANCE_ID="+name+"-"+env.Prefix(),
 			"SECKILL_RATE_BURST=1000000", "SECKILL_RATE_PER_SECOND=1000000", "SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")
 		if err != nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
-	"github.com/seckill-dev/seckill/bootstrap/config"
 )
 
 // defaultNamesrv is the name server of the local stack, the default of the
@@ -128,7 +128,7 @@ func (f *topologyFlags) targets(cmd *cobra.Command) ([]brokerTarget, context.Con
 // rabbitSelected reports whether SECKILL_BROKER selects RabbitMQ and, if
 // so, returns its topology from the service's configuration.
 func rabbitSelected() (rabbitTopology, bool, error) {
-	if os.Getenv("SECKILL_BROKER") != config.BrokerRabbitMQ {
+	if os.Getenv("SECKILL_BROKER") != rabbitmq.PlugName {
 		return rabbitTopology{}, false, nil
 	}
 	cfg, _, err := loadConfig()

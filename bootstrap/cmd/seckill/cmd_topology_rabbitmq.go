@@ -23,7 +23,11 @@ type rabbitTopology struct {
 
 // newRabbitTopology reads the RabbitMQ configuration of cfg.
 func newRabbitTopology(cfg config.Config) (rabbitTopology, error) {
-	rc := rabbitmq.Config{URL: string(cfg.RabbitMQ.URL), Prefix: cfg.RabbitMQ.Prefix, FIFOShards: cfg.RabbitMQ.FIFOShards}
+	s, ok := cfg.Broker.Settings.(rabbitmq.Settings)
+	if !ok {
+		return rabbitTopology{}, fmt.Errorf("SECKILL_BROKER is %s, not %s", cfg.Broker.Name, rabbitmq.PlugName)
+	}
+	rc := s.ClientConfig(cfg.Broker.Neutral)
 	t, err := rabbitmq.NewTopology(rc)
 	if err != nil {
 		return rabbitTopology{}, err

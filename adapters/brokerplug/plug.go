@@ -1,0 +1,131 @@
+// Package brokerplug is the contract between the composition root and a
+// broker adapter. A broker adapter implements Plug (its name, its own
+// settings, and how to open it) and Broker (what the composition builds
+// the publisher and the consumer loops from); adapters/brokers lists the
+// plugs, and everything that chooses a broker (the service's
+// configuration, its composition, the end-to-end tests, the dependency
+// rule) loops over that list and names no broker.
+//
+// The use cases never see this package: they see ports.Publisher,
+// ports.BatchHandler and ports.BrokerHealth. It imports no broker driver.
+package brokerplug
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-dev/seckill/ports"
+)
+
+// Plug is one broker adapter as the composition sees it. Its methods are
+// safe to call on its zero value; a plug holds no state.
+type Plug interface {
+	// Name is the value of SECKILL_BROKER that chooses the broker: lower
+	// case, unique among the plugs.
+	Name() string
+	// ReadSettings declares and reads the broker's own settings through r.
+	// It is called for every plug whichever broker is chosen, so that the
+	// service lists every variable; only the chosen broker's settings are
+	// validated and opened. A value that does not parse is reported by r.
+	ReadSettings(r SettingReader) Settings
+	// Open builds the broker from settings s (what ReadSettings returned,
+	// validated) and the composition's dependencies. It does not connect:
+	// Broker.Start does. The caller closes the broker.
+	Open(s Settings, d Deps) (Broker, error)
+}
+
+// SettingReader reads one setting of the service's configuration: key is
+// its environment variable, def its default (used when the variable is
+// unset or empty) and meaning one line saying what it controls. The
+// service lists every setting read this way with its value in effect.
+type SettingReader interface {
+	String(key, def, meaning string) string
+	// Secret reads a value that is masked wherever settings are shown.
+	Secret(key, def, meaning string) string
+	Int(key string, def int, meaning string) int
+	Bool(key string, def bool, meaning string) bool
+	Duration(key string, def time.Duration, meaning string) time.Duration
+}
+
+// Settings is what a plug read: the broker's own settings.
+type Settings interface {
+	// Validate returns every problem of the settings, each naming its
+	// variable; nil when they are usable.
+	Validate() []error
+	// Target says in a few words where the broker is (an address, never a
+	// credential), for start-up logs and benchmark headers.
+	Target() string
+	// LogValue shows the settings in logs with their secrets masked.
+	LogValue() slog.Value
+}
+
+// Neutral holds the settings every broker shares, read by the service's
+// configuration whichever broker is chosen.
+type Neutral struct {
+	// SendTimeout bounds one synchronous send (SECKILL_SEND_TIMEOUT).
+	SendTimeout time.Duration
+	// AckBatch acknowledges the messages of a consumer batch together, in
+	// whatever way the broker does it best (SECKILL_ACK_BATCH); false
+	// acknowledges each message on its own.
+	AckBatch bool
+}
+
+// Deps is what the composition hands to Plug.Open.
+type Deps struct {
+	Neutral Neutral
+	// Tracer starts the send spans and continues the consumer spans.
+	Tracer trace.TracerProvider
+	// Registerer is the service's one Prometheus registry.
+	Registerer prometheus.Registerer
+	// Log is the service's logger; the plug adds its own attributes.
+	Log *slog.Logger
+}
+
+// Broker is the messaging adapter as the composition uses it. It
+// publishes through ports.Publisher, reports its health through
+// ports.BrokerHealth, and builds the consumer loops of the business
+// groups and of the dead letters.
+type Broker interface {
+	ports.Publisher
+	ports.BrokerHealth
+	// Start connects the publisher (and declares what the broker needs
+	// declared before use, when it does that itself); the service calls
+	// it before serving. A broker that is not reachable yet is not an
+	// error of Start: the publisher and the consumers reconnect.
+	Start(ctx context.Context) error
+	// Close releases the broker's connections; the composition's cleanup
+	// calls it once, after every worker stopped.
+	Close() error
+	// Group returns the physical name of business group g, the name the
+	// inbox and the dead-letter table record.
+	Group(g ports.ConsumerGroup) string
+	// Consumer returns the run loop of business group sub: it hands the
+	// group's deliveries to h, at most opts.Batch per call and at most
+	// opts.Concurrency calls at a time, applies h's decisions, and returns
+	// when ctx ends (after a bounded drain of in-flight calls).
+	Consumer(sub ports.Subscription, h ports.BatchHandler, opts ConsumerOptions) (func(context.Context) error, error)
+	// DeadLetterReader returns the run loop that hands the dead-lettered
+	// messages of every business group to the handler reader builds, with
+	// a function telling each delivery's origin (source group and its
+	// delivery count, false for a delivery that is not a dead letter).
+	DeadLetterReader(reader func(origin func(ports.Delivery) (ports.DeadLetterOrigin, bool)) ports.BatchHandler) (func(context.Context) error, error)
+}
+
+// ConsumerOptions bounds one business group's consumer loop.
+type ConsumerOptions struct {
+	// Batch is the largest number of deliveries per handler call.
+	Batch int
+	// Concurrency is the largest number of concurrent handler calls,
+	// derived from the PostgreSQL pool budget.
+	Concurrency int
+	// LogAcks logs every acknowledged message at INFO (an opt-in: one
+	// line per message; without it acknowledgements are logged at DEBUG).
+	LogAcks bool
+	// Limit, when set, is the group's adaptive bound below Concurrency
+	// (SECKILL_CONSUMER_LIMITER=adaptive).
+	Limit ports.ConcurrencyLimit
+}
