@@ -36,6 +36,38 @@ type Plug interface {
 	// validated) and the composition's dependencies. It does not connect:
 	// Broker.Start does. The caller closes the broker.
 	Open(s Settings, d Deps) (Broker, error)
+	// NewNamespace creates an isolated namespace on the broker s points
+	// at: every topic, queue and consumer group a whole service uses
+	// (dead-letter resources included), under o.Prefix, so that a test or
+	// a benchmark runs beside others on one broker. The caller closes it.
+	NewNamespace(ctx context.Context, s Settings, o NamespaceOptions) (Namespace, error)
+}
+
+// NamespaceOptions shapes a namespace.
+type NamespaceOptions struct {
+	// Prefix starts every name of the namespace: letters, digits and '_',
+	// unique among the namespaces of the broker.
+	Prefix string
+	// Redeliveries, when positive, is how often a business group receives
+	// a message again after its first delivery before the message is
+	// dead-lettered; zero keeps the production value. Tests lower it to
+	// see dead letters quickly.
+	Redeliveries int
+}
+
+// Namespace is an isolated namespace of a broker (Plug.NewNamespace).
+type Namespace interface {
+	// Prefix is the namespace's name prefix.
+	Prefix() string
+	// Settings are the broker's settings pointed at the namespace, for
+	// Plug.Open or for a service's configuration.
+	Settings() Settings
+	// Env is what a service process needs in its environment to use the
+	// namespace: SECKILL_BROKER and the broker's prefix variable.
+	Env() []string
+	// Close deletes the namespace, its messages included. It returns the
+	// deletions that failed, joined.
+	Close(ctx context.Context) error
 }
 
 // SettingReader reads one setting of the service's configuration: key is

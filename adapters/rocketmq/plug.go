@@ -49,6 +49,11 @@ type Settings struct {
 	// the client library's TLS without certificate verification); false
 	// dials in plain text, for a proxy on loopback or a trusted network.
 	TLS bool
+	// Namesrv is the name server (SECKILL_ROCKETMQ_NAMESRV) the admin
+	// tasks ask for the master brokers: namespaces (NewNamespace) and the
+	// topology command. The service's clients reach the brokers through
+	// the proxy and do not use it.
+	Namesrv string
 	// InvisibleDuration is how long a received message stays hidden from
 	// the group's other consumers before it is delivered again
 	// (SECKILL_INVISIBLE_DURATION).
@@ -76,6 +81,8 @@ func (Plug) ReadSettings(r brokerplug.SettingReader) brokerplug.Settings {
 			"dial the RocketMQ proxy with TLS (without certificate verification, as the client library does); false: plain text, for loopback or a trusted network"),
 		MetricsEvery: r.Duration("SECKILL_ROCKETMQ_METRICS_EVERY", 15*time.Second,
 			"read the brokers' exporters at most this often (1s..5m); scrapes in between get the last read's figures"),
+		Namesrv: r.String("SECKILL_ROCKETMQ_NAMESRV", "127.0.0.1:9876",
+			"name server (host:port) the admin tasks ask for the master brokers: seckill topology and the namespaces of tests and benchmarks (the service's clients use the proxy)"),
 		InvisibleDuration: r.Duration("SECKILL_INVISIBLE_DURATION", 10*time.Second,
 			"how long a received RocketMQ message stays invisible before redelivery (>= the proxy's minimum, 10s by default)"),
 	}

@@ -22,7 +22,7 @@ import (
 // leased Redis logical database. Nothing of the service's data is read or
 // written.
 type scratch struct {
-	env   benchNamespace
+	env   *benchNamespace
 	dsn   string
 	redis *goredis.Client
 	// cfg is the configuration pointed at the scratch stack, with an

@@ -124,7 +124,7 @@ func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // brokerKindRun publishes n messages of kind k into env and consumes them.
-func brokerKindRun(ctx context.Context, env benchNamespace, pids []int, k brokerKind, n, senders, batch, concurrency int,
+func brokerKindRun(ctx context.Context, env *benchNamespace, pids []int, k brokerKind, n, senders, batch, concurrency int,
 	log *slog.Logger) (brokerRun, error) {
 	var r brokerRun
 	pub, closePub, err := env.Publisher(ctx, 5*time.Second, log)

@@ -369,7 +369,7 @@ func newInstance(name, exe, logDir string, env ...string) (*instance, error) {
 // pgDSN and Redis at redisAddr (database redisDB): no per-client rate
 // limit, warnings only in their logs under logDir (the caller closes
 // each instance's logFile).
-func chaosInstances(exe, logDir string, env benchNamespace, pgDSN, redisAddr string, redisDB int) ([]*instance, error) {
+func chaosInstances(exe, logDir string, env *benchNamespace, pgDSN, redisAddr string, redisDB int) ([]*instance, error) {
 	var instances []*instance
 	for i := range 2 {
 		in, err := newInstance(fmt.Sprintf("service-%d", i), exe, logDir,

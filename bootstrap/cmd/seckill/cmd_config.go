@@ -44,8 +44,6 @@ func commandSettings() []commandSetting {
 			meaning: "admin token of the operator of reconcile, projection rebuild and dlq replay (when --token is not given)"},
 		{key: "SECKILL_ROCKETMQ_BROKER",
 			meaning: "remoting address of the one broker seckill topology apply|check work on (the default of --broker); empty: every master the name server lists"},
-		{key: "SECKILL_ROCKETMQ_NAMESRV", def: defaultNamesrv,
-			meaning: "name server of seckill topology apply|check: lists the master brokers they work on (without a broker) and routes every topic to each"},
 		{key: "SECKILL_STACK_DIR",
 			meaning: "state directory of the local stack (deploy/local/stack.sh env): seckill-bench chaos and sale find its processes there"},
 	}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
+)
+
+// stackProcesses names the broker's processes of the local stack whose
+// CPU `bench sale` samples: display name, and either a pid file base name
+// under $SECKILL_STACK_DIR/run or an absolute pid file path (the RocketMQ
+// cluster mode's, under $SECKILL_ROCKETMQ_CLUSTER_DIR/run); an empty one
+// is a process not sampled (reported missing).
+func stackProcesses(broker string, s brokerplug.Settings) [][2]string {
+	switch broker {
+	case rocketmq.PlugName:
+		return rocketMQStackProcesses()
+	case rabbitmq.PlugName:
+		return rabbitMQStackProcesses(s)
+	}
+	return [][2]string{{broker + " (not a process of the local stack)", ""}}
+}
+
+// rocketMQStackProcesses names the local stack's RocketMQ processes: the
+// proxy (whose process also runs the embedded broker), the broker and the
+// name server, by pid file base name under $SECKILL_STACK_DIR/run. When
+// SECKILL_ROCKETMQ_CLUSTER_DIR is set (the stack's RocketMQ cluster mode,
+// eval "$(deploy/local/stack.sh env --rocketmq-cluster)") they are the
+// cluster's: its proxy, broker-a, broker-b and name server, by absolute
+// pid file path under $SECKILL_ROCKETMQ_CLUSTER_DIR/run.
+func rocketMQStackProcesses() [][2]string {
+	if dir := os.Getenv("SECKILL_ROCKETMQ_CLUSTER_DIR"); dir != "" {
+		run, err := filepath.Abs(filepath.Join(dir, "run"))
+		if err != nil {
+			run = filepath.Join(dir, "run")
+		}
+		return [][2]string{{"broker proxy", filepath.Join(run, "proxy.pid")}, {"broker-a", filepath.Join(run, "broker-a.pid")},
+			{"broker-b", filepath.Join(run, "broker-b.pid")}, {"namesrv", filepath.Join(run, "namesrv.pid")}}
+	}
+	return [][2]string{{"broker proxy", "proxy"}, {"broker", "broker"}, {"namesrv", "namesrv"}}
+}
+
+// rabbitMQStackProcesses names the stack's RabbitMQ node only when it is
+// the node the settings' URL points at (it listens on the URL's port): a
+// node outside the stack would otherwise be charged the stack's idle node.
+func rabbitMQStackProcesses(s brokerplug.Settings) [][2]string {
+	pid, err := stackPID("rabbitmq")
+	if err != nil {
+		return [][2]string{{"rabbitmq", "rabbitmq"}}
+	}
+	rs, _ := s.(rabbitmq.Settings)
+	u, err := url.Parse(rs.URL)
+	if err != nil || !listensOn(pid, u.Port()) {
+		return [][2]string{{"rabbitmq (the node of SECKILL_RABBITMQ_URL is not the stack's)", ""}}
+	}
+	return [][2]string{{"rabbitmq", "rabbitmq"}}
+}
+
+// listensOn reports whether process pid holds a TCP socket listening on
+// port (decimal), from /proc/net/tcp{,6} and /proc/<pid>/fd.
+func listensOn(pid int, port string) bool {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf(":%04X", p)
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) > 9 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink(dir + "/" + fd.Name()); err == nil && inodes[l] {
+			return true
+		}
+	}
+	return false
+}

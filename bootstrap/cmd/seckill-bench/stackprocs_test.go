@@ -1,0 +1,67 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// TestRocketMQStackProcesses: without SECKILL_ROCKETMQ_CLUSTER_DIR the
+// processes are the default stack's pid file names; with it, the cluster's
+// four pid files by absolute path, which saleProcesses reads.
+func TestRocketMQStackProcesses(t *testing.T) {
+	t.Setenv("SECKILL_STACK_DIR", t.TempDir())
+	t.Setenv("SECKILL_ROCKETMQ_CLUSTER_DIR", "")
+	if got := rocketMQStackProcesses(); !slices.Equal(got, [][2]string{{"broker proxy", "proxy"}, {"broker", "broker"}, {"namesrv", "namesrv"}}) {
+		t.Fatalf("default stack: %v", got)
+	}
+	dir := t.TempDir()
+	t.Setenv("SECKILL_ROCKETMQ_CLUSTER_DIR", dir)
+	if err := os.MkdirAll(filepath.Join(dir, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(os.Getpid())
+	for _, name := range []string{"proxy", "broker-a", "broker-b"} { // namesrv.pid missing
+		if err := os.WriteFile(filepath.Join(dir, "run", name+".pid"), []byte(pid+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := rocketMQStackProcesses()
+	want := [][2]string{{"broker proxy", filepath.Join(dir, "run", "proxy.pid")}, {"broker-a", filepath.Join(dir, "run", "broker-a.pid")},
+		{"broker-b", filepath.Join(dir, "run", "broker-b.pid")}, {"namesrv", filepath.Join(dir, "run", "namesrv.pid")}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("cluster mode: %v, want %v", got, want)
+	}
+	procs, note := saleProcesses(1, got)
+	var names []string
+	for _, p := range procs {
+		names = append(names, p.name)
+		if p.name == "broker-a" && p.pid != os.Getpid() {
+			t.Errorf("broker-a pid %d, want %d", p.pid, os.Getpid())
+		}
+	}
+	if !slices.Equal(names, []string{"service", "load generator", "broker proxy", "broker-a", "broker-b"}) ||
+		note != "not measured (no pid file under $SECKILL_STACK_DIR/run, or not the process in use): namesrv, redis, postgres" {
+		t.Fatalf("saleProcesses: %v; note %q", names, note)
+	}
+}
+
+// TestListensOn: the check that the stack's RabbitMQ node is the one in
+// use finds this process's own listener by port, and only that port.
+func TestListensOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if !listensOn(os.Getpid(), strconv.Itoa(port)) {
+		t.Errorf("listensOn(self, %d) = false", port)
+	}
+	if listensOn(os.Getpid(), strconv.Itoa(port+1)) || listensOn(os.Getpid(), "x") {
+		t.Errorf("listensOn found a port this process does not listen on")
+	}
+}
