@@ -2,6 +2,8 @@ package bootstrap_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net"
@@ -21,12 +23,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/seckill-dev/seckill/adapters/api"
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/adapters/brokers"
-	"github.com/seckill-dev/seckill/adapters/rabbitmq"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
-	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
-	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -38,11 +39,11 @@ import (
 // system is one running service on the real stack, isolated from every
 // other test: its own database, Redis namespace and broker topics/groups.
 type system struct {
-	t      *testing.T
-	cfg    config.Config
-	app    *bootstrap.App
-	mq     *mqtest.Env     // nil on RabbitMQ
-	rmq    *rabbittest.Env // nil on RocketMQ
+	t   *testing.T
+	cfg config.Config
+	app *bootstrap.App
+	// broker is the system's broker namespace (the peer's for a peer).
+	broker brokerplug.Namespace
 	db     *pgxpool.Pool
 	redis  goredis.UniversalClient
 	ns     string
@@ -86,14 +87,10 @@ func startSystem(t *testing.T, opt options) *system {
 		opt.broker = brokers.Default()
 	}
 	if p := opt.peer; p != nil {
-		s.mq, s.rmq, dsn, s.db, s.redis, s.ns = p.mq, p.rmq, string(p.cfg.Postgres.DSN), p.db, p.redis, p.ns
+		s.broker, dsn, s.db, s.redis, s.ns = p.broker, string(p.cfg.Postgres.DSN), p.db, p.redis, p.ns
 		opt.broker = p.cfg.Broker.Name
 	} else {
-		if opt.broker == rabbitmq.PlugName {
-			s.rmq = rabbittest.NewEnv(t, ports.Subscriptions())
-		} else {
-			s.mq = mqtest.NewEnv(t, mqtest.WithRetryMaxTimes(3))
-		}
+		s.broker = newBrokerNamespace(t, opt.broker)
 		dsn = pgtest.NewDatabase(t)
 		s.db = pgtest.Pool(t, dsn)
 		if opt.redisCluster {
@@ -108,18 +105,7 @@ func startSystem(t *testing.T, opt options) *system {
 	} else {
 		redisAddr = os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	}
-	brokerEnv := map[string]string{"SECKILL_BROKER": opt.broker}
-	prefix := ""
-	if s.rmq != nil {
-		prefix = s.rmq.Config.Prefix
-		brokerEnv["SECKILL_RABBITMQ_URL"] = s.rmq.Config.URL
-		brokerEnv["SECKILL_RABBITMQ_PREFIX"] = prefix
-	} else {
-		prefix = s.mq.Prefix
-		brokerEnv["SECKILL_ROCKETMQ_ENDPOINT"] = s.mq.Config.Endpoint
-		brokerEnv["SECKILL_TOPIC_PREFIX"] = prefix
-		brokerEnv["SECKILL_ROCKETMQ_LOG_DIR"] = s.mq.Config.ClientLogDir
-	}
+	prefix := s.broker.Prefix()
 	env := map[string]string{
 		"SECKILL_HTTP_ADDR":           "127.0.0.1:0",
 		"SECKILL_OPS_ADDR":            "127.0.0.1:0",
@@ -145,7 +131,8 @@ func startSystem(t *testing.T, opt options) *system {
 		"SECKILL_LOG_LEVEL":           "warn",
 		"SECKILL_BACKLOG_CLOSE_RATIO": "1",
 	}
-	for k, v := range brokerEnv {
+	for _, kv := range s.broker.Env() {
+		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -227,6 +214,46 @@ func forEachBroker(t *testing.T, test func(t *testing.T, broker string)) {
 // that shows nothing was redelivered waits twice as long.
 const invisibleDuration = 3 * time.Second
 
+// newBrokerNamespace creates a namespace on the stack's broker of plug
+// name (its settings read from the test process's environment, as the
+// test command exports them) with three redeliveries before a dead
+// letter, and deletes it when the test ends.
+func newBrokerNamespace(t *testing.T, name string) brokerplug.Namespace {
+	t.Helper()
+	plug, err := brokers.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(func(k string) (string, bool) {
+		switch k {
+		case "SECKILL_BROKER":
+			return name, true
+		case "SECKILL_LOCAL_STACK":
+			return "true", true
+		}
+		return os.LookupEnv(k)
+	})
+	if err != nil {
+		t.Fatalf("the broker settings of the test environment: %v", err)
+	}
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := plug.NewNamespace(ctx, cfg.Broker.Settings, brokerplug.NamespaceOptions{Prefix: "T" + hex.EncodeToString(b) + "_", Redeliveries: 3})
+	if err != nil {
+		t.Fatalf("%v (is the stack up? run `make test` or eval \"$(deploy/local/stack.sh env)\")", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ns.Close(ctx); err != nil {
+			t.Logf("delete the broker namespace %s: %v", ns.Prefix(), err)
+		}
+	})
+	return ns
+}
+
 // instanceSeq numbers the instances the tests start, for unique instance ids.
 var instanceSeq atomic.Int64
 
@@ -264,12 +291,17 @@ func (s *system) token(user int64, admin bool) string {
 // routes the system's broker connections through it.
 func brokerThroughProxy(t *testing.T, p **faultproxy.Proxy) func(*system) {
 	return func(s *system) {
-		proxy, err := faultproxy.New(s.mq.Config.Endpoint)
+		endpoint := s.broker.Settings().(rocketmq.Settings).Endpoint
+		proxy, err := faultproxy.New(endpoint)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = proxy.Close() })
-		s.mq.RedirectThrough(proxy.Addr())
+		restore, err := rocketmq.RedirectDials(endpoint, proxy.Addr())
+		if err != nil {
+			t.Fatalf("redirect rocketmq dials: %v", err)
+		}
+		t.Cleanup(restore)
 		*p = proxy
 	}
 }

@@ -3,6 +3,7 @@ package bootstrap_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/seckill-dev/seckill/adapters/api"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -151,7 +153,12 @@ func TestMissingTopicIsADefiniteFailure(t *testing.T) {
 	// cache still names it), and a send cut by the bound is UNKNOWN, not
 	// the definite failure this test is about.
 	s := startSystem(t, options{configure: func(c *config.Config) { c.Broker.Neutral.SendTimeout = 5 * time.Second }, beforeRun: func(s *system) {
-		if err := s.mq.Admin.DeleteTopic(context.Background(), s.mq.Topic(ports.TopicOrderCreate)); err != nil {
+		topic, err := rocketmq.Config{TopicPrefix: s.broker.Prefix()}.Topic(ports.TopicOrderCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := rocketmq.NewAdmin(os.Getenv("SECKILL_ROCKETMQ_BROKER"), os.Getenv("SECKILL_ROCKETMQ_NAMESRV"), 5*time.Second)
+		if err := admin.DeleteTopic(context.Background(), topic); err != nil {
 			t.Fatal(err)
 		}
 	}})

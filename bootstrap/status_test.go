@@ -117,7 +117,7 @@ func TestStatusPage(t *testing.T) {
 	// The lag table is filled from the broker's exporter, which learns a
 	// new consumer group on its own schedule: wait (bounded) until the page
 	// has the group's row before the browser renders it.
-	group := s.mq.Prefix + "CG_SECKILL_ORDER_CREATE_PG_V1"
+	group := s.broker.Prefix() + "CG_SECKILL_ORDER_CREATE_PG_V1"
 	s.eventually(60*time.Second, "the lag table has the order-create group", func() bool {
 		page, err := fetchStatus(ops + "/status")
 		return err == nil && bytes.Contains(page, []byte(`<tr data-group="`+group+`">`))

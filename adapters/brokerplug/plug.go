@@ -63,7 +63,8 @@ type Namespace interface {
 	// Plug.Open or for a service's configuration.
 	Settings() Settings
 	// Env is what a service process needs in its environment to use the
-	// namespace: SECKILL_BROKER and the broker's prefix variable.
+	// namespace, as KEY=value: SECKILL_BROKER and the broker's address and
+	// prefix variables (the other settings keep the process's values).
 	Env() []string
 	// Close deletes the namespace, its messages included. It returns the
 	// deletions that failed, joined.

@@ -41,7 +41,7 @@ func (n *namespace) Prefix() string                { return n.s.Prefix }
 func (n *namespace) Settings() brokerplug.Settings { return n.s }
 
 func (n *namespace) Env() []string {
-	return []string{"SECKILL_BROKER=" + PlugName, "SECKILL_RABBITMQ_PREFIX=" + n.s.Prefix}
+	return []string{"SECKILL_BROKER=" + PlugName, "SECKILL_RABBITMQ_URL=" + n.s.URL, "SECKILL_RABBITMQ_PREFIX=" + n.s.Prefix}
 }
 
 // Close deletes the topology, messages included, on a connection of its

@@ -57,7 +57,7 @@ func (n *namespace) Prefix() string                { return n.s.TopicPrefix }
 func (n *namespace) Settings() brokerplug.Settings { return n.s }
 
 func (n *namespace) Env() []string {
-	return []string{"SECKILL_BROKER=" + PlugName, "SECKILL_TOPIC_PREFIX=" + n.s.TopicPrefix}
+	return []string{"SECKILL_BROKER=" + PlugName, "SECKILL_ROCKETMQ_ENDPOINT=" + n.s.Endpoint, "SECKILL_TOPIC_PREFIX=" + n.s.TopicPrefix}
 }
 
 // Close deletes, on every master, the topics (the broker drops their pop
