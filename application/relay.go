@@ -28,6 +28,11 @@ type RelayConfig struct {
 	// batch that belong to one activity and fall due in the same second
 	// into one CancelOrdersIfUnpaid trigger (see coalesceTimeouts).
 	CoalesceTimeouts bool
+	// HoldDelayed keeps a delayed message (DeliverAt) in the outbox until
+	// it is due and then publishes it without DeliverAt: PostgreSQL
+	// schedules the payment timeouts when the broker cannot delay a
+	// message (brokerplug.Features.DelayedDelivery false).
+	HoldDelayed bool
 }
 
 // RelayOutbox publishes committed outbox rows. Each batch is claimed in a
@@ -101,9 +106,19 @@ func (r *RelayOutbox) RelayOnce(ctx context.Context) (int, error) {
 		if claimed == 0 {
 			return nil
 		}
+		if r.cfg.HoldDelayed {
+			if recs, err = r.holdUntilDue(ctx, tx, recs); err != nil {
+				return err
+			}
+		}
 		items := relayItems(recs)
 		if r.cfg.CoalesceTimeouts {
 			items = r.coalesceTimeouts(ctx, items)
+		}
+		if r.cfg.HoldDelayed {
+			for i := range items {
+				items[i].msg.DeliverAt = time.Time{} // due: the broker delivers it now
+			}
 		}
 		ok, failed := r.publish(ctx, items)
 		if err := ports.Inject(ctx, r.fp, ports.FailRelayAfterPublish); err != nil {
@@ -123,6 +138,27 @@ func (r *RelayOutbox) RelayOnce(ctx context.Context) (int, error) {
 		return nil
 	})
 	return claimed, err
+}
+
+// holdUntilDue holds the rows of recs whose DeliverAt is still ahead until
+// then (HoldOutbox, no attempt counted) and returns the others.
+func (r *RelayOutbox) holdUntilDue(ctx context.Context, tx ports.Tx, recs []ports.OutboxRecord) ([]ports.OutboxRecord, error) {
+	now := r.clock.Now()
+	due := recs[:0:0]
+	held := map[time.Time][]int64{}
+	for _, rec := range recs {
+		if at := rec.Message.DeliverAt; at.After(now) {
+			held[at] = append(held[at], rec.ID)
+			continue
+		}
+		due = append(due, rec)
+	}
+	for at, ids := range held {
+		if err := tx.HoldOutbox(ctx, ids, at); err != nil {
+			return nil, fmt.Errorf("hold outbox: %w", err)
+		}
+	}
+	return due, nil
 }
 
 // failedRows groups failed rows by their attempt count.

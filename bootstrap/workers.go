@@ -50,7 +50,8 @@ func provideWorkers(cfg config.Config, broker Broker, uow ports.UnitOfWork, r po
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 3 * time.Second}).Run},
 		Worker{Name: "relay", Run: application.NewRelayOutbox(uow, pub, clock, fp, log, application.RelayConfig{
 			Interval: w.RelayInterval, IdleMax: 250 * time.Millisecond, Batch: w.RelayBatch, Workers: 8, Retention: w.OutboxRetention,
-			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second, CoalesceTimeouts: w.RelayCoalesceTimeouts}).Run},
+			BackoffBase: 200 * time.Millisecond, BackoffMax: 5 * time.Second, CoalesceTimeouts: w.RelayCoalesceTimeouts,
+			HoldDelayed: !broker.Features().DelayedDelivery}).Run},
 		Worker{Name: "event-sequencer", Run: seq.Run},
 		// Finishes the stock changes interrupted between their Redis and
 		// their PostgreSQL step.

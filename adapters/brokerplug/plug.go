@@ -32,6 +32,9 @@ type Plug interface {
 	// service lists every variable; only the chosen broker's settings are
 	// validated and opened. A value that does not parse is reported by r.
 	ReadSettings(r SettingReader) Settings
+	// Features says what the broker does natively (the Broker it opens
+	// says the same).
+	Features() Features
 	// Open builds the broker from settings s (what ReadSettings returned,
 	// validated) and the composition's dependencies. It does not connect:
 	// Broker.Start does. The caller closes the broker.
@@ -133,6 +136,9 @@ type Broker interface {
 	// Close releases the broker's connections; the composition's cleanup
 	// calls it once, after every worker stopped.
 	Close() error
+	// Features says what the broker does natively; the core supplies what
+	// it lacks (see Features).
+	Features() Features
 	// Group returns the physical name of business group g, the name the
 	// inbox and the dead-letter table record.
 	Group(g ports.ConsumerGroup) string
@@ -146,6 +152,18 @@ type Broker interface {
 	// a function telling each delivery's origin (source group and its
 	// delivery count, false for a delivery that is not a dead letter).
 	DeadLetterReader(reader func(origin func(ports.Delivery) (ports.DeadLetterOrigin, bool)) ports.BatchHandler) (func(context.Context) error, error)
+}
+
+// Features lists what a broker may lack. The broker contract suite
+// (contracttest.Broker) checks each feature a broker declares, and that a
+// broker without one refuses what would need it; the core supplies the
+// feature instead, so a broker without it still runs the whole service.
+type Features struct {
+	// DelayedDelivery: a message with DeliverAt is not delivered before
+	// then. Without it the outbox relay holds a delayed message in
+	// PostgreSQL until it is due (RelayConfig.HoldDelayed), and the
+	// broker refuses a message with DeliverAt (ports.ErrSendRejected).
+	DelayedDelivery bool
 }
 
 // ConsumerOptions bounds one business group's consumer loop.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -57,6 +58,10 @@ type BrokerOptions struct {
 	// WaitTimeout bounds each wait for deliveries of a broker without
 	// Pump. Zero means DefaultBrokerWait.
 	WaitTimeout time.Duration
+	// Features are what the broker declares it does natively
+	// (brokerplug.Features): the suite checks a declared feature, and
+	// that a broker without it refuses what would need it.
+	Features brokerplug.Features
 }
 
 // DefaultBrokerWait is the wait bound of BrokerOptions.WaitTimeout: a real
@@ -88,7 +93,11 @@ const maxPumps = 5000
 //     ports.ErrSendRejected (never ErrSendUnknown) and never delivered;
 //   - SameMessageIDTwice: publishing one message id twice may deliver it
 //     twice (at-least-once; deduplication is the consumer's), and every
-//     delivery carries that message id.
+//     delivery carries that message id;
+//   - DelayedDelivery: with the feature, a message with DeliverAt on the
+//     DELAY topic is not delivered before then; without it, the publish
+//     is refused with ports.ErrSendRejected (the outbox relay then holds
+//     the message until it is due).
 //
 // Absence ("not delivered again") is never checked by sleeping: the suite
 // waits for a later message that the broker redelivers after its own
@@ -109,4 +118,5 @@ func Broker(t *testing.T, h BrokerHarness) {
 	run("MessageGroupOrder", testMessageGroupOrder)
 	run("InvalidMessageRejected", testInvalidMessageRejected)
 	run("SameMessageIDTwice", testSameMessageIDTwice)
+	run("DelayedDelivery", testDelayedDelivery)
 }

@@ -314,3 +314,26 @@ func testSameMessageIDTwice(t *testing.T, b *brokerRun) {
 	}
 	t.Logf("a message published twice was delivered %d time(s)", len(rs))
 }
+
+// testDelayedDelivery: a broker with DelayedDelivery delivers a message
+// published to the DELAY topic with a DeliverAt no earlier than then (less
+// its timer precision); a broker without it refuses the publish with
+// ports.ErrSendRejected, so the core never counts on a delay the broker
+// does not make.
+func testDelayedDelivery(t *testing.T, b *brokerRun) {
+	const delay = 3 * time.Second
+	id := "evt_delayed_" + uniq()
+	at := b.ns.Now().Add(delay)
+	msg := ports.OutboundMessage{Topic: ports.TopicOrderTimeout, MessageID: id, Keys: []string{"ord_" + id},
+		DeliverAt: at, Body: []byte("delayed")}
+	if !b.opts.Features.DelayedDelivery {
+		b.publishRejected("a message with DeliverAt to a broker without delayed delivery", msg)
+		return
+	}
+	b.consume(ports.TopicOrderTimeout, "a", ackAll)
+	b.publish(msg)
+	b.waitFor("the delayed message", func() bool { return len(b.records("a", id)) >= 1 })
+	if r := b.records("a", id)[0]; r.at.Before(at.Add(-b.opts.TimerPrecision)) {
+		t.Errorf("%s delivered at %v, %v before its DeliverAt %v (timer precision %v)", id, r.at, at.Sub(r.at), at, b.opts.TimerPrecision)
+	}
+}

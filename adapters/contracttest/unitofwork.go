@@ -37,6 +37,7 @@ type UnitOfWorkFactory func(t *testing.T) (ports.UnitOfWork, ports.OrderQueries)
 //     transaction or within one call;
 //   - Outbox: append, claim oldest first with increasing ids and the
 //     messages read back, limit, DeferOutbox (attempts and due time),
+//     HoldOutbox (due time only),
 //     MarkPublished, PruneOutbox;
 //   - Rejections (the first kept, visible as REJECTED views), Quarantine
 //     (storing twice succeeds), Activities (create once, get);

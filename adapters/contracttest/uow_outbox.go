@@ -105,6 +105,28 @@ func testOutbox(t *testing.T, factory UnitOfWorkFactory) {
 		t.Fatalf("attempts of a row deferred twice = %d, want 2", recs[0].Attempts)
 	}
 
+	// Held into the future: not due, and no attempt counted; held into
+	// the past: due again.
+	hold := func(d time.Duration) {
+		txDo(t, uow, func(ctx context.Context, tx ports.Tx) error {
+			now, err := tx.Now(ctx)
+			if err != nil {
+				return err
+			}
+			return tx.HoldOutbox(ctx, all[1:2], now.Add(d))
+		})
+	}
+	hold(time.Hour)
+	if got := ids(claim(10, 2)); !slices.Equal(got, []int64{all[0], all[2]}) {
+		t.Fatalf("ClaimOutbox after holding row %d for an hour = %v, want %v", all[1], got, []int64{all[0], all[2]})
+	}
+	hold(-time.Second)
+	recs = claim(10, 3)
+	if got := ids(recs); !slices.Equal(got, all) || recs[1].Attempts != 0 {
+		t.Fatalf("ClaimOutbox after the hold passed = %v (attempts of the held row %d), want %v with no attempt counted",
+			got, recs[1].Attempts, all)
+	}
+
 	txDo(t, uow, func(ctx context.Context, tx ports.Tx) error { return tx.MarkPublished(ctx, all) })
 	if got := claim(10, 0); len(got) != 0 {
 		t.Fatalf("ClaimOutbox after MarkPublished = %v, want none", ids(got))

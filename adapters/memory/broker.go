@@ -55,6 +55,10 @@ type BrokerConfig struct {
 	// stays invisible when its decision has no RetryAfter. The default 0
 	// makes it deliverable again on the next Deliver call.
 	InvisibleDuration time.Duration
+	// NoDelay makes a broker without delayed delivery
+	// (brokerplug.Features.DelayedDelivery false): a message with
+	// DeliverAt is refused with ports.ErrSendRejected.
+	NoDelay bool
 }
 
 // Broker is an in-memory broker: it implements ports.Publisher, stores
@@ -161,6 +165,9 @@ func (b *Broker) SetModeSequence(topic ports.Topic, modes ...SendMode) {
 func (b *Broker) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
 	if err := ctx.Err(); err != nil {
 		return ports.SendReceipt{}, fmt.Errorf("memory broker publish %s: %w: %w", msg.MessageID, ports.ErrSendUnknown, err)
+	}
+	if b.cfg.NoDelay && !msg.DeliverAt.IsZero() {
+		return ports.SendReceipt{}, fmt.Errorf("memory broker publish %s to %s: %w: this broker does not delay messages", msg.MessageID, msg.Topic, ports.ErrSendRejected)
 	}
 	if err := validateOutbound(msg); err != nil {
 		return ports.SendReceipt{}, fmt.Errorf("memory broker publish %s to %s: %w: %s", msg.MessageID, msg.Topic, ports.ErrSendRejected, err)

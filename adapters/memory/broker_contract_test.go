@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/adapters/contracttest"
 	"github.com/seckill-dev/seckill/adapters/memory"
 	"github.com/seckill-dev/seckill/ports"
@@ -14,22 +15,27 @@ import (
 // TestBrokerContract runs the shared publisher and consumer suite (also
 // run against RocketMQ) against the memory broker, driven synchronously:
 // the suite's Pump delivers what is due and moves the fake clock.
+// It runs twice: with delayed delivery, and as a broker without it (the
+// suite then checks that a delayed message is refused).
 func TestBrokerContract(t *testing.T) {
-	contracttest.Broker(t, memoryBrokerHarness{})
+	t.Run("delayed", func(t *testing.T) { contracttest.Broker(t, memoryBrokerHarness{}) })
+	t.Run("no-delay", func(t *testing.T) { contracttest.Broker(t, memoryBrokerHarness{noDelay: true}) })
 }
 
 // memoryBrokerHarness gives the suite a new memory broker per namespace,
 // with the invisible duration of the RocketMQ tests' runners.
-type memoryBrokerHarness struct{}
+type memoryBrokerHarness struct{ noDelay bool }
 
 // pumpStep is how far Pump moves the clock when nothing was due.
 const pumpStep = 100 * time.Millisecond
 
-func (memoryBrokerHarness) Options() contracttest.BrokerOptions { return contracttest.BrokerOptions{} }
+func (h memoryBrokerHarness) Options() contracttest.BrokerOptions {
+	return contracttest.BrokerOptions{Features: brokerplug.Features{DelayedDelivery: !h.noDelay}}
+}
 
-func (memoryBrokerHarness) Namespace(t *testing.T) contracttest.BrokerNamespace {
+func (h memoryBrokerHarness) Namespace(t *testing.T) contracttest.BrokerNamespace {
 	clock := memory.NewClock(start)
-	b := memory.NewBroker(memory.BrokerConfig{Clock: clock, TopicPrefix: "CT_", InvisibleDuration: 2 * time.Second})
+	b := memory.NewBroker(memory.BrokerConfig{Clock: clock, TopicPrefix: "CT_", InvisibleDuration: 2 * time.Second, NoDelay: h.noDelay})
 	type consumer struct {
 		topic ports.Topic
 		group string

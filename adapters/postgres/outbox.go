@@ -149,6 +149,18 @@ func (t *tx) DeferOutbox(ctx context.Context, ids []int64, next time.Time, lastE
 	return err
 }
 
+// HoldOutbox implements ports.OutboxStore: due again at until, attempts
+// and last_error unchanged.
+func (t *tx) HoldOutbox(ctx context.Context, ids []int64, until time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := t.exec(ctx, "hold outbox", `
+		UPDATE event_outbox SET available_at = $2
+		WHERE id = ANY($1::bigint[]) AND published_at IS NULL`, ids, until)
+	return err
+}
+
 // PruneOutbox implements ports.OutboxStore: it deletes up to limit rows
 // published before olderThan, oldest first, and returns how many.
 func (t *tx) PruneOutbox(ctx context.Context, olderThan time.Time, limit int) (int64, error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/contracttest"
+	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -25,7 +26,7 @@ type rabbitHarness struct{}
 // Options: a RetryAfter redelivery is never early (the delay tiers park a
 // message until its absolute delivery time has passed, README.md).
 func (rabbitHarness) Options() contracttest.BrokerOptions {
-	return contracttest.BrokerOptions{}
+	return contracttest.BrokerOptions{Features: rabbitmq.Plug{}.Features()}
 }
 
 func (rabbitHarness) Namespace(t *testing.T) contracttest.BrokerNamespace {

@@ -118,6 +118,11 @@ func (b *broker) Start(ctx context.Context) error {
 	return b.Publisher.Start(ctx)
 }
 
+// Features: the broker delays messages natively.
+func (Plug) Features() brokerplug.Features { return brokerplug.Features{DelayedDelivery: true} }
+
+func (b *broker) Features() brokerplug.Features { return Plug{}.Features() }
+
 func (b *broker) Group(g ports.ConsumerGroup) string {
 	if spec, ok := b.Topology().Group(g); ok {
 		return spec.Name

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/contracttest"
+	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/mqtest"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -28,7 +29,7 @@ type rocketmqHarness struct{}
 // (a loose bound: the invisible time of a ChangeInvisibleDuration starts
 // after the handler's decision, so it should never be early at all).
 func (rocketmqHarness) Options() contracttest.BrokerOptions {
-	return contracttest.BrokerOptions{TimerPrecision: time.Second}
+	return contracttest.BrokerOptions{TimerPrecision: time.Second, Features: rocketmq.Plug{}.Features()}
 }
 
 func (rocketmqHarness) Namespace(t *testing.T) contracttest.BrokerNamespace {

@@ -156,6 +156,11 @@ type broker struct {
 	log *slog.Logger
 }
 
+// Features: the broker delays messages natively.
+func (Plug) Features() brokerplug.Features { return brokerplug.Features{DelayedDelivery: true} }
+
+func (b *broker) Features() brokerplug.Features { return Plug{}.Features() }
+
 func (b *broker) Group(g ports.ConsumerGroup) string { return b.bc.Group(Group(g)) }
 
 func (b *broker) runner(rc RunnerConfig, h ports.BatchHandler) (func(context.Context) error, error) {

@@ -204,3 +204,67 @@ func sameEvents(a, b map[string][]order.EventType) bool {
 	}
 	return true
 }
+
+// TestTimeoutsWaitInPostgresWhenTheBrokerCannotDelay: on a broker without
+// delayed delivery (it refuses a message with DeliverAt) the relay holds
+// each payment-timeout row in the outbox until it is due, counting no
+// attempt, and then publishes it without DeliverAt; with coalescing on
+// too, the orders still unpaid at the deadline are canceled once and the
+// one paid before it is left alone. I1-I6 hold at rest.
+func TestTimeoutsWaitInPostgresWhenTheBrokerCannotDelay(t *testing.T) {
+	h := newHarness(t)
+	h.broker = memory.NewBroker(memory.BrokerConfig{Clock: h.clock, NoDelay: true})
+	h.place = application.NewPlaceOrder(h.redis, h.redis, h.broker, h.activities, h.gate, h.queries,
+		application.NewSentMarker(h.redis, slog.New(slog.DiscardHandler), 0), memory.NewIDs(), h.clock,
+		h.metrics, h.fp, slog.New(slog.DiscardHandler), application.PlaceOrderConfig{RequestClaimTTL: time.Hour, ScanGrace: time.Second})
+	h.orders = application.NewOrderService(h.place, h.queries, h.life)
+	h.relay = application.NewRelayOutbox(h.store, h.broker, h.clock, h.fp, slog.New(slog.DiscardHandler),
+		application.RelayConfig{Interval: time.Second, Batch: 500, Workers: 4, Retention: time.Hour,
+			BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second, CoalesceTimeouts: true, HoldDelayed: true})
+	const n = 6
+	h.activity(1, n, time.Minute, time.Minute)
+	ids := h.buyAll(1, users(1, n))
+
+	if got := len(h.broker.Messages(ports.TopicOrderTimeout)); got != 0 {
+		t.Fatalf("%d timeout messages published before their deadline, want 0 (held in the outbox)", got)
+	}
+	held := `SELECT count(*) FROM event_outbox WHERE topic = 'ORDER_TIMEOUT' AND published_at IS NULL AND attempts = 0`
+	if got := h.count(held); got != n {
+		t.Fatalf("%d timeout rows held in the outbox with no attempt counted, want %d", got, n)
+	}
+
+	h.clock.Advance(30 * time.Second)
+	paid := ids[1]
+	if _, err := h.orders.PayOrder(context.Background(), paid, "pay-in-time"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if got := len(h.broker.Messages(ports.TopicOrderTimeout)); got != 0 {
+		t.Fatalf("%d timeout messages published half-way to the deadline, want 0", got)
+	}
+
+	h.clock.Advance(31 * time.Second)
+	h.settle()
+	msgs := h.broker.Messages(ports.TopicOrderTimeout)
+	if len(msgs) == 0 {
+		t.Fatal("no timeout message published after the deadline")
+	}
+	for _, m := range msgs {
+		if !m.DeliverAt.IsZero() {
+			t.Fatalf("timeout message %s published with DeliverAt %v, want none", m.MessageID, m.DeliverAt)
+		}
+	}
+	if got := h.count(`SELECT count(*) FROM event_outbox WHERE topic = 'ORDER_TIMEOUT' AND published_at IS NULL`); got != 0 {
+		t.Fatalf("%d timeout rows still unpublished after the deadline", got)
+	}
+	for user, id := range ids {
+		want := order.StatusCanceled
+		if id == paid {
+			want = order.StatusPaid
+		}
+		if s := h.orderOf(id); s.Status != want || (want == order.StatusCanceled && s.CancelReason != order.ReasonPaymentTimeout) {
+			t.Fatalf("order of user %d: %s %q, want %s", user, s.Status, s.CancelReason, want)
+		}
+	}
+	h.invariants(1)
+}
