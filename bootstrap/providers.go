@@ -86,6 +86,11 @@ var AppSet = wire.NewSet(
 	provideSequencer,
 	provideEventSubscriptions,
 	provideConsumerLimits,
+	provideScanner,
+	provideRelay,
+	provideConsumerHandlers,
+	wire.Struct(new(apiLoops), "*"),
+	wire.Struct(new(workerLoops), "*"),
 	provideWorkers,
 	wire.Struct(new(App), "*"),
 )

@@ -125,8 +125,26 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 	}
 	opsServer := provideOpsServer(cfg, registry, health, statusPage, log)
 	projectOrderStates := provideProjection(orderViews, postgresStore, store, postgresStore, broker, log)
+	bootstrapApiLoops := apiLoops{
+		Gate:   backlogGate,
+		Marker: sentMarker,
+		Events: eventSubscriptions,
+	}
 	stockRecovery := provideStockRecovery(store, postgresStore, cfg, log)
-	v, err := provideWorkers(cfg, broker, postgresStore, store, clock, metrics, failpoints, log, activities, backlogGate, orderLifecycle, reconciler, deadLetters, projectOrderStates, sentMarker, compensationPolicy, stockRecovery, guard, sequencer, eventSubscriptions, stockChanges, consumerLimits)
+	resendPending := provideScanner(cfg, store, broker, clock, metrics, log)
+	relayOutbox := provideRelay(cfg, postgresStore, broker, clock, failpoints, log)
+	bootstrapWorkerLoops := workerLoops{
+		Recovery:   stockRecovery,
+		Guard:      guard,
+		DeadLetter: deadLetters,
+		Scanner:    resendPending,
+		Relay:      relayOutbox,
+		Sequencer:  sequencer,
+		Stock:      stockChanges,
+		Reconciler: reconciler,
+	}
+	bootstrapConsumerHandlers := provideConsumerHandlers(broker, postgresStore, store, activities, orderLifecycle, projectOrderStates, compensationPolicy, clock, metrics, failpoints, log)
+	v, err := provideWorkers(cfg, broker, bootstrapApiLoops, bootstrapWorkerLoops, bootstrapConsumerHandlers, consumerLimits)
 	if err != nil {
 		cleanup4()
 		cleanup3()

@@ -276,6 +276,11 @@ type Broker struct {
 	Settings brokerplug.Settings
 }
 
+// Backoff is an exponential backoff: the first wait and its bound.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
 // Orders configures the order flow.
 type Orders struct {
 	// BacklogCloseRatio closes admission when the oldest unresolved
@@ -297,8 +302,28 @@ type Workers struct {
 	ScannerBatch    int           // SECKILL_SCANNER_BATCH
 	ScannerWorkers  int           // SECKILL_SCANNER_WORKERS
 	ScannerLease    time.Duration // SECKILL_SCANNER_LEASE
-	RelayInterval   time.Duration // SECKILL_RELAY_INTERVAL
-	RelayBatch      int           // SECKILL_RELAY_BATCH
+	// ScannerIdleMax is the longest pause of the resend scanner when it
+	// finds nothing (SECKILL_SCANNER_IDLE_MAX); the pause doubles from
+	// ScannerInterval after each empty pass.
+	ScannerIdleMax time.Duration
+	// ScannerBackoff bounds the wait before a failed resend is tried
+	// again: first ScannerBackoff.Base, doubling up to
+	// ScannerBackoff.Max (SECKILL_SCANNER_BACKOFF_BASE, _MAX).
+	ScannerBackoff Backoff
+	RelayInterval  time.Duration // SECKILL_RELAY_INTERVAL
+	RelayBatch     int           // SECKILL_RELAY_BATCH
+	// RelayIdleMax is the longest pause of the outbox relay when the
+	// outbox is drained (SECKILL_RELAY_IDLE_MAX).
+	RelayIdleMax time.Duration
+	// RelayWorkers is how many publishes of one relay batch run at once
+	// (SECKILL_RELAY_WORKERS); rows of one message group stay on one.
+	RelayWorkers int
+	// RelayBackoff bounds the wait before a row whose publish failed is
+	// tried again (SECKILL_RELAY_BACKOFF_BASE, _MAX).
+	RelayBackoff Backoff
+	// DeadLetterGaugeInterval is how often the open dead letters are
+	// counted for their gauge (SECKILL_DLQ_GAUGE_INTERVAL).
+	DeadLetterGaugeInterval time.Duration
 	// RelayCoalesceTimeouts merges the payment-timeout messages of one
 	// relay batch that share an activity and a due second into one
 	// trigger (SECKILL_RELAY_COALESCE_TIMEOUTS).
@@ -487,10 +512,30 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 				"concurrent resends of the resend scanner"),
 			ScannerLease: r.duration("SECKILL_SCANNER_LEASE", 5*time.Second,
 				"Redis lease of a reservation being resent; an expired lease is taken over (>= 1s)"),
+			ScannerIdleMax: r.duration("SECKILL_SCANNER_IDLE_MAX", time.Second,
+				"longest pause of the resend scanner when it finds nothing (the pause doubles from SECKILL_SCANNER_INTERVAL)"),
+			ScannerBackoff: Backoff{
+				Base: r.duration("SECKILL_SCANNER_BACKOFF_BASE", 200*time.Millisecond,
+					"first wait before a failed resend is tried again (then doubling)"),
+				Max: r.duration("SECKILL_SCANNER_BACKOFF_MAX", 3*time.Second,
+					"longest wait before a failed resend is tried again"),
+			},
 			RelayInterval: r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond,
 				"how often the outbox relay publishes pending events"),
 			RelayBatch: r.integer("SECKILL_RELAY_BATCH", 200,
 				"outbox rows the relay publishes per pass"),
+			RelayIdleMax: r.duration("SECKILL_RELAY_IDLE_MAX", 250*time.Millisecond,
+				"longest pause of the outbox relay when the outbox is drained (the pause doubles from SECKILL_RELAY_INTERVAL)"),
+			RelayWorkers: r.integer("SECKILL_RELAY_WORKERS", 8,
+				"publishes of one relay batch at once (rows of one message group stay on one), 1..256"),
+			RelayBackoff: Backoff{
+				Base: r.duration("SECKILL_RELAY_BACKOFF_BASE", 200*time.Millisecond,
+					"first wait before an outbox row whose publish failed is tried again (then doubling)"),
+				Max: r.duration("SECKILL_RELAY_BACKOFF_MAX", 5*time.Second,
+					"longest wait before an outbox row whose publish failed is tried again"),
+			},
+			DeadLetterGaugeInterval: r.duration("SECKILL_DLQ_GAUGE_INTERVAL", 5*time.Second,
+				"how often the open dead letters are counted for mq_dlq_messages and mq_dlq_oldest_age_seconds"),
 			RelayCoalesceTimeouts: r.boolean("SECKILL_RELAY_COALESCE_TIMEOUTS", true,
 				"send the payment-timeout checks of one relay pass that share an activity and a due second as one delay message (false: one per order)"),
 			OutboxRetention: r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour,
@@ -627,6 +672,13 @@ func (c Config) validate() []error {
 	check(c.Workers.ScannerInterval > 0 && c.Workers.RelayInterval > 0, "worker intervals must be > 0")
 	check(c.Workers.ScannerBatch >= 1 && c.Workers.ScannerWorkers >= 1 && c.Workers.RelayBatch >= 1, "worker batches and pools must be >= 1")
 	check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
+	check(c.Workers.ScannerIdleMax > 0 && c.Workers.RelayIdleMax > 0 && c.Workers.DeadLetterGaugeInterval > 0,
+		"SECKILL_SCANNER_IDLE_MAX, SECKILL_RELAY_IDLE_MAX and SECKILL_DLQ_GAUGE_INTERVAL must be > 0")
+	check(c.Workers.ScannerBackoff.Base > 0 && c.Workers.ScannerBackoff.Max >= c.Workers.ScannerBackoff.Base,
+		"SECKILL_SCANNER_BACKOFF_BASE must be > 0 and SECKILL_SCANNER_BACKOFF_MAX >= it")
+	check(c.Workers.RelayBackoff.Base > 0 && c.Workers.RelayBackoff.Max >= c.Workers.RelayBackoff.Base,
+		"SECKILL_RELAY_BACKOFF_BASE must be > 0 and SECKILL_RELAY_BACKOFF_MAX >= it")
+	check(c.Workers.RelayWorkers >= 1 && c.Workers.RelayWorkers <= 256, "SECKILL_RELAY_WORKERS must be 1..256")
 	check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
 	check(c.Workers.RecoverySettle >= 0, "SECKILL_RECOVERY_SETTLE must be >= 0")
 	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
