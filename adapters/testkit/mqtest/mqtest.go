@@ -9,21 +9,18 @@
 // topics of docs/architecture.md with their message types, their
 // dead-letter topics, the five consumer groups and the dead-letter reader
 // group; fewer queues and retries than production, see WithQueues and
-// WithRetryMaxTimes) through the remoting admin client on every master
-// broker the name server lists (one on the single-node stack, two in the
-// stack's RocketMQ cluster mode; only SECKILL_ROCKETMQ_BROKER when no name
-// server is set), and deletes them all there when the test ends.
+// WithRetryMaxTimes) on every master broker the name server lists (one on
+// the single-node stack, two in the stack's RocketMQ cluster mode) with
+// rocketmq.ApplyNamespace, the service's own namespace mechanics, and
+// deletes them all there when the test ends.
 package mqtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,8 +72,7 @@ type Env struct {
 	// Broker is the remoting address of SECKILL_ROCKETMQ_BROKER.
 	Broker string
 	// Masters lists the brokers the namespace was created on: every master
-	// the name server listed (rocketmq.Admin.Masters, sorted by name), or
-	// Broker alone (name unknown) when SECKILL_ROCKETMQ_NAMESRV is unset.
+	// the name server listed (rocketmq.Admin.Masters, sorted by name).
 	Masters []rocketmq.BrokerRef
 	// Admins holds the admin client of each of Masters, in that order.
 	Admins []*rocketmq.Admin
@@ -85,10 +81,8 @@ type Env struct {
 	// namespace is clean).
 	Topology rocketmq.Topology
 
-	tb     testing.TB
-	mu     sync.Mutex
-	topics []string
-	groups []string
+	tb testing.TB
+	ns *rocketmq.Namespace
 }
 
 // Option changes NewEnv's defaults.
@@ -107,34 +101,29 @@ func WithRetryMaxTimes(n int) Option { return func(o *options) { o.retryMaxTimes
 // production: rocketmq.DefaultTopicQueues).
 func WithQueues(n int) Option { return func(o *options) { o.queues = n } }
 
-// NewEnv creates a fresh namespace (see the package doc). It fails the test
-// when the environment variables are unset or the broker does not answer.
+// NewEnv creates a fresh namespace (see the package doc) with
+// rocketmq.ApplyNamespace. It fails the test when the environment
+// variables are unset or the broker does not answer.
 func NewEnv(tb testing.TB, opts ...Option) *Env {
 	tb.Helper()
 	o := options{retryMaxTimes: DefaultRetryMaxTimes, queues: 4}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	endpoint, broker := mustEnv(tb, EnvEndpoint), mustEnv(tb, EnvBroker)
+	endpoint, broker, namesrv := mustEnv(tb, EnvEndpoint), mustEnv(tb, EnvBroker), mustEnv(tb, EnvNamesrv)
 	e := &Env{
 		Config: rocketmq.Config{
 			Endpoint:     endpoint,
 			TopicPrefix:  newPrefix(),
 			ClientLogDir: filepath.Join(os.TempDir(), "seckill-rocketmq-client-test"),
 		},
-		Admin:  rocketmq.NewAdmin(broker, os.Getenv(EnvNamesrv), 5*time.Second),
 		Broker: broker,
 		tb:     tb,
 	}
 	e.Prefix = e.Config.TopicPrefix
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e.findMasters(ctx)
 	if err := rocketmq.InstallRuntime(e.Config, nil); err != nil {
 		tb.Fatalf("install rocketmq client runtime: %v", err)
 	}
-	tb.Cleanup(e.cleanup)
-
 	// The production topology under the prefix, with the test's queue and
 	// retry counts; the reader keeps its margin over larger test retries.
 	top, err := rocketmq.NewTopology(e.Config, rocketmq.WithTopicQueues(o.queues),
@@ -143,73 +132,21 @@ func NewEnv(tb testing.TB, opts ...Option) *Env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.Topology = top
-	e.createAll(ctx, top.Topics, top.Groups)
-	return e
-}
-
-// findMasters fills Masters and Admins from the name server (Broker alone
-// without one) and makes Admin the client of the master at Broker when
-// there is one.
-func (e *Env) findMasters(ctx context.Context) {
-	e.tb.Helper()
-	if e.Admin.Namesrv() == "" {
-		e.Masters, e.Admins = []rocketmq.BrokerRef{{Addr: e.Broker}}, []*rocketmq.Admin{e.Admin}
-		return
-	}
-	masters, err := e.Admin.Masters(ctx)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := rocketmq.NewAdmin(broker, namesrv, 5*time.Second)
+	ns, err := rocketmq.ApplyNamespace(ctx, admin, top)
 	if err != nil {
-		e.tb.Fatalf("%v (is the stack up? run `make test` or eval \"$(deploy/local/stack.sh env)\")", err)
+		tb.Fatalf("%v (is the stack up? run `make test` or eval \"$(deploy/local/stack.sh env)\")", err)
 	}
-	e.Masters = masters
-	for _, m := range masters {
-		a := e.Admin.ForBroker(m)
-		if m.Addr == e.Broker {
-			e.Admin = a
-		}
-		e.Admins = append(e.Admins, a)
-	}
-}
-
-// createAll creates topics and groups on every master concurrently (a
-// broker serialises topic creation, groups are independent).
-func (e *Env) createAll(ctx context.Context, topics []rocketmq.TopicSpec, groups []rocketmq.GroupSpec) {
-	e.tb.Helper()
-	errs := make(chan error, (len(topics)+len(groups))*len(e.Admins))
-	var wg sync.WaitGroup
-	for _, s := range topics {
-		e.track(&e.topics, s.Name)
-	}
-	for _, s := range groups {
-		e.track(&e.groups, s.Name)
-	}
-	on := func(i int, err error) error {
-		if err != nil {
-			return fmt.Errorf("on %s: %w", e.Masters[i], err)
-		}
-		return nil
-	}
-	for i, admin := range e.Admins {
-		for _, s := range topics {
-			wg.Go(func() { errs <- on(i, admin.CreateTopic(ctx, s)) })
-		}
-		for _, s := range groups {
-			wg.Go(func() { errs <- on(i, admin.CreateGroup(ctx, s)) })
+	e.ns, e.Topology, e.Masters, e.Admins, e.Admin = ns, top, ns.Masters, ns.Admins, admin
+	for i, m := range ns.Masters {
+		if m.Addr == broker {
+			e.Admin = ns.Admins[i]
 		}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			e.tb.Fatalf("create broker resources: %v (is the stack up? run `make test` or eval \"$(deploy/local/stack.sh env)\")", err)
-		}
-	}
-}
-
-func (e *Env) track(list *[]string, name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	*list = append(*list, name)
+	tb.Cleanup(e.cleanup)
+	return e
 }
 
 // Topic returns the physical name of a logical topic in this namespace.
@@ -231,7 +168,9 @@ func (e *Env) CreateTopic(suffix string, typ rocketmq.MessageType, queues int) s
 	spec := rocketmq.TopicSpec{Name: e.Prefix + suffix, Type: typ, Queues: queues}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e.createAll(ctx, []rocketmq.TopicSpec{spec}, nil)
+	if err := e.ns.Create(ctx, []rocketmq.TopicSpec{spec}, nil); err != nil {
+		e.tb.Fatalf("create topic %s: %v", spec.Name, err)
+	}
 	return spec.Name
 }
 
@@ -242,7 +181,9 @@ func (e *Env) CreateGroup(suffix string, orderly bool, retryMaxTimes int) string
 	spec := rocketmq.GroupSpec{Name: e.Prefix + suffix, Orderly: orderly, RetryMaxTimes: retryMaxTimes}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e.createAll(ctx, []rocketmq.TopicSpec{{Name: rocketmq.DLQTopic(spec.Name), Queues: 1}}, []rocketmq.GroupSpec{spec})
+	if err := e.ns.Create(ctx, []rocketmq.TopicSpec{{Name: rocketmq.DLQTopic(spec.Name), Queues: 1}}, []rocketmq.GroupSpec{spec}); err != nil {
+		e.tb.Fatalf("create group %s: %v", spec.Name, err)
+	}
 	return spec.Name
 }
 
@@ -260,30 +201,13 @@ func (e *Env) RedirectThrough(addr string) {
 	e.tb.Cleanup(restore)
 }
 
-// cleanup deletes, on every master, the namespace's topics (the broker
-// drops their pop retry topics), the groups' %RETRY%<group> topics (created
-// by the broker when it moves a message to the dead-letter topic) and the
-// groups; failures are logged, not fatal.
+// cleanup deletes the namespace on every master (rocketmq.Namespace.Close);
+// failures are logged, not fatal.
 func (e *Env) cleanup() {
-	e.mu.Lock()
-	topics, groups := slices.Clone(e.topics), slices.Clone(e.groups)
-	e.mu.Unlock()
-	for _, g := range groups {
-		topics = append(topics, "%RETRY%"+g)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, admin := range e.Admins {
-		for _, t := range topics {
-			if err := admin.DeleteTopic(ctx, t); err != nil {
-				e.tb.Logf("mqtest cleanup on %s: %v", e.Masters[i], err)
-			}
-		}
-		for _, g := range groups {
-			if err := admin.DeleteGroup(ctx, g); err != nil {
-				e.tb.Logf("mqtest cleanup on %s: %v", e.Masters[i], err)
-			}
-		}
+	if err := e.ns.Close(ctx); err != nil {
+		e.tb.Logf("mqtest cleanup: %v", err)
 	}
 }
 
