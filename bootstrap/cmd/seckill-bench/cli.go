@@ -57,7 +57,14 @@ to stderr.`,
 		&cobra.Group{ID: groupBench, Title: "Benchmarks (docs/benchmarks.md):"},
 		&cobra.Group{ID: groupChaos, Title: "Fault injection (kills and restarts stack processes):"},
 	)
-	clikit.AddGroup(root, groupBench,
+	clikit.AddGroup(root, groupBench, c.benchCmds()...)
+	c.addChaosCmds(root)
+	return root
+}
+
+// benchCmds are the benchmarks of docs/benchmarks.md.
+func (c *cli) benchCmds() []*cobra.Command {
+	return []*cobra.Command{
 		c.flagSetCmd("place", "Measure PlaceOrder through the API beside its ceilings",
 			`Measure PlaceOrder through the Connect API at several client counts, beside three
 ceilings measured in the same run: the reserve script alone, a bare synchronous send loop
@@ -100,7 +107,12 @@ report.html.`, benchSale),
 Cluster for each stock lane count, in interleaved rounds, and print the calls per second and
 the CPU per call of the busiest master and of all masters (INFO cpu): one SKU's entry rate is
 bounded by one core of its busiest master.`, hotSKU),
-	)
+	}
+}
+
+// addChaosCmds adds the fault injections (chaos, its soak, cluster-sale)
+// and the hidden floor server the answers benchmark starts.
+func (c *cli) addChaosCmds(root *cobra.Command) {
 	floor := c.flagSetCmd("answer-floor", "Serve the floor of a sold-out answer (started by answers)",
 		`Serve OrderService with every PlaceOrder answered sold out, the floor server of the answers
 benchmark, until SIGTERM.`, answerFloor)
@@ -132,7 +144,6 @@ instance and Redis master, and the CPU per acknowledged order of every process. 
 when an invariant is violated. It kills and restarts a broker of the local stack's RocketMQ
 cluster: never run it beside make test.`, clusterSale),
 	)
-	return root
 }
 
 // execute runs the command line args (without the program name) with ctx.

@@ -93,7 +93,12 @@ Typical use:   eval "$(deploy/local/stack.sh up)"`,
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	root.SetFlagErrorFunc(clikit.FlagError)
+	root.AddCommand(c.upCmd(), c.envCmd(), c.statusCmd(), c.downCmd(), c.mqadminCmd())
+	return root
+}
 
+// upCmd is `up`: start what is not running and print the export lines.
+func (c *cli) upCmd() *cobra.Command {
 	var quiet, clusterFlag bool
 	const clusterUsage = "also the RocketMQ cluster mode (name server, broker-a, broker-b, CLUSTER-mode proxy in " +
 		"<state>/rocketmq-cluster); the RocketMQ exports then point at it ($SECKILL_STACK_ROCKETMQ_CLUSTER=1)"
@@ -126,7 +131,12 @@ With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the d
 	up.Flags().BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	up.Flags().BoolVar(&clusterFlag, "rocketmq-cluster", false, clusterUsage)
 
-	var envCluster, statusCluster bool
+	return up
+}
+
+// envCmd is `env`: the export lines of a running stack.
+func (c *cli) envCmd() *cobra.Command {
+	var envCluster bool
 	env := &cobra.Command{
 		Use:   "env [--rocketmq-cluster]",
 		Short: "Print the export lines of a running stack (exit 1 if it is not healthy)",
@@ -149,6 +159,12 @@ With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the d
 		},
 	}
 	env.Flags().BoolVar(&envCluster, "rocketmq-cluster", false, "the exports of the stack with the RocketMQ cluster mode")
+	return env
+}
+
+// statusCmd is `status`: one line per component.
+func (c *cli) statusCmd() *cobra.Command {
+	var statusCluster bool
 	status := &cobra.Command{
 		Use:   "status [--rocketmq-cluster]",
 		Short: "One line per component: pid, ports, healthy, RSS (exit 1 if anything is not healthy)",
@@ -170,6 +186,11 @@ With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the d
 		},
 	}
 	status.Flags().BoolVar(&statusCluster, "rocketmq-cluster", false, "also the RocketMQ cluster mode's components")
+	return status
+}
+
+// downCmd is `down`: stop what the stack started, by pid.
+func (c *cli) downCmd() *cobra.Command {
 	down := &cobra.Command{
 		Use:   "down [--purge] [--rocketmq-cluster] [postgres|redis|redis-cluster|rocketmq]...",
 		Short: "Stop the processes the stack started (by pid); --purge also deletes their data",
@@ -211,6 +232,11 @@ it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) onl
 			return s.Down(cmd.Context(), purge, names)
 		},
 	}
+	return down
+}
+
+// mqadminCmd is `mqadmin`: RocketMQ's mqadmin against the local name server.
+func (c *cli) mqadminCmd() *cobra.Command {
 	mqadmin := &cobra.Command{
 		Use:                "mqadmin ARGS...",
 		Short:              "Run RocketMQ's mqadmin against the local name server",
@@ -230,8 +256,7 @@ it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) onl
 			return nil
 		},
 	}
-	root.AddCommand(up, env, status, down, mqadmin)
-	return root
+	return mqadmin
 }
 
 // execute runs the command line args (without the program name) with ctx.
