@@ -288,7 +288,10 @@ func (r clusterSaleResult) violations() int64 {
 	return n
 }
 
-// runClusterSale runs one cluster sale.
+// runClusterSale runs one cluster sale: the instances on a scratch
+// database, Redis namespace and broker namespace, the activity, the sale
+// with its faults (sellCluster), and the measures at rest
+// (settleClusterSale).
 func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, error) {
 	res := clusterSaleResult{}
 	o := r.opts
@@ -308,18 +311,71 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	_, _ = rand.Read(b)
 	ns := "cs" + hex.EncodeToString(b)
 	defer purgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
-	logDir, err := os.MkdirTemp("", "seckill-cluster-sale-")
+	all, err := r.startInstances(ctx, env, dsn, ns, &res)
+	defer func() {
+		for _, in := range all {
+			in.stop()
+			_ = in.logFile.Close()
+		}
+	}()
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(r.progress, "cluster-sale: service logs in %s\n", logDir)
+	httpc := &http.Client{Timeout: 10 * time.Second}
+	s := &clusterSaleRound{r: r, res: &res, httpc: httpc, secret: []byte(r.cfg.AuthSecret), activityID: benchActivityID()}
+	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].api, s.secret, s.activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
+		return res, err
+	}
+	redisBefore, err := redisScriptCalls(ctx, rc)
+	if err != nil {
+		return res, err
+	}
+	s.meters = r.meters(all)
+	s.measureIdle()
+	atStart := readMeters(s.meters)
+	stopScrape := scrapeDeliveries(ctx, httpc, res.workers)
+	defer stopScrape()
+	if s.pool, err = pgxpool.New(ctx, dsn); err != nil {
+		return res, err
+	}
+	defer s.pool.Close()
+	for _, in := range res.apis {
+		s.bases = append(s.bases, "http://"+in.api)
+	}
+	stopPaying, err := s.startPayer(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer stopPaying()
+	if err := s.sell(ctx); err != nil {
+		return res, err
+	}
+	redisAfter, err := redisScriptCalls(ctx, rc)
+	if err != nil {
+		return res, err
+	}
+	res.redisCalls = map[string]int64{}
+	for addr, n := range redisAfter {
+		res.redisCalls[addr] = n - redisBefore[addr]
+	}
+	return res, s.settle(ctx, atStart, stopPaying)
+}
 
+// startInstances starts the API and worker instances of the run on the
+// scratch database dsn, Redis namespace ns and broker namespace env, and
+// waits until each is live and ready. It returns every instance it
+// started, also on an error, for the caller to stop.
+func (r clusterSaleRun) startInstances(ctx context.Context, env *benchNamespace, dsn, ns string, res *clusterSaleResult) ([]*clusterInstance, error) {
+	logDir, err := os.MkdirTemp("", "seckill-cluster-sale-")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(r.progress, "cluster-sale: service logs in %s\n", logDir)
 	start := func(role string, i int) (*clusterInstance, error) {
 		name := fmt.Sprintf("%s-%d", role, i)
 		in, err := newInstance(name, r.exe, logDir,
 			"SECKILL_ROLE="+role, "SECKILL_PG_DSN="+dsn,
 			"SECKILL_REDIS_ADDR="+strings.Join(r.redisAddrs, ","), "SECKILL_REDIS_DB=0", "SECKILL_REDIS_NAMESPACE="+ns,
-			"SECKILL_ROCKETMQ_ENDPOINT="+r.cfg.Broker.Settings.Target(),
 			"SECKILL_INSTANCE_ID="+name+"-"+env.Prefix(),
 			"SECKILL_RATE_BURST=1000000", "SECKILL_RATE_PER_SECOND=1000000", "SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")
 		if err != nil {
@@ -336,68 +392,42 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 		return ci, nil
 	}
 	var all []*clusterInstance
-	defer func() {
-		for _, in := range all {
-			in.stop()
-			_ = in.logFile.Close()
+	for _, shape := range []struct {
+		role string
+		n    int
+		into *[]*clusterInstance
+	}{{config.RoleAPI, r.opts.apis, &res.apis}, {config.RoleWorkers, r.opts.workers, &res.workers}} {
+		for i := range shape.n {
+			in, err := start(shape.role, i)
+			if err != nil {
+				return all, err
+			}
+			all, *shape.into = append(all, in), append(*shape.into, in)
 		}
-	}()
-	for i := range o.apis {
-		in, err := start(config.RoleAPI, i)
-		if err != nil {
-			return res, err
-		}
-		all, res.apis = append(all, in), append(res.apis, in)
-	}
-	for i := range o.workers {
-		in, err := start(config.RoleWorkers, i)
-		if err != nil {
-			return res, err
-		}
-		all, res.workers = append(all, in), append(res.workers, in)
 	}
 	for _, in := range all {
 		if err := in.waitLive(ctx); err != nil {
-			return res, err
+			return all, err
 		}
 	}
 	for _, in := range all {
 		if err := waitReady(ctx, "http://"+in.ops+"/readyz", 90*time.Second); err != nil {
-			return res, fmt.Errorf("%s: %w (log: %s)", in.name, err, in.logFile.Name())
+			return all, fmt.Errorf("%s: %w (log: %s)", in.name, err, in.logFile.Name())
 		}
 	}
-	httpc := &http.Client{Timeout: 10 * time.Second}
-	secret := []byte(r.cfg.AuthSecret)
-	activityID := benchActivityID()
-	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].api, secret, activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
-		return res, err
-	}
-	redisBefore, err := redisScriptCalls(ctx, rc)
-	if err != nil {
-		return res, err
-	}
-	meters := r.meters(all)
-	if o.idle > 0 {
-		// Every process's CPU while nothing is sold: the fixed cost of
-		// the shape, apart from the work per order.
-		before := readMeters(meters)
-		time.Sleep(o.idle)
-		for i, v := range readMeters(meters) {
-			meters[i].idleCores = (v - before[i]) / o.idle.Seconds()
-		}
-	}
-	atStart := readMeters(meters)
+	return all, nil
+}
 
-	// The workers' counters, read every second until the run ends.
-	scrapeCtx, stopScrape := context.WithCancel(ctx)
-	var scrapeWG sync.WaitGroup
-	scrapeWG.Add(1)
-	go func() {
-		defer scrapeWG.Done()
+// scrapeDeliveries reads the workers' delivery counters every second until
+// the returned stop is called.
+func scrapeDeliveries(ctx context.Context, httpc *http.Client, workers []*clusterInstance) (stop func()) {
+	scrapeCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			for _, w := range res.workers {
+			for _, w := range workers {
 				w.scrapeDeliveries(scrapeCtx, httpc)
 			}
 			select {
@@ -406,95 +436,123 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 			case <-t.C:
 			}
 		}
-	}()
-	defer func() { stopScrape(); scrapeWG.Wait() }()
+	})
+	return func() { cancel(); wg.Wait() }
+}
 
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return res, err
-	}
-	defer pool.Close()
-	payTok, err := api.MintScopedToken(secret, 900_000_001, []string{api.ScopePayment}, time.Hour, time.Now())
-	if err != nil {
-		return res, err
-	}
-	// The sale: buyers retry their one request_id across the API instances
-	// until a definite answer.
-	bases := make([]string, len(res.apis))
-	for i, in := range res.apis {
-		bases[i] = "http://" + in.api
-	}
-	pay := &payer{httpc: httpc, bases: bases, pool: pool, activityID: activityID, to: o.payShare, token: payTok, tried: map[string]bool{}}
-	payCtx, stopPaying := context.WithCancel(ctx)
-	var payWG sync.WaitGroup
-	payWG.Add(1)
-	go func() { defer payWG.Done(); pay.run(payCtx) }()
-	defer func() { stopPaying(); payWG.Wait() }()
+// clusterSaleRound is one cluster sale under way: what its phases share.
+type clusterSaleRound struct {
+	r          clusterSaleRun
+	res        *clusterSaleResult
+	httpc      *http.Client
+	secret     []byte
+	activityID int64
+	bases      []string // the API instances' base URLs
+	pool       *pgxpool.Pool
+	meters     []*meter
+	pay        *payer
+	answers    []buyerAnswer
+	// t0 is the first buyer's start; lastAck the last acknowledgement;
+	// backAt when every faulted process was back.
+	t0, lastAck, backAt time.Time
+}
 
+// measureIdle records every process's CPU while nothing is sold (--idle):
+// the fixed cost of the shape, apart from the work per order.
+func (s *clusterSaleRound) measureIdle() {
+	if s.r.opts.idle <= 0 {
+		return
+	}
+	before := readMeters(s.meters)
+	time.Sleep(s.r.opts.idle)
+	for i, v := range readMeters(s.meters) {
+		s.meters[i].idleCores = (v - before[i]) / s.r.opts.idle.Seconds()
+	}
+}
+
+// startPayer starts paying a share of the orders through the payment side
+// while the others run into their timeout; stop (idempotent) ends it.
+func (s *clusterSaleRound) startPayer(ctx context.Context) (stop func(), err error) {
+	payTok, err := api.MintScopedToken(s.secret, 900_000_001, []string{api.ScopePayment}, time.Hour, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s.pay = &payer{httpc: s.httpc, bases: s.bases, pool: s.pool, activityID: s.activityID, to: s.r.opts.payShare, token: payTok,
+		tried: map[string]bool{}}
+	payCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.pay.run(payCtx) })
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }, nil
+}
+
+// sell runs the sale: buyers retry their one request_id across the API
+// instances until a definite answer; once a third of the stock was
+// acknowledged the faults are injected.
+func (s *clusterSaleRound) sell(ctx context.Context) error {
+	o, res := s.r.opts, s.res
 	countAnswer := func(i int, acknowledged bool) {
 		res.apis[i].calls.Add(1)
 		if acknowledged {
 			res.apis[i].accepted.Add(1)
 		}
 	}
-	t0 := time.Now()
-	answers := make([]buyerAnswer, o.buyers)
-	var next, acknowledged atomic.Int64
-	var lastAnswer, lastAck atomic.Int64
+	s.t0 = time.Now()
+	s.answers = make([]buyerAnswer, o.buyers)
+	var next, acknowledged, lastAnswer, lastAck atomic.Int64
 	saleCtx, stopSale := context.WithTimeout(ctx, o.down+o.settle)
 	defer stopSale()
 	var wg sync.WaitGroup
 	for range o.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= o.buyers {
 					return
 				}
-				answers[i] = buyUntilDefinite(saleCtx, httpc, bases, secret, activityID, int64(2_000_000+i), fmt.Sprintf("cs-%d", i), countAnswer)
+				s.answers[i] = buyUntilDefinite(saleCtx, s.httpc, s.bases, s.secret, s.activityID, int64(2_000_000+i),
+					fmt.Sprintf("cs-%d", i), countAnswer)
 				now := time.Now().UnixNano()
-				if answers[i].orderID != "" {
+				if s.answers[i].orderID != "" {
 					acknowledged.Add(1)
 					lastAck.Store(now)
 				}
 				lastAnswer.Store(now)
 			}
-		}()
+		})
 	}
-	// The faults, once a third of the stock was acknowledged.
 	for acknowledged.Load() < int64(o.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	res.faultAt = time.Since(t0)
-	backAt, err := r.injectClusterFaults(ctx, res.apis, res.workers)
+	res.faultAt = time.Since(s.t0)
+	backAt, err := s.r.injectClusterFaults(ctx, res.apis, res.workers)
 	if err != nil {
 		stopSale()
 		wg.Wait()
-		return res, err
+		return err
 	}
 	wg.Wait()
-	res.answeredSeconds = time.Unix(0, lastAnswer.Load()).Sub(t0).Seconds()
-	res.saleSeconds = time.Unix(0, lastAck.Load()).Sub(t0).Seconds()
-	redisAfter, err := redisScriptCalls(ctx, rc)
-	if err != nil {
-		return res, err
-	}
-	res.redisCalls = map[string]int64{}
-	for addr, n := range redisAfter {
-		res.redisCalls[addr] = n - redisBefore[addr]
-	}
+	s.backAt, s.lastAck = backAt, time.Unix(0, lastAck.Load())
+	res.answeredSeconds = time.Unix(0, lastAnswer.Load()).Sub(s.t0).Seconds()
+	res.saleSeconds = s.lastAck.Sub(s.t0).Seconds()
+	return nil
+}
 
-	ids := acknowledgedIDs(answers)
+// settle waits until every acknowledged reservation is resolved, takes
+// the CPU window from atStart, stops the payer, waits for the activity at
+// rest (every unpaid order canceled by its timeout, its unit back) and
+// checks I1-I7.
+func (s *clusterSaleRound) settle(ctx context.Context, atStart []float64, stopPaying func()) error {
+	o, res := s.r.opts, s.res
+	ids := acknowledgedIDs(s.answers)
 	res.acknowledged = len(ids)
-	// Every acknowledged reservation becomes an order or is released.
 	deadline := time.Now().Add(o.settle)
 	var open int
 	for {
-		res.created, res.released, open, err = resolveIDs(ctx, pool, ids)
+		var err error
+		res.created, res.released, open, err = resolveIDs(ctx, s.pool, ids)
 		if err != nil {
-			return res, err
+			return err
 		}
 		if open == 0 || time.Now().After(deadline) {
 			break
@@ -503,39 +561,45 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	}
 	// The CPU window: from the first buyer until every acknowledged
 	// reservation was resolved (the consumers' work included).
-	res.windowSeconds = time.Since(t0).Seconds()
-	for i, v := range readMeters(meters) {
-		m := meters[i]
+	res.windowSeconds = time.Since(s.t0).Seconds()
+	for i, v := range readMeters(s.meters) {
+		m := s.meters[i]
 		res.cpu = append(res.cpu, cpuShare{name: m.name, role: m.role, seconds: v - atStart[i], idleCores: m.idleCores})
 	}
 	var lastOrder time.Time
-	if err := pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, activityID).Scan(&lastOrder); err != nil {
-		return res, err
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, s.activityID).Scan(&lastOrder); err != nil {
+		return err
 	}
-	res.ordersSeconds = lastOrder.Sub(t0).Seconds()
-	res.lastOrderAfterLastAck = lastOrder.Sub(time.Unix(0, lastAck.Load()))
-	res.recovery = max(0, lastOrder.Sub(backAt))
-	// Pay a share of the orders through the payment side while the others
-	// run into their timeout.
+	res.ordersSeconds = lastOrder.Sub(s.t0).Seconds()
+	res.lastOrderAfterLastAck = lastOrder.Sub(s.lastAck)
+	res.recovery = max(0, lastOrder.Sub(s.backAt))
 	stopPaying()
-	payWG.Wait()
-	res.paid = int(pay.paid.Load())
-	// At rest: every unpaid order canceled by its timeout, its unit back.
-	deadline = time.Now().Add(o.paymentTimeout + o.settle)
+	res.paid = int(s.pay.paid.Load())
+	if err := s.waitAtRest(ctx); err != nil {
+		return err
+	}
+	var err error
+	res.invariants, res.timedOut, err = checkActivityInvariants(ctx, s.pool, s.httpc, s.bases, s.secret, s.activityID, o.stock, s.answers, open)
+	return err
+}
+
+// waitAtRest waits, up to the payment timeout and --settle, until no order
+// of the activity is still open and its books show no drift and no
+// release in flight.
+func (s *clusterSaleRound) waitAtRest(ctx context.Context) error {
+	deadline := time.Now().Add(s.r.opts.paymentTimeout + s.r.opts.settle)
 	for {
 		var pending int64
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status NOT IN ('PAID', 'CANCELED')`,
-			activityID).Scan(&pending); err != nil {
-			return res, err
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status NOT IN ('PAID', 'CANCELED')`,
+			s.activityID).Scan(&pending); err != nil {
+			return err
 		}
-		rep, repErr := stockReport(ctx, httpc, "http://"+res.apis[1%len(res.apis)].api, secret, activityID)
+		rep, repErr := stockReport(ctx, s.httpc, "http://"+s.res.apis[1%len(s.res.apis)].api, s.secret, s.activityID)
 		if (pending == 0 && repErr == nil && rep.GetDrift() == 0 && rep.GetReleasesInFlight() == 0) || time.Now().After(deadline) {
-			break
+			return nil
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	res.invariants, res.timedOut, err = checkActivityInvariants(ctx, pool, httpc, bases, secret, activityID, o.stock, answers, open)
-	return res, err
 }
 
 // meter reads one process's CPU seconds: a process of the stack, a
