@@ -406,93 +406,171 @@ type buyerAnswer struct {
 	definite bool   // a definite answer arrived (acknowledged or refused)
 }
 
+// runChaosScenario runs one scenario: the world it needs (chaosWorld),
+// two service instances on it, the sale with the fault mid-way
+// (sellUnderFault) and the books at rest (settleChaos).
 func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	res := chaosResult{scenario: r.scenario}
+	action, _, _ := strings.Cut(r.scenario, "-")
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+	w, err := newChaosWorld(ctx, &r, func(f func()) { cleanups = append(cleanups, f) })
+	if err != nil {
+		return res, err
+	}
+	instances, err := startChaosInstances(ctx, r, w, action, func(f func()) { cleanups = append(cleanups, f) })
+	if err != nil {
+		return res, err
+	}
+	sale := &chaosSale{r: r, instances: instances, secret: []byte(r.cfg.AuthSecret), httpc: &http.Client{Timeout: 10 * time.Second},
+		activityID: benchActivityID()}
+	if err := createSaleActivity(ctx, sale.httpc, "http://"+instances[1].api, sale.secret, sale.activityID, int64(r.stock), time.Hour, 1); err != nil {
+		return res, err
+	}
+	backAt, err := sale.sellUnderFault(ctx, action, w.fp, func(f func()) { cleanups = append(cleanups, f) })
+	if err != nil {
+		return res, err
+	}
+	pool, err := pgxpool.New(ctx, w.dsn)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	err = sale.settle(ctx, pool, w.rc, backAt, &res)
+	return res, err
+}
+
+// chaosWorld is what a scenario's services run on.
+type chaosWorld struct {
+	// dsn is the scratch database (through the failover pair's two hosts
+	// in a failover scenario); serviceDSN the services' (through the
+	// fault proxy when the fault is on PostgreSQL's connections).
+	dsn, serviceDSN string
+	// rc reads the Redis the services use (nil on a Redis Cluster).
+	rc        *goredis.Client
+	redisAddr string
+	redisDB   int
+	env       *benchNamespace
+	fp        *faultproxy.Proxy // nil without a connection fault
+}
+
+// newChaosWorld builds the scenario's world: a scratch namespace (on a
+// synchronous PostgreSQL pair for a failover, its standby paused for
+// lagfailover), the private Redis or a Redis Cluster with replicas when
+// the scenario asks, and a fault proxy in front of PostgreSQL or Redis for
+// a connection fault. It hands each cleanup to defer, and sets r.pair and
+// r.cluster.
+func newChaosWorld(ctx context.Context, r *chaosRun, deferred func(func())) (*chaosWorld, error) {
 	action, target, _ := strings.Cut(r.scenario, "-")
 	cfg := r.cfg
 	if failovers[action] {
 		pair, err := pgpair.Start(ctx, pgpair.Options{Synchronous: true})
 		if err != nil {
-			return res, err
+			return nil, err
 		}
-		defer pair.Close()
+		deferred(pair.Close)
 		r.pair = pair
 		cfg.Postgres.DSN = config.Secret(pair.Primary.URL("postgres")) // the scratch database is made on the primary
 	}
 	sc, err := newScratch(ctx, cfg, r.log, 8)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer sc.Close()
-	dsn, rc, env := sc.dsn, sc.redis, sc.env
+	deferred(sc.Close)
+	w := &chaosWorld{dsn: sc.dsn, rc: sc.redis, env: sc.env, redisAddr: r.cfg.Redis.Addr}
 	if r.pair != nil {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return res, err
-		}
-		dsn = r.pair.URL(strings.TrimPrefix(u.Path, "/")) // services and checks follow the promotion
-		if action == "lagfailover" {
-			// The standby replays nothing of the sale until it is
-			// promoted: it lags by everything before the fault.
-			var paused string
-			if err := r.pair.Standby.QueryRow(ctx, `SELECT pg_wal_replay_pause()::text`, &paused); err != nil {
-				return res, fmt.Errorf("pause the standby's replay: %w", err)
-			}
+		if err := w.followPair(ctx, r.pair, action); err != nil {
+			return nil, err
 		}
 	}
-	redisAddr := r.cfg.Redis.Addr
 	if r.redis != nil {
 		private := goredis.NewClient(&goredis.Options{Addr: r.redis.addr()})
-		defer func() { _ = private.Close() }()
-		rc, redisAddr = private, r.redis.addr()
+		deferred(func() { _ = private.Close() })
+		w.rc, w.redisAddr = private, r.redis.addr()
 	}
-	redisDB := rc.Options().DB
+	w.redisDB = w.rc.Options().DB
 	if target == "rediscluster" {
 		cluster, err := rediscluster.Start(ctx, rediscluster.Options{Replicas: true})
 		if err != nil {
-			return res, err
+			return nil, err
 		}
-		defer cluster.Close()
+		deferred(cluster.Close)
 		r.cluster = cluster
-		redisAddr, redisDB, rc = strings.Join(cluster.Seeds(), ","), 0, nil
+		w.redisAddr, w.redisDB, w.rc = strings.Join(cluster.Seeds(), ","), 0, nil
 	}
+	w.serviceDSN = w.dsn
+	if connectionFaults[action] {
+		if err := w.throughFaultProxy(target, deferred); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// followPair points the world's DSN at both hosts of the failover pair, so
+// that services and checks follow the promotion; for lagfailover it pauses
+// the standby's replay: it then lags by everything before the fault.
+func (w *chaosWorld) followPair(ctx context.Context, pair *pgpair.Pair, action string) error {
+	u, err := url.Parse(w.dsn)
+	if err != nil {
+		return err
+	}
+	w.dsn = pair.URL(strings.TrimPrefix(u.Path, "/"))
+	if action == "lagfailover" {
+		var paused string
+		if err := pair.Standby.QueryRow(ctx, `SELECT pg_wal_replay_pause()::text`, &paused); err != nil {
+			return fmt.Errorf("pause the standby's replay: %w", err)
+		}
+	}
+	return nil
+}
+
+// throughFaultProxy puts a fault proxy between the services and the
+// target of a connection fault (PostgreSQL or Redis).
+func (w *chaosWorld) throughFaultProxy(target string, deferred func(func())) error {
+	via := w.redisAddr
+	var u *url.URL
+	if target == "postgres" {
+		var err error
+		if u, err = url.Parse(w.dsn); err != nil {
+			return err
+		}
+		via = u.Host
+	}
+	fp, err := faultproxy.New(via)
+	if err != nil {
+		return err
+	}
+	deferred(func() { _ = fp.Close() })
+	fp.SetMaxConns(1024)
+	w.fp = fp
+	if u != nil {
+		u.Host = fp.Addr()
+		w.serviceDSN = u.String()
+	} else {
+		w.redisAddr = fp.Addr()
+	}
+	return nil
+}
+
+// startChaosInstances starts the two service instances on the world
+// (each consumer crash-prone in the crash scenario) and waits until they
+// are live; it hands their stop and log close to defer.
+func startChaosInstances(ctx context.Context, r chaosRun, w *chaosWorld, action string, deferred func(func())) ([]*instance, error) {
 	logDir, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	// A connection fault needs the services to reach the component
-	// through a fault proxy.
-	serviceDSN := dsn
-	var fp *faultproxy.Proxy
-	if connectionFaults[action] {
-		via := redisAddr
-		if target == "postgres" {
-			u, err := url.Parse(dsn)
-			if err != nil {
-				return res, err
-			}
-			via = u.Host
-		}
-		if fp, err = faultproxy.New(via); err != nil {
-			return res, err
-		}
-		defer func() { _ = fp.Close() }()
-		fp.SetMaxConns(1024)
-		if target == "postgres" {
-			u, _ := url.Parse(dsn)
-			u.Host = fp.Addr()
-			serviceDSN = u.String()
-		} else {
-			redisAddr = fp.Addr()
-		}
-	}
-
-	instances, err := chaosInstances(r.exe, logDir, env, serviceDSN, redisAddr, redisDB)
+	instances, err := chaosInstances(r.exe, logDir, w.env, w.serviceDSN, w.redisAddr, w.redisDB)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	for _, in := range instances {
-		defer func() { _ = in.logFile.Close() }()
+		deferred(func() { _ = in.logFile.Close() })
 		if action == "crash" {
 			// One message per transaction and one transaction at a time
 			// (a pool budget of 0.04 of 32 connections: concurrency 1):
@@ -502,87 +580,93 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 			in.env = append(slices.Clip(in.cleanEnv), "SECKILL_FAILPOINTS="+consumerCrashes)
 		}
 		if err := in.start(); err != nil {
-			return res, err
+			return nil, err
 		}
-		defer in.stop()
+		deferred(in.stop)
 	}
 	for _, in := range instances {
 		if err := in.waitLive(ctx); err != nil {
-			return res, err
+			return nil, err
 		}
 	}
-	secret := []byte(r.cfg.AuthSecret)
-	httpc := &http.Client{Timeout: 10 * time.Second}
-	activityID := benchActivityID()
-	if err := createSaleActivity(ctx, httpc, "http://"+instances[1].api, secret, activityID, int64(r.stock), time.Hour, 1); err != nil {
-		return res, err
-	}
+	return instances, nil
+}
 
-	// The sale: buyers retry their one request_id, on either instance,
-	// until a definite answer or the deadline.
-	bases := make([]string, len(instances))
-	for i, in := range instances {
+// chaosSale is one scenario's sale.
+type chaosSale struct {
+	r          chaosRun
+	instances  []*instance
+	secret     []byte
+	httpc      *http.Client
+	activityID int64
+	answers    []buyerAnswer
+	crashes    atomic.Int64
+}
+
+// sellUnderFault runs the sale (buyers retry their one request_id, on
+// either instance, until a definite answer or the deadline) and injects
+// the fault once a third of the stock was acknowledged: mid-sale. It
+// returns when every faulted process was back. In the crash scenario the
+// instances' crashes are supervised until deferred's cleanups run.
+func (s *chaosSale) sellUnderFault(ctx context.Context, action string, fp *faultproxy.Proxy, deferred func(func())) (time.Time, error) {
+	r := s.r
+	bases := make([]string, len(s.instances))
+	for i, in := range s.instances {
 		bases[i] = "http://" + in.api
 	}
-	answers := make([]buyerAnswer, r.buyers)
-	var next atomic.Int64
-	var acknowledged atomic.Int64
+	s.answers = make([]buyerAnswer, r.buyers)
+	var next, acknowledged atomic.Int64
 	saleCtx, stopSale := context.WithTimeout(ctx, r.down+r.settle)
 	defer stopSale()
 	var wg sync.WaitGroup
 	for range r.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= r.buyers {
 					return
 				}
-				answers[i] = buyUntilDefinite(saleCtx, httpc, bases, secret, activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i), nil)
-				if answers[i].orderID != "" {
+				s.answers[i] = buyUntilDefinite(saleCtx, s.httpc, bases, s.secret, s.activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i), nil)
+				if s.answers[i].orderID != "" {
 					acknowledged.Add(1)
 				}
 			}
-		}()
+		})
 	}
-	var crashes atomic.Int64
 	if action == "crash" {
 		superviseCtx, stopSupervising := context.WithCancel(ctx)
-		defer stopSupervising()
-		for _, in := range instances {
-			go in.superviseCrashes(superviseCtx, &crashes, r.crashTarget, 5000)
+		deferred(stopSupervising)
+		for _, in := range s.instances {
+			go in.superviseCrashes(superviseCtx, &s.crashes, r.crashTarget, 5000)
 		}
 	}
-	// The fault, once a third of the stock was acknowledged: mid-sale.
 	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.acked, r.activityID = &acknowledged, activityID
-	backAt, err := injectFault(ctx, r, instances, fp, &crashes)
+	r.acked, r.activityID = &acknowledged, s.activityID
+	backAt, err := injectFault(ctx, r, s.instances, fp, &s.crashes)
 	if err != nil {
 		stopSale()
-		wg.Wait()
-		return res, err
 	}
 	wg.Wait()
+	return backAt, err
+}
 
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return res, err
-	}
-	defer pool.Close()
-	for _, a := range answers {
-		if a.orderID != "" {
-			res.acknowledged++
-		}
-	}
-	// Settle: every acknowledged reservation is an order or released.
+// settle waits until every acknowledged reservation is an order or
+// released, then fills res with the books: lost and unsettled
+// reservations (with the dead letters and open reservations reported),
+// oversell, duplicate users and effects, the I6 drift, the recovery (the
+// last order after backAt) and the crashes.
+func (s *chaosSale) settle(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, backAt time.Time, res *chaosResult) error {
+	r := s.r
+	ids := acknowledgedIDs(s.answers)
+	res.acknowledged = len(ids)
 	deadline := time.Now().Add(r.settle)
 	for {
-		res.created, res.released, res.lost, err = resolveIDs(ctx, pool, acknowledgedIDs(answers))
+		var err error
+		res.created, res.released, res.lost, err = resolveIDs(ctx, pool, ids)
 		if err != nil {
-			return res, err
+			return err
 		}
 		if res.lost == 0 || time.Now().After(deadline) {
 			break
@@ -593,28 +677,28 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		res.unsettled = res.lost
 		reportDeadLetters(ctx, pool, os.Stderr)
 		if rc != nil {
-			reportOpen(ctx, pool, rc, r.cfg.Redis.Namespace, answers, os.Stderr)
+			reportOpen(ctx, pool, rc, r.cfg.Redis.Namespace, s.answers, os.Stderr)
 		}
 	}
 	// Oversell: more live orders than units (PostgreSQL's books), or
 	// buyers told "accepted" whose order then found no stock (the entry's
 	// books: Redis acknowledged more than it had).
-	books, err := readSaleBooks(ctx, pool, activityID, acknowledgedIDs(answers))
+	books, err := readSaleBooks(ctx, pool, s.activityID, ids)
 	res.oversell = int(max(0, books.live-int64(r.stock)) + books.noStock)
 	res.dupUsers, res.dupEffects = int(books.dupUsers), int(books.dupEffects)
 	if err == nil {
-		res.drift, err = chaosDrift(ctx, httpc, instances, []byte(r.cfg.AuthSecret), activityID)
+		res.drift, err = chaosDrift(ctx, s.httpc, s.instances, s.secret, s.activityID)
 	}
 	var last time.Time
 	if err == nil {
-		err = pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, activityID).Scan(&last)
+		err = pool.QueryRow(ctx, `SELECT coalesce(max(created_at), now()) FROM orders WHERE activity_id = $1`, s.activityID).Scan(&last)
 	}
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.recovery = max(0, last.Sub(backAt))
-	res.crashes = int(crashes.Load())
-	return res, nil
+	res.crashes = int(s.crashes.Load())
+	return nil
 }
 
 // chaosDrift is the I6 drift of the scenario's activity as the service's
