@@ -236,7 +236,26 @@ func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags, t rocketmq.Topology
 // topologyCmd holds apply, check and show of the broker topology
 // (rocketmq.Topology).
 func (c *cli) topologyCmd() *cobra.Command {
-	var applyFlags, checkFlags, showFlags topologyFlags
+	return groupCmd("topology", "Apply, check or show the broker's topics and consumer groups, register an outside group",
+		`The broker topology of the service, defined once in Go (adapters/rocketmq, Topology): the five
+business topics with their message types and queue counts, a %DLQ% topic per business consumer
+group, the five business consumer groups with their retryMaxTimes (the projection group orderly)
+and the dead-letter reader group, every name behind the prefix. The commands talk to the
+brokers' and the name server's remoting ports directly (no mqadmin, no JVM); apply and check
+work on every master broker the name server lists unless --broker or $SECKILL_ROCKETMQ_BROKER
+names one. The local stack (deploy/local/stack.sh up)
+runs apply and check; elsewhere run apply before the service starts: RocketMQ 5.5 refuses
+consumers of unknown groups. With SECKILL_BROKER=rabbitmq, apply and check work on RabbitMQ
+instead (SECKILL_RABBITMQ_URL, _PREFIX, _FIFO_SHARDS): apply declares the exchanges and quorum
+queues of adapters/rabbitmq (the service also declares them at start), check lists the missing
+ones and those declared with other arguments. add-group registers a consumer group of the
+ORDER_EVENT topic for another team's consumer (on RabbitMQ: its queue bound to the exchange).`,
+		c.topologyApplyCmd(), c.topologyCheckCmd(), topologyShowCmd(c.stdout), c.addGroupCmd())
+}
+
+// topologyApplyCmd is `topology apply`.
+func (c *cli) topologyApplyCmd() *cobra.Command {
+	var applyFlags topologyFlags
 	apply := &cobra.Command{
 		Use:   "apply [flags]",
 		Short: "Create or update the topics and consumer groups that differ from the topology",
@@ -276,7 +295,12 @@ Prints each difference it repaired ("applied: ..."), then the summary line ("top
 		},
 	}
 	applyFlags.add(apply, true)
+	return apply
+}
 
+// topologyCheckCmd is `topology check`.
+func (c *cli) topologyCheckCmd() *cobra.Command {
+	var checkFlags topologyFlags
 	check := &cobra.Command{
 		Use:   "check [flags]",
 		Short: "List every difference between the broker and the topology (exit 1 if any)",
@@ -307,7 +331,12 @@ matches. Checking every master also verifies that every topic is routed to every
 		},
 	}
 	checkFlags.add(check, true)
+	return check
+}
 
+// topologyShowCmd is `topology show`, printing to w.
+func topologyShowCmd(w io.Writer) *cobra.Command {
+	var showFlags topologyFlags
 	show := &cobra.Command{
 		Use:   "show [flags]",
 		Short: "Print the topology: topics and consumer groups with their settings",
@@ -320,25 +349,11 @@ retryMaxTimes and consumeMessageOrderly.`,
 			if err != nil {
 				return err
 			}
-			return writeTopology(c.stdout, t)
+			return writeTopology(w, t)
 		},
 	}
 	showFlags.add(show, false)
-
-	return groupCmd("topology", "Apply, check or show the broker's topics and consumer groups, register an outside group",
-		`The broker topology of the service, defined once in Go (adapters/rocketmq, Topology): the five
-business topics with their message types and queue counts, a %DLQ% topic per business consumer
-group, the five business consumer groups with their retryMaxTimes (the projection group orderly)
-and the dead-letter reader group, every name behind the prefix. The commands talk to the
-brokers' and the name server's remoting ports directly (no mqadmin, no JVM); apply and check
-work on every master broker the name server lists unless --broker or $SECKILL_ROCKETMQ_BROKER
-names one. The local stack (deploy/local/stack.sh up)
-runs apply and check; elsewhere run apply before the service starts: RocketMQ 5.5 refuses
-consumers of unknown groups. With SECKILL_BROKER=rabbitmq, apply and check work on RabbitMQ
-instead (SECKILL_RABBITMQ_URL, _PREFIX, _FIFO_SHARDS): apply declares the exchanges and quorum
-queues of adapters/rabbitmq (the service also declares them at start), check lists the missing
-ones and those declared with other arguments. add-group registers a consumer group of the
-ORDER_EVENT topic for another team's consumer (on RabbitMQ: its queue bound to the exchange).`, apply, check, show, c.addGroupCmd())
+	return show
 }
 
 // writeTopology prints t as two tables.
