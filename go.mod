@@ -9,6 +9,7 @@ require (
 	connectrpc.com/otelconnect v0.12.0
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/MicahParks/keyfunc/v3 v3.9.2
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/apache/rocketmq-clients/golang/v5 v5.1.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/wire v0.7.0
@@ -132,6 +133,7 @@ require (
 	github.com/tetratelabs/wazero v1.12.0 // indirect
 	github.com/tidwall/btree v1.8.2 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.lsp.dev/jsonrpc2 v0.10.0 // indirect
 	go.lsp.dev/pkg v0.0.0-20210717090340-384b27a52fb2 // indirect
 	go.lsp.dev/protocol v0.12.0 // indirect
