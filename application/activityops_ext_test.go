@@ -13,12 +13,14 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/memory"
 	"github.com/seckill-dev/seckill/adapters/postgres"
+	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
+	"github.com/seckill-dev/seckill/adapters/testkit/redismem"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// flakySwitch is the Redis double's switch, failing while fail is set.
+// flakySwitch is the test Redis' switch, failing while fail is set.
 type flakySwitch struct {
 	ports.ActivitySwitch
 	fail atomic.Bool
@@ -41,11 +43,12 @@ func (f *flakySwitch) SetEndsAt(ctx context.Context, a ports.Activity, endsAt ti
 }
 
 // opsEnv is ActivityOps and BuyerQueries over a PostgreSQL database of
-// their own and the Redis double.
+// their own and the Redis adapter on a miniredis of their own
+// (adapters/testkit/redismem).
 type opsEnv struct {
 	clock  *memory.Clock
 	pg     *postgres.Store
-	redis  *memory.Redis
+	redis  *redismem.Redis
 	sw     *flakySwitch
 	admin  *application.Admin
 	ops    *application.ActivityOps
@@ -68,7 +71,7 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	}
 	t.Cleanup(pg.Close)
 	e.pg = pg
-	e.redis = memory.NewRedis(memory.RedisConfig{Clock: e.clock, RateLimit: memory.RateLimit{Capacity: 100, RefillPerSecond: 100}})
+	e.redis = redismem.New(t, e.clock, redis.Config{RateLimit: redis.RateLimit{Capacity: 100, RefillPerSecond: 100}})
 	e.sw = &flakySwitch{ActivitySwitch: e.redis}
 	metrics, fp := memory.NewMetrics(), memory.NewFailpoints()
 	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}

@@ -1,18 +1,18 @@
 // Package memory holds the deterministic test doubles of the driven ports
-// that keep application tests fast: Redis, the broker, the clock, the ids,
-// the failpoints and the metrics. They are faithful to the documented port
+// that keep application tests fast: the broker, the clock, the ids, the
+// failpoints and the metrics. They are faithful to the documented port
 // contracts (idempotency, guards, sentinel errors) and safe for concurrent
 // use, but they are never a substitute for the adapter tests of the real
-// Redis and RocketMQ adapters: the shared suites of package
-// adapters/contracttest run against both.
+// adapters: the shared suites of package adapters/contracttest run against
+// both.
 //
-// There is no in-memory PostgreSQL: application tests that need storage
-// (application/scenarios) run on the real adapter, on a clone of the
-// migrated schema (adapters/testkit/pgtest), with these doubles around it.
+// PostgreSQL and Redis have no double here: application tests that need
+// storage (application/scenarios) run on the real PostgreSQL adapter, on a
+// clone of the migrated schema (adapters/testkit/pgtest), and on the real
+// Redis adapter, whose Lua scripts are the one home of the reservation
+// rules, on an in-process miniredis (adapters/testkit/redismem), with these
+// doubles around them.
 //
-//   - Redis implements ports.Admission, ports.Reservations and
-//     ports.Backlog; Redis.OrderViews returns the ports.OrderViews
-//     implementation.
 //   - Broker implements ports.Publisher and delivers stored messages to a
 //     ports.BatchHandler on demand (Deliver, Drain).
 //   - Clock, IDs, Failpoints and Metrics implement ports.Clock,

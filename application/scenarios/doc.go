@@ -7,10 +7,13 @@
 //
 // The tests run on the real PostgreSQL adapter, each on a freshly migrated
 // clone of its own (adapters/testkit/pgtest), so they need the local stack
-// (SECKILL_PG_DSN; `make test`, not `make unit`). Redis, the broker, the
-// clock, the ids, the failpoints and the metrics are the deterministic
-// doubles of adapters/memory: time only moves when a test advances the
-// fake clock, and the PostgreSQL store takes its "now" from that clock too
-// (postgres.Config.Clock), so payment timeouts, reservation TTLs and relay
+// (SECKILL_PG_DSN; `make test`, not `make unit`). Redis is the real Redis
+// adapter on an in-process miniredis of each test's own
+// (adapters/testkit/redismem); the broker, the clock, the ids, the
+// failpoints and the metrics are the deterministic doubles of
+// adapters/memory. Time only moves when a test advances the fake clock:
+// the PostgreSQL store takes its "now" from that clock too
+// (postgres.Config.Clock) and miniredis' clock follows it before every
+// command, so payment timeouts, reservation TTLs, request claims and relay
 // backoff are reached without waiting.
 package scenarios

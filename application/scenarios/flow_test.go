@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/memory"
+	"github.com/seckill-dev/seckill/adapters/testkit/redismem"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/domain/reservation"
@@ -123,7 +124,7 @@ func TestBacklogClosesAdmissionBeforeTouchingStock(t *testing.T) {
 	if _, err := h.placeOrder(2, 1, req(2)); !errors.Is(err, ports.ErrBacklog) {
 		t.Fatalf("admission with an old backlog: %v", err)
 	}
-	if got := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}].Stock; got != 9 {
+	if got := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}].Stock; got != 9 {
 		t.Fatalf("stock %d: a refused request touched stock", got)
 	}
 	h.settle()
@@ -225,7 +226,7 @@ func TestDefiniteSendFailureReleasesOnce(t *testing.T) {
 	if _, err := h.placeOrder(6, 1, req(1)); !errors.Is(err, ports.ErrTransient) {
 		t.Fatalf("definite failure: %v", err)
 	}
-	slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}]
+	slot := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}]
 	if slot.Stock != 3 || len(slot.Holders) != 0 {
 		t.Fatalf("stock %d holders %v after release", slot.Stock, slot.Holders)
 	}
@@ -329,7 +330,7 @@ func TestConsumerRejectsAndCompensatesOnce(t *testing.T) {
 	if !ds[0].Ack || ds[0].Outcome != "duplicate" {
 		t.Fatalf("second compensation: %+v", ds[0])
 	}
-	if got := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}].Stock; got != 10 {
+	if got := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}].Stock; got != 10 {
 		t.Fatalf("stock %d after one release", got)
 	}
 	h.invariants(1)
@@ -511,7 +512,7 @@ func TestPaymentTimeout(t *testing.T) {
 			t.Fatalf("late duplicate: %+v", ds[0])
 		}
 	}
-	slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}]
+	slot := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}]
 	if slot.Stock != 9 {
 		t.Fatalf("Redis stock %d: the canceled unit must be back", slot.Stock)
 	}
@@ -580,7 +581,7 @@ func TestDefiniteFailureAfterUnknownKeepsTheUnit(t *testing.T) {
 			if got := h.broker.Sends(ports.TopicOrderCreate); got != len(tc.modes) {
 				t.Fatalf("%d sends, want %d", got, len(tc.modes))
 			}
-			if slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}]; slot.Stock != 0 {
+			if slot := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}]; slot.Stock != 0 {
 				t.Fatalf("the unit went back (stock %d) although the first copy is in the broker", slot.Stock)
 			}
 			// Another buyer finds the SKU sold out, and the first copy

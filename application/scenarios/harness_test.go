@@ -15,7 +15,9 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/memory"
 	"github.com/seckill-dev/seckill/adapters/postgres"
+	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
+	"github.com/seckill-dev/seckill/adapters/testkit/redismem"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/domain/reservation"
@@ -33,15 +35,17 @@ const (
 var start = time.Date(2026, 6, 25, 17, 0, 0, 0, time.UTC)
 
 // harness wires every use case over the PostgreSQL adapter, on a clone
-// of the migrated schema of its own, and the in-memory doubles of Redis,
-// the broker, the clock, the ids, the failpoints and the metrics.
+// of the migrated schema of its own, the Redis adapter on an in-process
+// miniredis of its own (adapters/testkit/redismem) and the in-memory
+// doubles of the broker, the clock, the ids, the failpoints and the
+// metrics.
 type harness struct {
 	t       *testing.T
 	clock   *memory.Clock
 	pg      *postgres.Store
 	store   *faultyStore // pg with the faults a test injects
 	db      *pgxpool.Pool
-	redis   *memory.Redis
+	redis   *redismem.Redis
 	broker  *memory.Broker
 	fp      *memory.Failpoints
 	metrics *memory.Metrics
@@ -80,7 +84,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	t.Cleanup(pg.Close)
 	h.pg, h.store, h.db = pg, &faultyStore{UnitOfWork: pg}, pgtest.Pool(t, dsn)
-	h.redis = memory.NewRedis(memory.RedisConfig{Clock: h.clock, RateLimit: memory.RateLimit{Capacity: 100, RefillPerSecond: 100}})
+	h.redis = redismem.New(t, h.clock, redis.Config{RateLimit: redis.RateLimit{Capacity: 100, RefillPerSecond: 100}})
 	h.broker = memory.NewBroker(memory.BrokerConfig{Clock: h.clock})
 	ids := memory.NewIDs()
 	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
@@ -194,7 +198,7 @@ func (h *harness) relayOnce() (int, error) {
 func (h *harness) invariants(activityID int64) {
 	h.t.Helper()
 	rs := h.redis.Snapshot()
-	slot, ok := rs.Slots[memory.SKU{ActivityID: activityID, SKUID: 1}]
+	slot, ok := rs.Slots[redismem.SKU{ActivityID: activityID, SKUID: 1}]
 	if !ok {
 		h.t.Fatalf("activity %d not seeded", activityID)
 	}
@@ -393,7 +397,7 @@ func (h *harness) orderOf(orderID string) order.Snapshot {
 
 func (h *harness) reservationOf(activityID int64, reservationID string) reservation.Snapshot {
 	h.t.Helper()
-	for _, r := range h.redis.Snapshot().Slots[memory.SKU{ActivityID: activityID, SKUID: 1}].Reservations {
+	for _, r := range h.redis.Snapshot().Slots[redismem.SKU{ActivityID: activityID, SKUID: 1}].Reservations {
 		if r.Snapshot.ReservationID == reservationID {
 			return r.Snapshot
 		}

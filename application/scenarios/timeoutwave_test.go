@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-dev/seckill/adapters/memory"
+	"github.com/seckill-dev/seckill/adapters/testkit/redismem"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/domain/order"
@@ -145,7 +145,7 @@ func TestTimeoutWaveLeavesPaidAndBuyerCanceledAlone(t *testing.T) {
 			t.Fatalf("order of user %d: %s %q, want %s %q", user, o.Status, o.CancelReason, want, reason)
 		}
 	}
-	slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}]
+	slot := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}]
 	for _, r := range slot.Reservations {
 		want := reservation.StatusReleased
 		if r.Snapshot.OrderID == paid {
@@ -204,7 +204,7 @@ func TestTimeoutWaveLeavesPaidAndBuyerCanceledAlone(t *testing.T) {
 			t.Fatalf("redelivered compensation %d: %+v, want an acknowledged duplicate", i, d)
 		}
 	}
-	if got := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}].Stock; got != n-1 {
+	if got := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}].Stock; got != n-1 {
 		t.Fatalf("Redis stock %d after redelivering the wave, want %d", got, n-1)
 	}
 	h.invariants(1)
@@ -253,7 +253,7 @@ func TestTimeoutBatchLosingARaceFallsBackOneByOne(t *testing.T) {
 		t.Fatalf("the paid order became %s", got)
 	}
 	h.settle()
-	if got := h.redis.Snapshot().Slots[memory.SKU{ActivityID: 1, SKUID: 1}].Stock; got != n-1 {
+	if got := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: 1, SKUID: 1}].Stock; got != n-1 {
 		t.Fatalf("Redis stock %d, want %d", got, n-1)
 	}
 	h.invariants(1)
@@ -345,7 +345,7 @@ func TestTimeoutBatchWithEarlyRepeatedAndMalformedMessages(t *testing.T) {
 	h.invariants(1)
 	h.invariants(2)
 	for _, a := range []int64{1, 2} {
-		slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: a, SKUID: 1}]
+		slot := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: a, SKUID: 1}]
 		if slot.Stock != slot.Activity.Stock {
 			t.Fatalf("activity %d: Redis stock %d, want all %d units back", a, slot.Stock, slot.Activity.Stock)
 		}
@@ -394,7 +394,7 @@ func TestCompensationBatchMixesOutcomes(t *testing.T) {
 		ports.Delivery{Topic: "INVENTORY_COMPENSATE", Body: body, BrokerMessageID: "b-unknown", DeliveryAttempt: 1},
 		ports.Delivery{Topic: "INVENTORY_COMPENSATE", Body: []byte(`not json`), BrokerMessageID: "b-junk", DeliveryAttempt: 1})
 
-	h.redis.Inject("ReleaseMany", memory.Fault{Err: ports.ErrTransient, Times: 1})
+	h.redis.Inject("ReleaseMany", redismem.Fault{Err: ports.ErrTransient, Times: 1})
 	for i, d := range h.compensate.HandleBatch(context.Background(), ds[:4]) {
 		if d.Ack || d.RetryAfter <= 0 {
 			t.Fatalf("task %d while Redis fails: %+v, want a retry", i, d)
@@ -410,7 +410,7 @@ func TestCompensationBatchMixesOutcomes(t *testing.T) {
 		t.Fatalf("quarantine %v, want the unknown reservation and the malformed task", q)
 	}
 	for _, act := range []int64{1, 2} {
-		slot := h.redis.Snapshot().Slots[memory.SKU{ActivityID: act, SKUID: 1}]
+		slot := h.redis.Snapshot().Slots[redismem.SKU{ActivityID: act, SKUID: 1}]
 		if want := map[int64]int64{1: 3, 2: 2}[act]; slot.Stock != want {
 			t.Fatalf("activity %d: Redis stock %d, want %d", act, slot.Stock, want)
 		}

@@ -15,8 +15,8 @@
 // performs the same commands atomically in Lua (the scripts of
 // adapters/redis/lua), and its reference test drives every script and this
 // aggregate from every status and checks that they agree on the status,
-// release reason, send attempt, version and answer. The in-memory double of
-// adapters/memory applies these commands to its stored snapshots.
+// release reason, send attempt, version and answer. The application tests
+// run the same scripts in process, on miniredis (adapters/testkit/redismem).
 //
 // All ids (reservation, order, message, request) are fixed when the
 // reservation is created and never change afterwards.
