@@ -49,17 +49,20 @@ func TestBatchAckOnlyAfterCommit(t *testing.T) {
 		out := make([]ports.Decision, len(ds))
 		var batch []string
 		for i, d := range ds {
-			rec.add(d)
 			id := d.Properties[message.PropMessageID]
 			batch = append(batch, id)
+			// Recorded once its commit was tried, so that the wait for the
+			// third delivery below also waits for that delivery's commit.
 			if err := effects.Commit(ctx, id); err != nil {
 				mu.Lock()
 				commitErrs++
 				mu.Unlock()
 				out[i] = ports.Decision{Outcome: "transient"}
+				rec.add(d)
 				continue
 			}
 			out[i] = ports.Acked("committed")
+			rec.add(d)
 		}
 		mu.Lock()
 		batches = append(batches, batch)
