@@ -183,6 +183,31 @@ func (c *RedisCluster) Healthy(ctx context.Context) error {
 			return fmt.Errorf("%s: node %s (127.0.0.1:%d): %s", c.Name(), n.Name(), n.spec.Port, why)
 		}
 	}
+	if len(c.cfg.RedisClusterReplicaPorts) > 0 {
+		return c.replicasKnown(ctx)
+	}
+	return nil
+}
+
+// replicasKnown checks that the first master's node table (what the
+// clients' CLUSTER SLOTS and a failover go by) shows every replica with
+// its master, each replica of another master: right after REPLICATE the
+// other nodes learn it only by gossip.
+func (c *RedisCluster) replicasKnown(ctx context.Context) error {
+	out, err := redisCommand(ctx, c.cfg.RedisClusterPorts[0], "CLUSTER", "NODES")
+	if err != nil {
+		return fmt.Errorf("%s: CLUSTER NODES: %w", c.Name(), err)
+	}
+	followed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 7 && strings.Contains(f[2], "slave") && f[3] != "-" && f[7] == "connected" {
+			followed[f[3]] = true
+		}
+	}
+	if want := len(c.cfg.RedisClusterReplicaPorts); len(followed) != want {
+		return fmt.Errorf("%s: the node table shows %d masters with a connected replica, want %d", c.Name(), len(followed), want)
+	}
 	return nil
 }
 
