@@ -118,15 +118,7 @@ func TestTimeoutTriggerStandsForItsOrders(t *testing.T) {
 	}
 	h.clock.Advance(time.Second + time.Millisecond)
 	h.settle()
-	for user, id := range ids {
-		want := order.StatusCanceled
-		if id == paid {
-			want = order.StatusPaid
-		}
-		if s := h.orderOf(id); s.Status != want || (want == order.StatusCanceled && s.CancelReason != order.ReasonPaymentTimeout) {
-			t.Fatalf("order of user %d: %s %q, want %s", user, s.Status, s.CancelReason, want)
-		}
-	}
+	h.timedOutBut(ids, paid)
 	for _, id := range other {
 		if s := h.orderOf(id).Status; s != order.StatusCanceled {
 			t.Fatalf("order %s of the second activity is %s, want CANCELED", id, s)
@@ -257,14 +249,21 @@ func TestTimeoutsWaitInPostgresWhenTheBrokerCannotDelay(t *testing.T) {
 	if got := h.count(`SELECT count(*) FROM event_outbox WHERE topic = 'ORDER_TIMEOUT' AND published_at IS NULL`); got != 0 {
 		t.Fatalf("%d timeout rows still unpublished after the deadline", got)
 	}
+	h.timedOutBut(ids, paid)
+	h.invariants(1)
+}
+
+// timedOutBut fails the test unless every order of ids (by user) was
+// canceled by its payment timeout, but paid, which must be paid.
+func (h *harness) timedOutBut(ids map[int64]string, paid string) {
+	h.t.Helper()
 	for user, id := range ids {
 		want := order.StatusCanceled
 		if id == paid {
 			want = order.StatusPaid
 		}
 		if s := h.orderOf(id); s.Status != want || (want == order.StatusCanceled && s.CancelReason != order.ReasonPaymentTimeout) {
-			t.Fatalf("order of user %d: %s %q, want %s", user, s.Status, s.CancelReason, want)
+			h.t.Fatalf("order of user %d: %s %q, want %s", user, s.Status, s.CancelReason, want)
 		}
 	}
-	h.invariants(1)
 }
