@@ -430,6 +430,58 @@ func TestStockRecoveryRebuildKeepsEveryChangeOnce(t *testing.T) {
 	}
 }
 
+// TestStockRecoveryDoesNotGiveACanceledOrdersUnitBackTwice: an order is
+// canceled in PostgreSQL while its release (the compensation) is still in
+// flight when Redis comes back as another process with its reservations
+// (from its append-only file). The rebuild counts the canceled order's
+// unit as available (PostgreSQL's books), so it marks that reservation
+// released: the compensation that arrives afterwards finds it released
+// and gives nothing back, and the books balance. Before the rebuild knew
+// the canceled orders, that release gave the unit back a second time
+// (seen as a drift of -3 in a soak with a kill of Redis mid-sale).
+func TestStockRecoveryDoesNotGiveACanceledOrdersUnitBackTwice(t *testing.T) {
+	e := newStockEnv(t)
+	a := e.activity(1, 5, 1, false)
+	e.reserve(a, 2) // rsv_1 of user 1, rsv_2 of user 2
+	refs := []ports.ReservationRef{{ActivityID: 1, SKUID: 1, ReservationID: "rsv_1", UserID: 1},
+		{ActivityID: 1, SKUID: 1, ReservationID: "rsv_2", UserID: 2}}
+	if err := e.rs.MarkOrdered(e.ctx(), refs); err != nil {
+		t.Fatal(err)
+	}
+	// ord_1 is live; ord_2 was canceled and its release has not run.
+	if _, err := e.db.Exec(e.ctx(), `
+		INSERT INTO orders (order_id, reservation_id, activity_id, sku_id, user_id, quantity, status, cancel_reason,
+		                    aggregate_version, created_at, updated_at, expires_at, canceled_at)
+		VALUES ('ord_1', 'rsv_1', 1, 1, 1, 1, 'CREATED', NULL, 1, now(), now(), now() + interval '1 minute', NULL),
+		       ('ord_2', 'rsv_2', 1, 1, 2, 1, 'CANCELED', 'BUYER_CANCELED', 2, now(), now(), now() + interval '1 minute', now())`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Redis comes back as another process, its reservations kept.
+	if err := e.base.HSet(e.ctx(), e.ns+":generation", "run_id", "the-process-that-acknowledged").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.connect()
+	e.wire()
+	rec := NewStockRecovery(e.rs, e.pg, slog.New(slog.DiscardHandler), StockRecoveryConfig{})
+	if rep, err := rec.Recover(e.ctx()); err != nil || !rep.Finished || rep.Rebuilt != 1 {
+		t.Fatalf("stock recovery = %+v, %v", rep, err)
+	}
+	// PostgreSQL's books: 5 units, one live order.
+	if inv, err := e.rs.Inventory(e.ctx(), 1, 1); err != nil || inv.Available != 4 {
+		t.Fatalf("Redis after the rebuild = %+v, %v; want 4 available", inv, err)
+	}
+
+	// The compensation of ord_2 arrives: the unit is back already.
+	released, err := e.rs.Release(e.ctx(), refs[1], reservation.ReasonOrderCanceled)
+	if err != nil || released {
+		t.Fatalf("release of the canceled order's reservation after the rebuild = %v, %v; want false (released by the rebuild)", released, err)
+	}
+	if inv, err := e.rs.Inventory(e.ctx(), 1, 1); err != nil || inv.Available != 4 {
+		t.Fatalf("Redis after the late release = %+v, %v; want still 4 available (the unit given back once)", inv, err)
+	}
+}
+
 // TestStockRecoveryWaitsForAChangeBeingFinished: a change whose Redis
 // step ran before Redis came back as another process is being committed
 // APPLIED (its transaction holds the row) when the stock recovery starts:

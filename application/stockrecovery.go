@@ -177,6 +177,19 @@ func (r *StockRecovery) rebuild(ctx context.Context, gen string, a ports.Activit
 				facts.InFlight = append(facts.InFlight, id)
 			}
 		}
+		// Base counts the units of canceled orders as available; their
+		// reservations, ORDERED in Redis while the release is in flight
+		// and so not held, must read as released, or that release would
+		// give the unit back a second time.
+		canceled, err := tx.CanceledReservations(ctx, a.ActivityID, a.SKUID)
+		if err != nil {
+			return err
+		}
+		for _, id := range canceled {
+			if !decided[id] {
+				facts.Released = append(facts.Released, id)
+			}
+		}
 		if facts.Holders, err = tx.LiveHolders(ctx, a.ActivityID, a.SKUID); err != nil {
 			return err
 		}

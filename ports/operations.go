@@ -104,6 +104,12 @@ type AuditStore interface {
 	// LiveHolders returns the user and reservation of every non-canceled
 	// order of one activity SKU (StockBooks rebuild).
 	LiveHolders(ctx context.Context, activityID, skuID int64) ([]Holder, error)
+	// CanceledReservations returns the reservation ids of one activity
+	// SKU's canceled orders, in id order. PostgreSQL gave their units
+	// back, so a rebuild of the Redis books (which counts them available)
+	// marks their Redis reservations released: a release still in flight
+	// for one of them then gives nothing back a second time.
+	CanceledReservations(ctx context.Context, activityID, skuID int64) ([]string, error)
 	// ReservationStates returns what PostgreSQL knows of each reservation
 	// id (every input id appears in the result).
 	ReservationStates(ctx context.Context, reservationIDs []string) ([]ReservationState, error)

@@ -51,6 +51,7 @@ type UnitOfWorkFactory func(t *testing.T) (ports.UnitOfWork, ports.OrderQueries)
 //     the transaction's Now), pages by id, own entries visible, rollback,
 //     invalid entries refused, concurrent appends;
 //   - Audit queries: AuditStock (I6 terms, held reservations classified),
+//     CanceledReservations (of one SKU),
 //     ReservationStates (every id, input order, PROCESSING undecided),
 //     ExpiredUnpaidOrders, OrderStreams and Rejections pages in id order,
 //     ListActivities;

@@ -129,6 +129,17 @@ func testAuditStock(t *testing.T, factory UnitOfWorkFactory) {
 		return err
 	})
 	wantErr(t, "AuditStock of an unknown activity SKU", err, ports.ErrNotFound)
+
+	// The canceled orders' reservations, of this SKU only.
+	var canceledIDs []string
+	txDo(t, uow, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		canceledIDs, err = tx.CanceledReservations(ctx, a.ActivityID, a.SKUID)
+		return err
+	})
+	if !slices.Equal(canceledIDs, []string{canceled.ReservationID}) {
+		t.Fatalf("CanceledReservations = %v, want %v", canceledIDs, []string{canceled.ReservationID})
+	}
 }
 
 func testReservationStates(t *testing.T, factory UnitOfWorkFactory) {

@@ -91,6 +91,19 @@ func (t *tx) LiveHolders(ctx context.Context, activityID, skuID int64) ([]ports.
 		}, activityID, skuID)
 }
 
+// CanceledReservations implements ports.AuditStore.
+func (t *tx) CanceledReservations(ctx context.Context, activityID, skuID int64) ([]string, error) {
+	return query(ctx, t, "canceled reservations", `
+		SELECT reservation_id FROM orders
+		WHERE activity_id = $1 AND sku_id = $2 AND status = 'CANCELED'
+		ORDER BY reservation_id`,
+		func(r pgx.CollectableRow) (string, error) {
+			var id string
+			err := r.Scan(&id)
+			return id, err
+		}, activityID, skuID)
+}
+
 // ReservationStates implements ports.AuditStore in one statement: one
 // state per input id, in input order (a repeated id is repeated). The
 // outcome is the reservation_outcomes row's; a PROCESSING row (visible
