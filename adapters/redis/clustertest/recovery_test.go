@@ -68,6 +68,10 @@ func (t factsTx) AuditStock(_ context.Context, activityID, skuID int64, held []s
 	return a, nil
 }
 
+// CanceledReservations implements ports.AuditStore: the facts hold no
+// canceled order.
+func (factsTx) CanceledReservations(context.Context, int64, int64) ([]string, error) { return nil, nil }
+
 func (t factsTx) LiveHolders(_ context.Context, _, skuID int64) ([]ports.Holder, error) {
 	t.p.mu.Lock()
 	defer t.p.mu.Unlock()
