@@ -145,16 +145,18 @@ func (r *RelayOutbox) RelayOnce(ctx context.Context) (int, error) {
 func (r *RelayOutbox) holdUntilDue(ctx context.Context, tx ports.Tx, recs []ports.OutboxRecord) ([]ports.OutboxRecord, error) {
 	now := r.clock.Now()
 	due := recs[:0:0]
-	var held []ports.OutboxHold
+	held := map[time.Time][]int64{}
 	for _, rec := range recs {
 		if at := rec.Message.DeliverAt; at.After(now) {
-			held = append(held, ports.OutboxHold{ID: rec.ID, Until: at})
+			held[at] = append(held[at], rec.ID)
 			continue
 		}
 		due = append(due, rec)
 	}
-	if err := tx.HoldOutbox(ctx, held); err != nil {
-		return nil, fmt.Errorf("hold outbox: %w", err)
+	for at, ids := range held {
+		if err := tx.HoldOutbox(ctx, ids, at); err != nil {
+			return nil, fmt.Errorf("hold outbox: %w", err)
+		}
 	}
 	return due, nil
 }

@@ -163,12 +163,6 @@ type OutboxRecord struct {
 	Attempts int
 }
 
-// OutboxHold is an outbox row held back until a time (OutboxStore.HoldOutbox).
-type OutboxHold struct {
-	ID    int64
-	Until time.Time
-}
-
 // OutboxStore is the transactional outbox.
 type OutboxStore interface {
 	// AppendOutbox stores messages to publish after commit.
@@ -185,10 +179,10 @@ type OutboxStore interface {
 	// DeferOutbox records a failed publish: attempts + 1, due again at
 	// next.
 	DeferOutbox(ctx context.Context, ids []int64, next time.Time, lastErr string) error
-	// HoldOutbox makes each row of holds due at its Until without counting
-	// an attempt: the relay holds a delayed message back until it is due
-	// when the broker cannot delay it.
-	HoldOutbox(ctx context.Context, holds []OutboxHold) error
+	// HoldOutbox makes rows due at until without counting an attempt: the
+	// relay holds a delayed message back until it is due when the broker
+	// cannot delay it.
+	HoldOutbox(ctx context.Context, ids []int64, until time.Time) error
 	// PruneOutbox deletes up to limit (> 0) rows published before
 	// olderThan and returns how many.
 	PruneOutbox(ctx context.Context, olderThan time.Time, limit int) (int64, error)

@@ -113,7 +113,7 @@ func testOutbox(t *testing.T, factory UnitOfWorkFactory) {
 			if err != nil {
 				return err
 			}
-			return tx.HoldOutbox(ctx, []ports.OutboxHold{{ID: all[1], Until: now.Add(d)}})
+			return tx.HoldOutbox(ctx, all[1:2], now.Add(d))
 		})
 	}
 	hold(time.Hour)

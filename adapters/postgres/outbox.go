@@ -149,20 +149,15 @@ func (t *tx) DeferOutbox(ctx context.Context, ids []int64, next time.Time, lastE
 	return err
 }
 
-// HoldOutbox implements ports.OutboxStore in one statement: each row due
-// again at its own time, attempts and last_error unchanged.
-func (t *tx) HoldOutbox(ctx context.Context, holds []ports.OutboxHold) error {
-	if len(holds) == 0 {
+// HoldOutbox implements ports.OutboxStore: due again at until, attempts
+// and last_error unchanged.
+func (t *tx) HoldOutbox(ctx context.Context, ids []int64, until time.Time) error {
+	if len(ids) == 0 {
 		return nil
 	}
-	ids, untils := make([]int64, len(holds)), make([]time.Time, len(holds))
-	for i, h := range holds {
-		ids[i], untils[i] = h.ID, h.Until
-	}
 	_, err := t.exec(ctx, "hold outbox", `
-		UPDATE event_outbox o SET available_at = h.until
-		FROM unnest($1::bigint[], $2::timestamptz[]) AS h(id, until)
-		WHERE o.id = h.id AND o.published_at IS NULL`, ids, untils)
+		UPDATE event_outbox SET available_at = $2
+		WHERE id = ANY($1::bigint[]) AND published_at IS NULL`, ids, until)
 	return err
 }
 
