@@ -17,23 +17,16 @@ import (
 // start is the fake clocks' initial time in these tests.
 var start = time.Date(2030, time.March, 1, 12, 0, 0, 0, time.UTC)
 
-// TestContractOnMiniredis runs the shared suites on the Redis adapter's
-// own Lua scripts on miniredis, through the wrapper with no fault armed,
-// with key expiry driven by the suite's clock: the scripts are the one
-// home of the reservation rules, and the application tests' fast Redis
-// runs them instead of writing the rules a second time
-// (docs/architecture.md). The reservation suite runs on activity SKUs with
-// one stock lane and with their stock split over three.
-func TestContractOnMiniredis(t *testing.T) {
-	for name, lanes := range map[string]int{"Reservations": 1, "ReservationsOnStockLanes": 3} {
-		t.Run(name, func(t *testing.T) {
-			contracttest.Reservations(t, func(t *testing.T, cfg contracttest.ReservationsConfig) contracttest.ReservationsSetup {
-				r := redismem.New(t, memory.ClockFunc(cfg.Now), redis.Config{
-					RateLimit: redis.RateLimit{Capacity: cfg.RateCapacity, RefillPerSecond: cfg.RefillPerSecond}})
-				return contracttest.ReservationsSetup{Reservations: r, Admission: r, Backlog: r, StockLanes: lanes}
-			})
+// The wrapper passes every call of the shared suites through to the
+// adapter when no fault is armed.
+func TestContract(t *testing.T) {
+	t.Run("Reservations", func(t *testing.T) {
+		contracttest.Reservations(t, func(t *testing.T, cfg contracttest.ReservationsConfig) contracttest.ReservationsSetup {
+			r := redismem.New(t, memory.ClockFunc(cfg.Now), redis.Config{
+				RateLimit: redis.RateLimit{Capacity: cfg.RateCapacity, RefillPerSecond: cfg.RefillPerSecond}})
+			return contracttest.ReservationsSetup{Reservations: r, Admission: r, Backlog: r}
 		})
-	}
+	})
 	t.Run("OrderViews", func(t *testing.T) {
 		contracttest.OrderViews(t, func(t *testing.T) ports.OrderViews {
 			return redismem.New(t, memory.NewClock(start), redis.Config{}).OrderViews()
