@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -32,19 +33,56 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// freePort returns a TCP port nothing uses right now, below Linux's
-// ephemeral range (32768 and up), so that the client connections of tests
-// running beside these do not take it before the component listens on it.
+// handedOut remembers every port a picker below returned in this test
+// process, so that no two components of one test (or of two parallel tests)
+// are given the same port: a port is only checked free, not held, until its
+// component binds it. A clean-clone run once gave redis-c2 and redis-r1 the
+// same port that way. It is the test binary's only shared state.
+var handedOut = portLedger{taken: map[int]bool{}}
+
+type portLedger struct {
+	mu    sync.Mutex
+	taken map[int]bool
+}
+
+// claim marks every port of ports as handed out and reports true, or marks
+// none and reports false when one of them was handed out already or is in
+// use now.
+func (l *portLedger) claim(ports ...int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range ports {
+		if l.taken[p] || !listenable(p) {
+			return false
+		}
+	}
+	for _, p := range ports {
+		l.taken[p] = true
+	}
+	return true
+}
+
+// listenable reports whether nothing listens on port right now.
+func listenable(port int) bool {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+// freePort returns a TCP port nothing uses right now and no other picker
+// returned before, below Linux's ephemeral range (32768 and up), so that
+// the client connections of tests running beside these do not take it
+// before the component listens on it.
 func freePort(t *testing.T) int {
 	t.Helper()
 	for range 100 {
 		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-		if err != nil {
-			continue
+		if handedOut.claim(port) {
+			return port
 		}
-		_ = l.Close()
-		return port
 	}
 	t.Fatal("no free port in 20000-31999 after 100 tries")
 	return 0

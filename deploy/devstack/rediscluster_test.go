@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,22 +16,14 @@ import (
 )
 
 // freeClusterPort returns a free port P in 31000-31999 whose cluster bus
-// port P-10000 is free too.
+// port P-10000 is free too, both never handed out before in this process.
 func freeClusterPort(t *testing.T) int {
 	t.Helper()
 	for range 100 {
 		port := 31000 + rand.IntN(1000)
-		l1, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-		if err != nil {
-			continue
+		if handedOut.claim(port, port-10000) {
+			return port
 		}
-		l2, err := net.Listen("tcp", ":"+strconv.Itoa(port-10000))
-		_ = l1.Close()
-		if err != nil {
-			continue
-		}
-		_ = l2.Close()
-		return port
 	}
 	t.Fatal("no free cluster port pair in 31000-31999 after 100 tries")
 	return 0

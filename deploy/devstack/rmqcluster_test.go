@@ -4,12 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,21 +23,13 @@ import (
 )
 
 // freeBrokerPort returns a free port P whose neighbours P-2 (fast
-// remoting) and P+1 (HA) are free too.
+// remoting) and P+1 (HA) are free too, all three never handed out before in
+// this process.
 func freeBrokerPort(t *testing.T) int {
 	t.Helper()
 	for range 100 {
-		p := freePort(t)
-		ok := true
-		for _, q := range []int{p - 2, p + 1} {
-			l, err := net.Listen("tcp", ":"+strconv.Itoa(q))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = l.Close()
-		}
-		if ok {
+		p := 20002 + rand.IntN(11996)
+		if handedOut.claim(p, p-2, p+1) {
 			return p
 		}
 	}
