@@ -27,6 +27,7 @@ type BacklogGate struct {
 	oldestMS   atomic.Int64 // unix ms of the oldest unresolved reservation; 0 = none
 	ttlMS      atomic.Int64 // the shortest TTL of the SKUs with one, ms; 0 = none
 	measuredMS atomic.Int64 // unix ms of the last successful measurement; 0 = never
+	unresolved atomic.Int64 // unresolved reservations at the last measurement
 }
 
 // NewBacklogGate returns a gate closing at ratio × reservation TTL,
@@ -50,6 +51,7 @@ func (g *BacklogGate) Measure(ctx context.Context) error {
 	}
 	g.oldestMS.Store(oldest)
 	g.ttlMS.Store(st.ShortestUnresolvedTTL.Milliseconds())
+	g.unresolved.Store(st.Unresolved)
 	g.measuredMS.Store(now.UnixMilli())
 	g.metrics.Unresolved(st.Unresolved, age)
 	return nil
@@ -103,6 +105,9 @@ type BacklogState struct {
 	// MeasuredAt is when the last successful measurement was taken; zero
 	// before the first one.
 	MeasuredAt time.Time
+	// Unresolved is how many reservations were unresolved at the last
+	// measurement (0 before the first one).
+	Unresolved int64
 	// Ratio is the share of a reservation TTL past which admission closes
 	// (SECKILL_BACKLOG_CLOSE_RATIO).
 	Ratio float64
@@ -132,6 +137,7 @@ func (g *BacklogGate) State() BacklogState {
 		st.OldestUnresolvedAt = time.UnixMilli(ms)
 	}
 	st.ShortestTTL = time.Duration(g.ttlMS.Load()) * time.Millisecond
+	st.Unresolved = g.unresolved.Load()
 	if ms := g.measuredMS.Load(); ms != 0 {
 		st.MeasuredAt = time.UnixMilli(ms)
 	}

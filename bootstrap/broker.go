@@ -6,9 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/adapters/brokers"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/ports"
 )
 
 // Broker is the messaging adapter as the composition uses it: the one seam
@@ -29,4 +31,11 @@ func provideBroker(cfg config.Config, tr Tracer, reg prometheus.Registerer, log 
 		return nil, nil, fmt.Errorf("broker %s: %w", plug.Name(), err)
 	}
 	return b, func() { _ = b.Close() }, nil
+}
+
+// provideMessagingStatus is the broker's state as the status page reads
+// it: every broker adapter exports it in the process's registry under the
+// same names (brokerkit.RegistryStatus).
+func provideMessagingStatus(reg *prometheus.Registry) ports.MessagingStatus {
+	return brokerkit.NewRegistryStatus(reg)
 }

@@ -51,6 +51,7 @@ var InfraSet = wire.NewSet(
 	provideOrderViews,
 	provideBroker,
 	publisherOf,
+	provideMessagingStatus,
 	provideMetrics,
 	wire.Bind(new(ports.Metrics), new(*metrics.Metrics)),
 	provideFailpointRegistry,

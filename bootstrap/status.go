@@ -16,9 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/seckill-dev/seckill/adapters/metrics"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
@@ -58,11 +56,12 @@ type StatusPage struct {
 	gate        *application.BacklogGate
 	deadLetters *application.DeadLetters
 	uow         ports.UnitOfWork
-	gatherer    prometheus.Gatherer
+	messaging   ports.MessagingStatus
 	rates       *application.SaleRates
 	limits      *application.ConsumerLimits // nil with the fixed limiter
 	clock       ports.Clock
 	instance    string
+	buildInfo   StatusBuild
 	tmpl        *template.Template
 	log         *slog.Logger
 
@@ -93,26 +92,44 @@ type statusCall struct {
 // provideStatusPage builds the status page mounted on the operations
 // listener (provideOpsServer).
 func provideStatusPage(cfg config.Config, admin *application.Admin, gate *application.BacklogGate,
-	dl *application.DeadLetters, uow ports.UnitOfWork, reg *prometheus.Registry, rates *application.SaleRates,
+	dl *application.DeadLetters, uow ports.UnitOfWork, messaging ports.MessagingStatus, rates *application.SaleRates,
 	limits *application.ConsumerLimits, clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
-	return NewStatusPage(cfg.InstanceID, admin, gate, dl, uow, reg, rates, limits, clock, log)
+	b := metrics.ReadBuildInfo()
+	return NewStatusPage(cfg.InstanceID, StatusBuild{Version: b.Version, Revision: b.Revision, Modified: b.Modified, GoVersion: b.GoVersion},
+		StatusSources{Admin: admin, Gate: gate, DeadLetters: dl, Activities: uow, Messaging: messaging, Rates: rates, Limits: limits},
+		clock, log)
 }
 
-// NewStatusPage returns the status page of instance: stock reports come
-// from admin, the backlog from gate, dead letters from dl, the activity
-// list from uow, this instance's PlaceOrder rates from rates (the
-// recorder PlaceOrder writes to; nil shows none), the adaptive consumer
-// limits from limits (nil with the fixed limiter: none shown) and every
-// other figure from gatherer (the process's registry).
-func NewStatusPage(instance string, admin *application.Admin, gate *application.BacklogGate, dl *application.DeadLetters,
-	uow ports.UnitOfWork, gatherer prometheus.Gatherer, rates *application.SaleRates, limits *application.ConsumerLimits,
-	clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
+// StatusSources are the ports and services a status page reads; it reads
+// nothing else (no metric registry).
+type StatusSources struct {
+	// Admin takes the stock reports.
+	Admin *application.Admin
+	// Gate is the backlog gate whose last measurement is shown.
+	Gate *application.BacklogGate
+	// DeadLetters counts the open dead letters.
+	DeadLetters *application.DeadLetters
+	// Activities lists the activities.
+	Activities ports.UnitOfWork
+	// Messaging reports the consumer groups, breakers and send timeout.
+	Messaging ports.MessagingStatus
+	// Rates is the recorder PlaceOrder writes to (nil shows no rates).
+	Rates *application.SaleRates
+	// Limits are the adaptive consumer limits (nil with the fixed
+	// limiter: none shown).
+	Limits *application.ConsumerLimits
+}
+
+// NewStatusPage returns the status page of instance, running build, reading
+// src.
+func NewStatusPage(instance string, build StatusBuild, src StatusSources, clock ports.Clock, log *slog.Logger) (*StatusPage, error) {
 	tmpl, err := statusTemplate()
 	if err != nil {
 		return nil, err
 	}
-	return &StatusPage{admin: admin, gate: gate, deadLetters: dl, uow: uow, gatherer: gatherer, rates: rates, limits: limits, clock: clock,
-		instance: instance, tmpl: tmpl, log: log.With("component", "status"), samples: map[activitySKU][]orderSample{}}, nil
+	return &StatusPage{admin: src.Admin, gate: src.Gate, deadLetters: src.DeadLetters, uow: src.Activities, messaging: src.Messaging,
+		rates: src.Rates, limits: src.Limits, clock: clock, instance: instance, buildInfo: build, tmpl: tmpl,
+		log: log.With("component", "status"), samples: map[activitySKU][]orderSample{}}, nil
 }
 
 // Status is one snapshot of the status page.
@@ -127,7 +144,7 @@ type Status struct {
 	Publisher   StatusPublisher   `json:"publisher"`
 }
 
-// StatusBuild names the running build (the seckill_build_info labels).
+// StatusBuild names the running build (the labels of seckill_build_info).
 type StatusBuild struct {
 	Version   string `json:"version"`
 	Revision  string `json:"revision"`
@@ -225,7 +242,8 @@ type StatusBacklog struct {
 // StatusConsumers is the consumer lag per group.
 type StatusConsumers struct {
 	Groups []ConsumerRow `json:"groups"`
-	// BrokerMetricsUp is mq_broker_metrics_up: whether the last read of
+	// BrokerMetricsUp is ports.MessagingSnapshot.BrokerFiguresUp (the
+	// gauge mq_broker_metrics_up): whether the last read of
 	// the broker's exporter succeeded (nil when SECKILL_ROCKETMQ_METRICS_URL
 	// is not set and the broker's figures are not read at all).
 	BrokerMetricsUp *bool `json:"broker_metrics_up"`
@@ -272,13 +290,15 @@ type StatusDeadLetters struct {
 // StatusPublisher is the publisher's circuit breaker and send timeout.
 type StatusPublisher struct {
 	Breakers []BreakerRow `json:"breakers"`
-	// SendTimeoutSeconds is mq_send_timeout_seconds (nil when absent).
+	// SendTimeoutSeconds is the adaptive send timeout (the gauge
+	// mq_send_timeout_seconds; nil when the broker adapter does not adapt
+	// it).
 	SendTimeoutSeconds *float64 `json:"send_timeout_seconds"`
 	Error              string   `json:"error,omitempty"`
 }
 
-// BreakerRow is the breaker of one endpoint: State is the
-// mq_breaker_state value (0 closed, 1 half-open, 2 open).
+// BreakerRow is the breaker of one endpoint: State is a
+// ports.BreakerState (0 closed, 1 half-open, 2 open), Name its name.
 type BreakerRow struct {
 	Endpoint string `json:"endpoint"`
 	State    int    `json:"state"`
@@ -350,21 +370,21 @@ func (p *StatusPage) Snapshot(ctx context.Context) Status {
 	}
 }
 
-// build takes one snapshot: the metric families, the dead letters and the
-// activity SKUs' stock reports concurrently, then the sections derived
+// build takes one snapshot: the messaging figures, the dead letters and
+// the activity SKUs' stock reports concurrently, then the sections derived
 // from them.
 func (p *StatusPage) build(ctx context.Context) Status {
 	now := p.clock.Now()
-	st := Status{Instance: p.instance, At: now}
+	st := Status{Instance: p.instance, At: now, Build: p.buildInfo}
 	var (
-		wg        sync.WaitGroup
-		families  map[string]*dto.MetricFamily
-		gatherErr error
+		wg      sync.WaitGroup
+		snap    ports.MessagingSnapshot
+		snapErr error
 	)
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		families, gatherErr = gatherWithin(ctx, p.gatherer)
+		snap, snapErr = p.messaging.MessagingSnapshot(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -375,11 +395,10 @@ func (p *StatusPage) build(ctx context.Context) Status {
 		st.Activities = p.activitySection(ctx, now)
 	}()
 	wg.Wait()
-	st.Build = buildSection(families, gatherErr)
-	st.Backlog = p.backlogSection(now, st.Activities.Rows, families, gatherErr)
-	st.Consumers = consumerSection(families, gatherErr)
+	st.Backlog = p.backlogSection(now, st.Activities.Rows)
+	st.Consumers = consumerSection(snap, snapErr)
 	p.addLimits(&st.Consumers)
-	st.Publisher = publisherSection(families, gatherErr)
+	st.Publisher = publisherSection(snap, snapErr)
 	return st
 }
 
@@ -527,8 +546,7 @@ func (p *StatusPage) deadLetterSection(ctx context.Context, now time.Time) Statu
 
 // backlogSection reads the gate's last measurement and counts the
 // admission of the shown activity SKUs (rows).
-func (p *StatusPage) backlogSection(now time.Time, rows []StockRow, families map[string]*dto.MetricFamily,
-	gatherErr error) StatusBacklog {
+func (p *StatusPage) backlogSection(now time.Time, rows []StockRow) StatusBacklog {
 	gs := p.gate.State()
 	sec := StatusBacklog{CloseRatio: gs.Ratio, OldestAt: gs.OldestUnresolvedAt, MeasuredAt: gs.MeasuredAt}
 	if !gs.OldestUnresolvedAt.IsZero() {
@@ -538,16 +556,13 @@ func (p *StatusPage) backlogSection(now time.Time, rows []StockRow, families map
 	if gs.MeasuredAt.IsZero() {
 		errs = append(errs, "the gate has not measured the backlog yet: admission is closed")
 	} else {
+		unresolved := float64(gs.Unresolved)
+		sec.Unresolved = &unresolved
 		sec.MeasurementAgeSeconds = max(now.Sub(gs.MeasuredAt), 0).Seconds()
 		if now.Sub(gs.MeasuredAt) > 5*gs.Interval+time.Second {
 			errs = append(errs, fmt.Sprintf("the last measurement is %s old: admission is closed until the gate measures again",
 				now.Sub(gs.MeasuredAt).Round(time.Millisecond)))
 		}
-	}
-	if v, ok := singleValue(families, "reservation_unresolved"); ok {
-		sec.Unresolved = &v
-	} else if gatherErr != nil {
-		errs = append(errs, "unresolved count: "+gatherErr.Error())
 	}
 	for _, r := range rows {
 		if r.AdmissionOpen {
@@ -560,20 +575,6 @@ func (p *StatusPage) backlogSection(now time.Time, rows []StockRow, families map
 		sec.Error = strings.Join(errs, "\n")
 	}
 	return sec
-}
-
-// buildSection reads the seckill_build_info labels.
-func buildSection(families map[string]*dto.MetricFamily, gatherErr error) StatusBuild {
-	f := families["seckill_build_info"]
-	if len(f.GetMetric()) == 0 {
-		if gatherErr != nil {
-			return StatusBuild{Error: gatherErr.Error()}
-		}
-		return StatusBuild{Error: "seckill_build_info is not in the registry"}
-	}
-	m := f.GetMetric()[0]
-	return StatusBuild{Version: label(m, "version"), Revision: label(m, "revision"), Modified: label(m, "modified"),
-		GoVersion: label(m, "go_version")}
 }
 
 // addLimits adds the adaptive limiters' state to the consumer rows (a
@@ -597,147 +598,46 @@ func (p *StatusPage) addLimits(sec *StatusConsumers) {
 	if live, share := p.limits.Share(); live > 0 {
 		sec.LiveInstances, sec.Share = &live, &share
 	}
-	if len(sec.Groups) > 0 && sec.Error == "no consumer metrics in the registry" {
+	if len(sec.Groups) > 0 && sec.Error == noGroupFigures {
 		sec.Error = ""
 	}
 }
 
-// consumerSection gathers the lag figures by group label.
-func consumerSection(families map[string]*dto.MetricFamily, gatherErr error) StatusConsumers {
+// noGroupFigures is the consumer section's note while no group has a
+// figure.
+const noGroupFigures = "no consumer group reports a figure yet"
+
+// consumerSection lists the groups' figures of snap.
+func consumerSection(snap ports.MessagingSnapshot, snapErr error) StatusConsumers {
 	var sec StatusConsumers
-	if gatherErr != nil {
-		sec.Error = gatherErr.Error()
+	if snapErr != nil {
+		sec.Error = snapErr.Error()
 	}
-	byGroup := map[string]*ConsumerRow{}
-	for _, name := range []string{"mq_consumer_lag_seconds", "mq_consumer_ready", "mq_consumer_lag_messages", "mq_consumer_inflight"} {
-		for _, m := range families[name].GetMetric() {
-			g := label(m, "group")
-			row := byGroup[g]
-			if row == nil {
-				row = &ConsumerRow{Group: g}
-				byGroup[g] = row
-			}
-			v := value(m)
-			switch name {
-			case "mq_consumer_lag_seconds":
-				row.LagSeconds = &v
-			case "mq_consumer_ready":
-				row.Ready = &v
-			case "mq_consumer_lag_messages":
-				row.LagMessages = &v
-			case "mq_consumer_inflight":
-				row.Inflight = &v
-			}
-		}
+	for _, g := range snap.Groups {
+		sec.Groups = append(sec.Groups, ConsumerRow{Group: g.Group, LagSeconds: g.LagSeconds, Ready: g.Ready,
+			LagMessages: g.LagMessages, Inflight: g.Inflight})
 	}
-	for _, row := range byGroup {
-		sec.Groups = append(sec.Groups, *row)
-	}
-	slices.SortFunc(sec.Groups, func(a, b ConsumerRow) int { return cmp.Compare(a.Group, b.Group) })
-	if v, ok := singleValue(families, "mq_broker_metrics_up"); ok {
-		up := v == 1
-		sec.BrokerMetricsUp = &up
-	}
+	sec.BrokerMetricsUp = snap.BrokerFiguresUp
 	if len(sec.Groups) == 0 && sec.Error == "" {
-		sec.Error = "no consumer metrics in the registry"
+		sec.Error = noGroupFigures
 	}
 	return sec
 }
 
-// publisherSection reads the breaker state per endpoint and the send
-// timeout.
-func publisherSection(families map[string]*dto.MetricFamily, gatherErr error) StatusPublisher {
+// publisherSection lists the breakers and the send timeout of snap.
+func publisherSection(snap ports.MessagingSnapshot, snapErr error) StatusPublisher {
 	var sec StatusPublisher
-	for _, m := range families["mq_breaker_state"].GetMetric() {
-		s := int(value(m))
-		sec.Breakers = append(sec.Breakers, BreakerRow{Endpoint: label(m, "endpoint"), State: s, Name: breakerName(s)})
+	for _, b := range snap.Breakers {
+		sec.Breakers = append(sec.Breakers, BreakerRow{Endpoint: b.Endpoint, State: int(b.State), Name: b.State.String()})
 	}
-	slices.SortFunc(sec.Breakers, func(a, b BreakerRow) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
-	if v, ok := singleValue(families, "mq_send_timeout_seconds"); ok {
-		sec.SendTimeoutSeconds = &v
+	if snap.SendTimeout != nil {
+		secs := snap.SendTimeout.Seconds()
+		sec.SendTimeoutSeconds = &secs
 	}
-	switch {
-	case gatherErr != nil:
-		sec.Error = gatherErr.Error()
-	case len(sec.Breakers) == 0:
-		sec.Error = "mq_breaker_state is not in the registry"
-	case sec.SendTimeoutSeconds == nil:
-		sec.Error = "mq_send_timeout_seconds is not in the registry"
+	if snapErr != nil {
+		sec.Error = snapErr.Error()
 	}
 	return sec
-}
-
-// breakerName names a mq_breaker_state value.
-func breakerName(s int) string {
-	switch s {
-	case 0:
-		return "closed"
-	case 1:
-		return "half-open"
-	case 2:
-		return "open"
-	}
-	return "unknown (" + strconv.Itoa(s) + ")"
-}
-
-// gatherWithin gathers g's metric families by name, giving up when ctx
-// ends (the gathering goroutine then finishes on its own). A partial
-// failure returns the families gathered together with the error.
-func gatherWithin(ctx context.Context, g prometheus.Gatherer) (map[string]*dto.MetricFamily, error) {
-	type result struct {
-		families []*dto.MetricFamily
-		err      error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		fs, err := g.Gather()
-		ch <- result{fs, err}
-	}()
-	select {
-	case r := <-ch:
-		out := make(map[string]*dto.MetricFamily, len(r.families))
-		for _, f := range r.families {
-			out[f.GetName()] = f
-		}
-		if r.err != nil {
-			return out, fmt.Errorf("gather metrics: %w", r.err)
-		}
-		return out, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("gather metrics: %w", ctx.Err())
-	}
-}
-
-// singleValue returns the value of the first sample of the family name.
-func singleValue(families map[string]*dto.MetricFamily, name string) (float64, bool) {
-	ms := families[name].GetMetric()
-	if len(ms) == 0 {
-		return 0, false
-	}
-	return value(ms[0]), true
-}
-
-// value returns a gauge's, counter's or untyped sample's value.
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return math.NaN()
-}
-
-// label returns the value of m's label name, "" when it has none.
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // statusTemplate parses the page that renders a Status.
@@ -921,7 +821,7 @@ orders/s is the change of the orders (every instance, net of cancellations) sinc
 <td>{{.Group}}</td><td class="{{lagClass .LagSeconds}}">{{optSecs .LagSeconds}}</td><td>{{optNum .Ready}}</td><td>{{optNum .LagMessages}}</td><td>{{optNum .Inflight}}</td><td>{{optNum .Limit}}</td><td>{{optNum .Ceiling}}</td><td>{{with .LastAction}}{{.}}{{end}}{{with .LastReason}} on {{.}}{{end}}</td></tr>
 {{end}}</table>
 {{with .Consumers.LiveInstances}}<p>SECKILL_CONSUMER_GLOBAL_BUDGET is shared by {{.}} live worker instances: this one uses {{optNum $.Consumers.Share}} of its budgets.</p>{{end}}
-{{if isNil .Consumers.BrokerMetricsUp}}<p class="muted">The broker's figures (oldest unacked, ready, unacked) are not read: SECKILL_ROCKETMQ_METRICS_URL is not set.</p>{{end}}
+{{if isNil .Consumers.BrokerMetricsUp}}<p class="muted">The broker's figures (oldest unacked, ready, unacked) are not read (RocketMQ reads them when SECKILL_ROCKETMQ_METRICS_URL is set; RabbitMQ and Kafka do not report them).</p>{{end}}
 </section>
 
 <section class="tall" id="backlog">
@@ -956,7 +856,8 @@ orders/s is the change of the orders (every instance, net of cancellations) sinc
 <h2>Publisher</h2>
 {{with .Publisher.Error}}<div class="err">{{.}}</div>{{end}}
 <dl>
-{{range .Publisher.Breakers}}<dt>breaker {{.Endpoint}}</dt><dd data-breaker="{{.Endpoint}}" class="{{if eq .State 0}}ok{{else if eq .State 1}}warn{{else}}bad{{end}}">{{.Name}}</dd>
+{{if not .Publisher.Breakers}}<dt>breakers</dt><dd class="muted">none (this broker adapter has no per-endpoint breaker)</dd>
+{{end}}{{range .Publisher.Breakers}}<dt>breaker {{.Endpoint}}</dt><dd data-breaker="{{.Endpoint}}" class="{{if eq .State 0}}ok{{else if eq .State 1}}warn{{else}}bad{{end}}">{{.Name}}</dd>
 {{end}}<dt>adaptive send timeout</dt><dd>{{optSecs .Publisher.SendTimeoutSeconds}}</dd>
 </dl>
 </section>

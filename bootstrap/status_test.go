@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,6 +224,69 @@ func checkStatusJSON(t *testing.T, url string, reports map[int64]*seckillv1.Stoc
 	if len(st.Publisher.Breakers) == 0 || st.Publisher.Breakers[0].Name != "closed" {
 		t.Errorf("/status.json: breakers %+v, want one closed", st.Publisher.Breakers)
 	}
+}
+
+// TestStatusJSONOnEveryBroker reads /status.json of a service on each
+// broker after an order settled: every section without an error, the
+// order-create group's in-flight figure (every adapter exports it), no
+// unresolved reservation, and the publisher's breakers as the adapter has
+// them (RocketMQ one per endpoint, closed; the others none, which is not
+// an error).
+func TestStatusJSONOnEveryBroker(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, broker string) {
+		s := startSystem(t, options{broker: broker})
+		const act = 33
+		s.activity(act, 5, 10*time.Minute, time.Minute)
+		if _, err := s.place(context.Background(), 5100, act, "status-every-broker"); err != nil {
+			t.Fatal(err)
+		}
+		s.settled(act, 60*time.Second)
+		st, err := fetchStatusJSON("http://" + s.app.OpsAddr().String() + "/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, msg := range map[string]string{"activities": st.Activities.Error, "backlog": st.Backlog.Error,
+			"consumers": st.Consumers.Error, "dead letters": st.DeadLetters.Error, "publisher": st.Publisher.Error,
+			"build": st.Build.Error} {
+			if msg != "" {
+				t.Errorf("the %s section has an error: %s", name, msg)
+			}
+		}
+		group := s.broker.Prefix() + "CG_SECKILL_ORDER_CREATE_PG_V1"
+		i := slices.IndexFunc(st.Consumers.Groups, func(r bootstrap.ConsumerRow) bool { return r.Group == group })
+		if i < 0 || st.Consumers.Groups[i].Inflight == nil || *st.Consumers.Groups[i].Inflight != 0 {
+			t.Errorf("consumer rows %+v: want %s with 0 in flight at rest", st.Consumers.Groups, group)
+		}
+		// The gate measures every 250 ms: its count reaches 0 at its first
+		// measurement after the order settled.
+		s.eventually(10*time.Second, "the page shows no unresolved reservation", func() bool {
+			st, err := fetchStatusJSON("http://" + s.app.OpsAddr().String() + "/status.json")
+			return err == nil && st.Backlog.Unresolved != nil && *st.Backlog.Unresolved == 0
+		})
+		switch broker {
+		case "rocketmq":
+			if len(st.Publisher.Breakers) == 0 || st.Publisher.Breakers[0].Name != "closed" || st.Publisher.SendTimeoutSeconds == nil {
+				t.Errorf("publisher %+v: want closed breakers and a send timeout", st.Publisher)
+			}
+		default:
+			if len(st.Publisher.Breakers) != 0 {
+				t.Errorf("publisher %+v: want no breaker", st.Publisher)
+			}
+		}
+	})
+}
+
+// fetchStatusJSON GETs url and decodes the snapshot.
+func fetchStatusJSON(url string) (bootstrap.Status, error) {
+	var st bootstrap.Status
+	body, err := fetchStatus(url)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("decode %s: %w", url, err)
+	}
+	return st, nil
 }
 
 // checkScreenshot checks that path is a PNG of about 1200x900 with a

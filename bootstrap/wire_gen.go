@@ -107,6 +107,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		cleanup()
 		return nil, nil, err
 	}
+	messagingStatus := provideMessagingStatus(registry)
 	consumerLimits, err := provideConsumerLimits(cfg, postgresStore, store, backlogGate, broker, clock, registry, log)
 	if err != nil {
 		cleanup4()
@@ -115,7 +116,7 @@ func NewApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, fun
 		cleanup()
 		return nil, nil, err
 	}
-	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, registry, saleRates, consumerLimits, clock, log)
+	statusPage, err := provideStatusPage(cfg, admin, backlogGate, deadLetters, postgresStore, messagingStatus, saleRates, consumerLimits, clock, log)
 	if err != nil {
 		cleanup4()
 		cleanup3()

@@ -3,6 +3,8 @@ package brokerkit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -88,6 +90,35 @@ func NewPublishMetrics(reg prometheus.Registerer) (*PublishMetrics, error) {
 	return &m, nil
 }
 
+// Observe records one publish of topic in the metrics: its outcome, its
+// latency (when elapsed > 0: a send was attempted) and, for UNKNOWN, the
+// unknown counter.
+func (m *PublishMetrics) Observe(topic, outcome string, elapsed time.Duration) {
+	m.Total.WithLabelValues(topic, outcome).Inc()
+	if elapsed > 0 {
+		m.Latency.WithLabelValues(topic).Observe(elapsed.Seconds())
+	}
+	if outcome == OutcomeUnknown {
+		m.Unknown.WithLabelValues(topic).Inc()
+	}
+}
+
+// Record records one publish in the metrics (Observe) and writes its
+// producer log line (LogPublish).
+func (m *PublishMetrics) Record(log *slog.Logger, msg ports.OutboundMessage, topic, outcome, class, brokerID string,
+	elapsed time.Duration, err error) {
+	m.Observe(topic, outcome, elapsed)
+	LogPublish(log, msg, topic, outcome, class, brokerID, elapsed, err)
+}
+
+// Reject records a DEFINITE_FAILURE found before any send (class
+// INVALID_MESSAGE) and returns its error, wrapping ports.ErrSendRejected
+// and err.
+func (m *PublishMetrics) Reject(log *slog.Logger, msg ports.OutboundMessage, topic string, err error) error {
+	m.Record(log, msg, topic, OutcomeDefiniteFailure, "INVALID_MESSAGE", "", 0, err)
+	return fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
+}
+
 // ConsumerMetrics are the consumer metrics every broker adapter exports,
 // with the same names, labels and meaning.
 type ConsumerMetrics struct {
@@ -117,7 +148,7 @@ func NewConsumerMetrics(reg prometheus.Registerer) (*ConsumerMetrics, error) {
 		return nil, err
 	}
 	if m.Inflight, err = Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "mq_consumer_inflight",
+		Name: MetricConsumerInflight,
 		Help: "Messages received and not yet settled (handler running or decision being applied).",
 	}, []string{"group"})); err != nil {
 		return nil, err
@@ -165,4 +196,15 @@ func (m *ConsumerMetrics) Count(group, topic string, dec ports.Decision) {
 		}
 		m.Reject.WithLabelValues(reason).Inc()
 	}
+}
+
+// NewDeadLetteredCounter registers mq_dead_lettered_total{group}: the
+// messages a broker adapter's consumer moved into its group's dead-letter
+// queue or topic after the bounded retries (for the adapters whose runner
+// does that itself; RocketMQ's broker does it).
+func NewDeadLetteredCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	return Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mq_dead_lettered_total",
+		Help: "Messages a consumer moved into its group's dead-letter queue or topic after the bounded retries.",
+	}, []string{"group"}))
 }

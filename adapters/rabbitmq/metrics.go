@@ -38,10 +38,7 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	}, []string{"group", "tier"})); err != nil {
 		return nil, err
 	}
-	if m.deadLettered, err = brokerkit.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mq_dead_lettered_total",
-		Help: "Messages a RabbitMQ consumer rejected into its group's dead-letter queue after the bounded retries.",
-	}, []string{"group"})); err != nil {
+	if m.deadLettered, err = brokerkit.NewDeadLetteredCounter(reg); err != nil {
 		return nil, err
 	}
 	return &m, nil

@@ -212,10 +212,10 @@ func (p *Publisher) BrokerAvailable() (bool, time.Time) {
 func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
 	spec, err := p.topo.Topic(msg.Topic)
 	if err != nil {
-		return ports.SendReceipt{}, p.reject(msg, string(msg.Topic), err)
+		return ports.SendReceipt{}, p.metrics.Reject(p.log, msg, string(msg.Topic), err)
 	}
 	if err := validate(spec, msg); err != nil {
-		return ports.SendReceipt{}, p.reject(msg, spec.Exchange, err)
+		return ports.SendReceipt{}, p.metrics.Reject(p.log, msg, spec.Exchange, err)
 	}
 	now := p.now()
 	exchange, key := spec.Exchange, ""
@@ -225,11 +225,11 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	case !msg.DeliverAt.IsZero() && msg.DeliverAt.After(now):
 		exchange, key = p.topo.Tier(tierFor(msg.DeliverAt.Sub(now))), spec.Exchange
 	}
-	ctx, span := p.startSend(ctx, spec.Exchange, &msg)
+	ctx, span := brokerkit.StartSend(ctx, p.tracer, PlugName, spec.Exchange, &msg)
 	sendID := newSendID()
 	pub := buildPublishing(spec.Exchange, msg, sendID, now)
 	outcome, receipt, err := p.send(ctx, spec, msg, exchange, key, pub, sendID)
-	endSend(span, outcome, err)
+	brokerkit.EndSend(span, outcome, err)
 	return receipt, err
 }
 
@@ -243,7 +243,7 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 	p.mu.RUnlock()
 	if len(chans) == 0 {
 		err := errors.New("publisher not connected (broker not reachable yet) or closed")
-		p.observe(msg, spec.Exchange, OutcomeUnknown, "NOT_CONNECTED", "", 0, err)
+		p.metrics.Record(p.log, msg, spec.Exchange, OutcomeUnknown, "NOT_CONNECTED", "", 0, err)
 		return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
 			ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
 	}
@@ -267,21 +267,21 @@ func (p *Publisher) send(ctx context.Context, spec TopicSpec, msg ports.Outbound
 	class := errorClass(outcome, err)
 	switch outcome {
 	case OutcomeConfirmed:
-		p.observe(msg, spec.Exchange, outcome, "", sendID, elapsed, nil)
+		p.metrics.Record(p.log, msg, spec.Exchange, outcome, "", sendID, elapsed, nil)
 		return outcome, ports.SendReceipt{BrokerMessageID: sendID}, nil
 	case OutcomeDefiniteFailure:
 		if errors.Is(err, errChannelBusy) {
 			// Never written: like a send the breaker skipped, the
 			// caller keeps the message and sends it later (a timeout
 			// is UNKNOWN, never a failure).
-			p.observe(msg, spec.Exchange, OutcomeUnknown, "CHANNEL_BUSY", "", elapsed, err)
+			p.metrics.Record(p.log, msg, spec.Exchange, OutcomeUnknown, "CHANNEL_BUSY", "", elapsed, err)
 			return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, spec.Exchange,
 				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, err)
 		}
-		p.observe(msg, spec.Exchange, outcome, class, "", elapsed, err)
+		p.metrics.Record(p.log, msg, spec.Exchange, outcome, class, "", elapsed, err)
 		return outcome, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendRejected, err)
 	default:
-		p.observe(msg, spec.Exchange, OutcomeUnknown, class, "", elapsed, err)
+		p.metrics.Record(p.log, msg, spec.Exchange, OutcomeUnknown, class, "", elapsed, err)
 		return OutcomeUnknown, ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, spec.Exchange, ports.ErrSendUnknown, err)
 	}
 }
@@ -362,24 +362,4 @@ func newSendID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// reject records and returns a DEFINITE_FAILURE detected before sending.
-func (p *Publisher) reject(msg ports.OutboundMessage, topic string, err error) error {
-	p.observe(msg, topic, OutcomeDefiniteFailure, "INVALID_MESSAGE", "", 0, err)
-	return fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
-}
-
-// observe records the metrics and the log line of one publish (the
-// RocketMQ adapter's fields): debug when CONFIRMED, warn when UNKNOWN,
-// error when DEFINITE_FAILURE.
-func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, brokerID string, elapsed time.Duration, err error) {
-	p.metrics.Total.WithLabelValues(topic, outcome).Inc()
-	if elapsed > 0 {
-		p.metrics.Latency.WithLabelValues(topic).Observe(elapsed.Seconds())
-	}
-	if outcome == OutcomeUnknown {
-		p.metrics.Unknown.WithLabelValues(topic).Inc()
-	}
-	brokerkit.LogPublish(p.log, msg, topic, outcome, class, brokerID, elapsed, err)
 }

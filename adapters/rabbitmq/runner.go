@@ -244,7 +244,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				break
 			}
 			r.log.Warn("rabbitmq not reachable; retrying", slog.String("error", err.Error()))
-			sleepCtx(ctx, r.cfg.ReconnectInterval)
+			brokerkit.Sleep(ctx, r.cfg.ReconnectInterval)
 			continue
 		}
 		r.session(ctx, handlerCtx, conn, slots, &workers)
@@ -254,7 +254,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		_ = conn.Close()
 		r.log.Warn("connection lost; reconnecting")
-		sleepCtx(ctx, r.cfg.ReconnectInterval)
+		brokerkit.Sleep(ctx, r.cfg.ReconnectInterval)
 	}
 	drained := make(chan struct{})
 	go func() {
@@ -357,7 +357,7 @@ func (r *Runner) consume(ctx, handlerCtx context.Context, conn *amqp.Connection,
 		c, ds, err := r.open(ctx, conn, src)
 		if err != nil {
 			r.log.Warn("consumer start failed; retrying", slog.String("queue", src.queue), slog.String("error", err.Error()))
-			if !sleepCtx(ctx, r.cfg.ReconnectInterval) {
+			if !brokerkit.Sleep(ctx, r.cfg.ReconnectInterval) {
 				return
 			}
 			continue
@@ -366,7 +366,7 @@ func (r *Runner) consume(ctx, handlerCtx context.Context, conn *amqp.Connection,
 		if ctx.Err() == nil {
 			r.log.Warn("deliveries stopped; reopening the consumer", slog.String("queue", src.queue))
 			_ = c.ch.Close()
-			sleepCtx(ctx, r.cfg.ReconnectInterval)
+			brokerkit.Sleep(ctx, r.cfg.ReconnectInterval)
 		}
 	}
 }
@@ -473,9 +473,9 @@ func (r *Runner) process(ctx, handlerCtx context.Context, c *consumer, parker *c
 			r.setOrigin(src, rv.d, deliveries[i])
 		}
 	}
-	hctx, span := r.startProcess(handlerCtx, deliveries)
+	hctx, span := brokerkit.StartProcess(handlerCtx, r.tracer, PlugName, r.name, deliveries)
 	start := time.Now()
-	decisions := r.callHandler(hctx, deliveries)
+	decisions := brokerkit.CallHandler(hctx, r.handler, deliveries, r.log)
 	if span != nil {
 		span.End()
 	}
@@ -504,7 +504,7 @@ type hold struct {
 // requeue waits h's delay (less when ctx ends) and requeues h's delivery;
 // the quorum queue puts it back at the head and counts the delivery.
 func (r *Runner) requeue(ctx context.Context, c *consumer, h hold) {
-	sleepCtx(ctx, h.delay)
+	brokerkit.Sleep(ctx, h.delay)
 	err := r.guard(c, h.rv)
 	if err == nil {
 		err = c.ch.Nack(h.rv.d.DeliveryTag, false, true)
@@ -514,25 +514,6 @@ func (r *Runner) requeue(ctx context.Context, c *consumer, h hold) {
 		r.abandon(c, err)
 	}
 	r.logDecision(h.d, h.dec, ackResultRequeued, err)
-}
-
-// callHandler calls the handler, turning a panic or a decision list of the
-// wrong length into "no acknowledgement" for the whole batch.
-func (r *Runner) callHandler(ctx context.Context, deliveries []ports.Delivery) (decisions []ports.Decision) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("handler panicked; no message of the batch is acknowledged",
-				slog.String("error", fmt.Sprint(p)), slog.Int("batch", len(deliveries)))
-			decisions = make([]ports.Decision, len(deliveries))
-		}
-	}()
-	decisions = r.handler.HandleBatch(ctx, deliveries)
-	if len(decisions) != len(deliveries) {
-		r.log.Error("handler returned a wrong number of decisions; no message of the batch is acknowledged",
-			slog.Int("batch", len(deliveries)), slog.Int("decisions", len(decisions)))
-		decisions = make([]ports.Decision, len(deliveries))
-	}
-	return decisions
 }
 
 // Values of the ack_result log field.
@@ -737,16 +718,4 @@ func (r *Runner) count(d ports.Delivery, dec ports.Decision) { r.metrics.Count(r
 // acknowledged, info otherwise, warn when settling failed.
 func (r *Runner) logDecision(d ports.Delivery, dec ports.Decision, result string, err error) {
 	brokerkit.LogDecision(r.log, d, dec, result, result == ackResultAcked, r.rc.LogAcks, err)
-}
-
-// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is alive.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

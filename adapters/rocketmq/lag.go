@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 )
 
 // The broker's consumer gauges (5.5.0 BrokerMetricsConstant, as its
@@ -104,13 +106,13 @@ func NewLagCollector(urls string, groups []string, every time.Duration, log *slo
 	}
 	return &LagCollector{urls: list, groups: g, every: every, client: &http.Client{Timeout: lagReadTimeout}, log: log,
 		failing: map[string]bool{},
-		ready: prometheus.NewDesc("mq_consumer_ready",
+		ready: prometheus.NewDesc(brokerkit.MetricConsumerReady,
 			"Messages stored for the group and not yet delivered (the brokers' figure, summed over the brokers).", []string{"group"}, nil),
-		lagMessages: prometheus.NewDesc("mq_consumer_lag_messages",
+		lagMessages: prometheus.NewDesc(brokerkit.MetricConsumerLagMessages,
 			"Messages of the group not yet acknowledged: ready plus delivered and unacknowledged (the brokers' figure, summed over the brokers).", []string{"group"}, nil),
-		lagSeconds: prometheus.NewDesc("mq_consumer_lag_seconds",
+		lagSeconds: prometheus.NewDesc(brokerkit.MetricConsumerLagSeconds,
 			"Age of the group's oldest message not yet acknowledged, 0 when none (the brokers' figure, the largest over the brokers).", []string{"group"}, nil),
-		up: prometheus.NewDesc("mq_broker_metrics_up",
+		up: prometheus.NewDesc(brokerkit.MetricBrokerFiguresUp,
 			"1 when the last read of every broker's Prometheus exporter succeeded.", nil, nil),
 	}
 }

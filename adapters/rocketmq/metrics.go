@@ -23,13 +23,13 @@ func newPublisherMetrics(reg prometheus.Registerer) (*publisherMetrics, error) {
 	}
 	m := publisherMetrics{PublishMetrics: shared}
 	if m.breaker, err = brokerkit.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "mq_breaker_state",
+		Name: brokerkit.MetricBreakerState,
 		Help: "The publisher's circuit breaker per endpoint: 0 closed, 1 half-open (probing), 2 open.",
 	}, []string{"endpoint"})); err != nil {
 		return nil, err
 	}
 	if m.timeout, err = brokerkit.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "mq_send_timeout_seconds",
+		Name: brokerkit.MetricSendTimeout,
 		Help: "The adaptive send timeout: four times the smoothed send latency, within the configured bounds.",
 	})); err != nil {
 		return nil, err

@@ -8,11 +8,8 @@ import (
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-dev/seckill/adapters/brokerkit"
-	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -33,13 +30,13 @@ func (r *Runner) process(ctx context.Context, consumer rmq.SimpleConsumer, views
 	for i, mv := range views {
 		deliveries[i] = toDelivery(mv)
 	}
-	ctx, span := r.startProcess(ctx, deliveries)
+	ctx, span := brokerkit.StartProcess(ctx, r.tracer, PlugName, r.rc.Group, deliveries)
 	if span != nil {
 		defer span.End()
 	}
 	result := make(chan []ports.Decision, 1)
 	start := time.Now()
-	go func() { result <- r.callHandler(ctx, deliveries) }()
+	go func() { result <- brokerkit.CallHandler(ctx, r.handler, deliveries, r.log) }()
 
 	renew := time.NewTicker(r.rc.InvisibleDuration / 2)
 	defer renew.Stop()
@@ -55,48 +52,6 @@ wait:
 	}
 	r.metrics.Process.WithLabelValues(deliveries[0].Topic).Observe(time.Since(start).Seconds())
 	r.apply(consumer, views, deliveries, decisions)
-}
-
-// startProcess starts the consumer span of a batch (nil when tracing is
-// off): a child of the first message's traceparent (its producer span),
-// linked to the other messages' producer spans, so a one-message batch
-// continues its order's trace and the handler's spans (the database
-// transaction) hang under it.
-func (r *Runner) startProcess(ctx context.Context, deliveries []ports.Delivery) (context.Context, trace.Span) {
-	if r.tracer == nil {
-		return ctx, nil
-	}
-	var links []trace.Link
-	for _, d := range deliveries[1:] {
-		if sc := trace.SpanContextFromContext(brokerkit.WithTraceparent(context.Background(), d.Properties[message.PropTraceparent])); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-	}
-	parent := brokerkit.WithTraceparent(ctx, deliveries[0].Properties[message.PropTraceparent])
-	return r.tracer.Start(parent, "process "+deliveries[0].Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
-		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
-			attribute.String("messaging.consumer.group.name", r.rc.Group),
-			attribute.String("messaging.destination.name", deliveries[0].Topic),
-			attribute.Int("messaging.batch.message_count", len(deliveries))))
-}
-
-// callHandler calls the handler, turning a panic or a decision list of the
-// wrong length into "no acknowledgement" for the whole batch.
-func (r *Runner) callHandler(ctx context.Context, deliveries []ports.Delivery) (decisions []ports.Decision) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("handler panicked; no message of the batch is acknowledged",
-				slog.String("error", fmt.Sprint(p)), slog.Int("batch", len(deliveries)))
-			decisions = make([]ports.Decision, len(deliveries))
-		}
-	}()
-	decisions = r.handler.HandleBatch(ctx, deliveries)
-	if len(decisions) != len(deliveries) {
-		r.log.Error("handler returned a wrong number of decisions; no message of the batch is acknowledged",
-			slog.Int("batch", len(deliveries)), slog.Int("decisions", len(decisions)))
-		decisions = make([]ports.Decision, len(deliveries))
-	}
-	return decisions
 }
 
 // renew extends the invisible duration of the batch's messages; it stops

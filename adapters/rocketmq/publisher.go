@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -282,17 +281,17 @@ func (p *Publisher) Close() error {
 func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (ports.SendReceipt, error) {
 	topic, ok := p.topics[msg.Topic]
 	if !ok {
-		return ports.SendReceipt{}, p.reject(msg, string(msg.Topic), fmt.Errorf("unknown logical topic %q", msg.Topic))
+		return ports.SendReceipt{}, p.metrics.Reject(p.log, msg, string(msg.Topic), fmt.Errorf("unknown logical topic %q", msg.Topic))
 	}
 	if err := validateOutbound(msg); err != nil {
-		return ports.SendReceipt{}, p.reject(msg, topic, err)
+		return ports.SendReceipt{}, p.metrics.Reject(p.log, msg, topic, err)
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	prod := p.producer
 	if prod == nil {
 		err := errors.New("producer not started (broker not reachable yet) or closed")
-		p.observe(msg, topic, OutcomeUnknown, "NOT_RUNNING", "", 0, err)
+		p.metrics.Record(p.log, msg, topic, OutcomeUnknown, "NOT_RUNNING", "", 0, err)
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown,
 			ports.ErrBrokerUnavailable, err)
 	}
@@ -310,7 +309,7 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 				ports.ErrSendUnknown, ports.ErrBrokerUnavailable, p.retries.Size())
 		}
 	}
-	ctx, span := p.startSend(ctx, topic, &msg)
+	ctx, span := brokerkit.StartSend(ctx, p.tracer, PlugName, topic, &msg)
 	if span != nil {
 		defer span.End()
 	}
@@ -347,7 +346,7 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	if err == nil {
 		brokerID = receipts[0].MessageID
 	}
-	p.observe(msg, topic, outcome, class, brokerID, elapsed, err)
+	p.metrics.Record(p.log, msg, topic, outcome, class, brokerID, elapsed, err)
 	if span != nil {
 		span.SetAttributes(attribute.String("seckill.send_outcome", outcome))
 		if err != nil {
@@ -363,30 +362,6 @@ func (p *Publisher) Publish(ctx context.Context, msg ports.OutboundMessage) (por
 	default:
 		return ports.SendReceipt{}, fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendUnknown, err)
 	}
-}
-
-// startSend starts the producer span of a send (nil when tracing is off):
-// a child of the caller's span, or of the message's own traceparent when
-// the caller has none (the relay and the scanner send stored messages).
-// The message then carries the producer span as its traceparent, so the
-// consumer's span hangs under this send.
-func (p *Publisher) startSend(ctx context.Context, topic string, msg *ports.OutboundMessage) (context.Context, trace.Span) {
-	if p.tracer == nil {
-		return ctx, nil
-	}
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = brokerkit.WithTraceparent(ctx, msg.Properties[message.PropTraceparent])
-	}
-	ctx, span := p.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String("messaging.system", "rocketmq"),
-			attribute.String("messaging.destination.name", topic), attribute.String("messaging.message.id", msg.MessageID)))
-	if span.IsRecording() {
-		props := make(map[string]string, len(msg.Properties)+1)
-		maps.Copy(props, msg.Properties)
-		props[message.PropTraceparent] = brokerkit.TraceparentOf(ctx)
-		msg.Properties = props
-	}
-	return ctx, span
 }
 
 // healthOf tells what a send's outcome says about the broker: an answer
@@ -422,12 +397,6 @@ func (p *Publisher) observeBreaker() {
 	p.metrics.RetryWindow.Set(float64(p.retries.Size()))
 }
 
-// reject records and returns a DEFINITE_FAILURE detected before sending.
-func (p *Publisher) reject(msg ports.OutboundMessage, topic string, err error) error {
-	p.observe(msg, topic, OutcomeDefiniteFailure, "INVALID_MESSAGE", "", 0, err)
-	return fmt.Errorf("publish %s to %s: %w: %w", msg.MessageID, topic, ports.ErrSendRejected, err)
-}
-
 // validateOutbound checks what a message needs before any send.
 func validateOutbound(msg ports.OutboundMessage) error {
 	if msg.MessageID == "" {
@@ -459,19 +428,6 @@ func buildMessage(topic string, msg ports.OutboundMessage) *rmq.Message {
 	}
 	m.AddProperty(message.PropMessageID, msg.MessageID)
 	return m
-}
-
-// observe records the metrics and the spec 28.1 producer log line of one
-// publish.
-func (p *Publisher) observe(msg ports.OutboundMessage, topic, outcome, class, brokerID string, elapsed time.Duration, err error) {
-	p.metrics.Total.WithLabelValues(topic, outcome).Inc()
-	if elapsed > 0 {
-		p.metrics.Latency.WithLabelValues(topic).Observe(elapsed.Seconds())
-	}
-	if outcome == OutcomeUnknown {
-		p.metrics.Unknown.WithLabelValues(topic).Inc()
-	}
-	brokerkit.LogPublish(p.log, msg, topic, outcome, class, brokerID, elapsed, err)
 }
 
 // initIsolatedEndpoints works around a data race in the v5.1.2 client:

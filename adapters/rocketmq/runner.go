@@ -481,7 +481,7 @@ func (r *Runner) receiveFrom(ctx, handlerCtx context.Context, consumer rmq.Simpl
 				return true
 			}
 			wait := r.receiveError(log, err, settingsGrace, backoff)
-			if wait > 0 && !sleepCtx(ctx, wait) {
+			if wait > 0 && !brokerkit.Sleep(ctx, wait) {
 				return false
 			}
 			continue
@@ -542,18 +542,6 @@ func receiveErrorClass(err error) string {
 		return v2.Code(rs.Code).String()
 	}
 	return "CLIENT_ERROR"
-}
-
-// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is alive.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // backoff is a capped exponential backoff (no jitter: one loop per runner).
