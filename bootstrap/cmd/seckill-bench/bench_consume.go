@@ -30,6 +30,17 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
+// consumeOptions are the flags of `seckill-bench consume`.
+type consumeOptions struct {
+	n           int
+	batches     []int
+	concurrency int
+	sweep       string
+	slow        time.Duration
+	pgCPU       float64
+	standby     string
+}
+
 // benchConsume publishes N order-create messages for one hot SKU through
 // the real broker (SECKILL_BROKER: rocketmq or rabbitmq), then lets the order-create consumer drain them into
 // PostgreSQL and reports orders created per second, once with one message
@@ -41,26 +52,7 @@ import (
 // whatever the outcome (an error, a cancellation by SIGINT); each mode
 // reports the cores PostgreSQL used while it was measured.
 func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err error) {
-	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
-	n := fs.Int("messages", 20000, "messages (and units of stock) per mode")
-	modes := fs.String("batches", "1,32", "batch sizes to compare (1 = one message per transaction)")
-	concurrency := fs.Int("concurrency", 0, "concurrent transactions (default: the PostgreSQL pool budget)")
-	sweep := fs.String("sweep", "", "instead of --batches: these fixed concurrencies (e.g. 4,8,16,22,32), then the adaptive limiter (budget: the largest), batches of the largest --batches size")
-	slow := fs.Duration("slow", 0, "with --sweep: a delay inside every order-create transaction (PostgreSQL slowed), e.g. 20ms")
-	pgCPU := fs.Float64("pg-cpu", 0, "cap the local stack's PostgreSQL (the postmaster and its backends) at this many cores with a CPU cgroup "+
-		"for the whole run, restored at the end (needs root; 0 = no cap)")
-	standby := fs.String("pg-standby", "", "run every mode on a private PostgreSQL primary with a streaming standby (the local stack's settings) instead "+
-		"of the stack's PostgreSQL: sync (synchronous commits, the durability docs/operations.md chooses) or async")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *pgCPU < 0 {
-		return fmt.Errorf("--pg-cpu %v: want a number of cores, 0 for no cap: %w", *pgCPU, flag.ErrHelp)
-	}
-	if *standby != "" && *standby != "sync" && *standby != "async" || *standby != "" && *pgCPU > 0 {
-		return fmt.Errorf("--pg-standby %q: want sync or async, and no --pg-cpu beside it: %w", *standby, flag.ErrHelp)
-	}
-	batches, err := intList(*modes)
+	o, err := parseConsumeFlags(args)
 	if err != nil {
 		return err
 	}
@@ -68,25 +60,25 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	if *concurrency == 0 {
-		*concurrency = cfg.ConsumerConcurrency()
+	if o.concurrency == 0 {
+		o.concurrency = cfg.ConsumerConcurrency()
 	}
-	if *standby != "" {
-		pair, err := pgpair.Start(ctx, pgpair.Options{Synchronous: *standby == "sync", Durable: true})
+	if o.standby != "" {
+		pair, err := pgpair.Start(ctx, pgpair.Options{Synchronous: o.standby == "sync", Durable: true})
 		if err != nil {
 			return err
 		}
 		defer pair.Close()
 		cfg.Postgres.DSN = config.Secret(pair.Primary.URL("postgres"))
-		fmt.Fprintf(stdout, "PostgreSQL: a private primary (port %d) with a %s standby (port %d)\n", pair.Primary.Port, *standby, pair.Standby.Port)
+		fmt.Fprintf(stdout, "PostgreSQL: a private primary (port %d) with a %s standby (port %d)\n", pair.Primary.Port, o.standby, pair.Standby.Port)
 	}
 	rc, releaseRedis, err := scratchRedis(ctx, cfg, 0)
 	if err != nil {
 		return err
 	}
 	defer releaseRedis()
-	if *pgCPU > 0 {
-		capped, cerr := capStackPostgres(*pgCPU)
+	if o.pgCPU > 0 {
+		capped, cerr := capStackPostgres(o.pgCPU)
 		if cerr != nil {
 			return cerr
 		}
@@ -97,19 +89,57 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 		}()
 		fmt.Fprintf(stdout, "%s\n", capped)
 	}
-	if *sweep != "" {
-		levels, err := intList(*sweep)
+	if o.sweep != "" {
+		levels, err := intList(o.sweep)
 		if err != nil {
 			return err
 		}
-		return consumeSweep(ctx, stdout, cfg, rc, log, consumeRun{n: *n, batch: slices.Max(batches), slow: *slow}, levels)
+		return consumeSweep(ctx, stdout, cfg, rc, log, consumeRun{n: o.n, batch: slices.Max(o.batches), slow: o.slow}, levels)
 	}
+	return compareBatches(ctx, stdout, cfg, rc, log, o)
+}
+
+// parseConsumeFlags parses the flags of `seckill-bench consume` into
+// consumeOptions; a --pg-cpu or --pg-standby out of range is an error
+// wrapping flag.ErrHelp, a malformed --batches list the list's error.
+func parseConsumeFlags(args []string) (consumeOptions, error) {
+	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
+	var o consumeOptions
+	fs.IntVar(&o.n, "messages", 20000, "messages (and units of stock) per mode")
+	modes := fs.String("batches", "1,32", "batch sizes to compare (1 = one message per transaction)")
+	fs.IntVar(&o.concurrency, "concurrency", 0, "concurrent transactions (default: the PostgreSQL pool budget)")
+	fs.StringVar(&o.sweep, "sweep", "", "instead of --batches: these fixed concurrencies (e.g. 4,8,16,22,32), then the adaptive limiter (budget: the largest), batches of the largest --batches size")
+	fs.DurationVar(&o.slow, "slow", 0, "with --sweep: a delay inside every order-create transaction (PostgreSQL slowed), e.g. 20ms")
+	fs.Float64Var(&o.pgCPU, "pg-cpu", 0, "cap the local stack's PostgreSQL (the postmaster and its backends) at this many cores with a CPU cgroup "+
+		"for the whole run, restored at the end (needs root; 0 = no cap)")
+	fs.StringVar(&o.standby, "pg-standby", "", "run every mode on a private PostgreSQL primary with a streaming standby (the local stack's settings) instead "+
+		"of the stack's PostgreSQL: sync (synchronous commits, the durability docs/operations.md chooses) or async")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.pgCPU < 0 {
+		return o, fmt.Errorf("--pg-cpu %v: want a number of cores, 0 for no cap: %w", o.pgCPU, flag.ErrHelp)
+	}
+	if o.standby != "" && o.standby != "sync" && o.standby != "async" || o.standby != "" && o.pgCPU > 0 {
+		return o, fmt.Errorf("--pg-standby %q: want sync or async, and no --pg-cpu beside it: %w", o.standby, flag.ErrHelp)
+	}
+	var err error
+	if o.batches, err = intList(*modes); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// compareBatches measures each batch size of --batches through the broker,
+// then the handler-alone ceiling at the largest, and prints a row for each
+// and how the best compares with the ceiling.
+func compareBatches(ctx context.Context, stdout io.Writer, cfg config.Config, rc *goredis.Client, log *slog.Logger, o consumeOptions) error {
 	fmt.Fprintf(stdout, "seckill-bench consume: %s, %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
-		brokerText(cfg), runtime.NumCPU(), *n, *concurrency, cfg.Postgres.MaxConns)
+		brokerText(cfg), runtime.NumCPU(), o.n, o.concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintln(stdout, consumeHeader())
 	var best float64
-	for _, batch := range batches {
-		res, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: batch, concurrency: *concurrency})
+	for _, batch := range o.batches {
+		res, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: o.n, batch: batch, concurrency: o.concurrency})
 		if err != nil {
 			return err
 		}
@@ -122,9 +152,9 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 	}
 	// The ceiling: the same transactions handed to the handler directly,
 	// without the broker (no receive, no acknowledgement).
-	ceilingBatch := slices.Max(batches)
+	ceilingBatch := slices.Max(o.batches)
 	var cpuNote string
-	res, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: *n, batch: ceilingBatch, concurrency: *concurrency, direct: true,
+	res, err := consumeMode(ctx, cfg, rc, log, consumeRun{n: o.n, batch: ceilingBatch, concurrency: o.concurrency, direct: true,
 		notes: func(s string) { cpuNote = s }})
 	if err != nil {
 		return err
@@ -138,6 +168,23 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 	return nil
 }
 
+// consumeSetup is what one mode of consumeMode measures on: its scratch
+// database and store, its Redis namespace's store, the activity and its
+// order-create messages, and the handler's compensation policy and
+// failpoints.
+type consumeSetup struct {
+	cfg    config.Config
+	log    *slog.Logger
+	dsn    string
+	store  *postgres.Store
+	rs     *redis.Store
+	acts   *application.Activities
+	act    ports.Activity
+	msgs   []ports.OutboundMessage
+	policy application.CompensationPolicy
+	fp     ports.Failpoints
+}
+
 // consumeMode measures one batch size from a clean start: a fresh
 // database, a checkpoint, a fresh Redis namespace and a broker namespace of
 // its own (fresh topics and groups), so no mode pays for another's
@@ -146,107 +193,114 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 // ceiling of the database and the handler. The result holds the cores
 // PostgreSQL used while the mode was measured.
 func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, run consumeRun) (consumeResult, error) {
-	n, batch, concurrency, direct := run.n, run.batch, run.concurrency, run.direct
+	s := &consumeSetup{cfg: cfg, log: log}
 	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
 	if err != nil {
 		return consumeResult{}, err
 	}
 	defer dropDB()
-	store, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: cfg.Postgres.MaxConns}, prometheus.NewRegistry(), log)
-	if err != nil {
+	s.dsn = dsn
+	if s.store, err = postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: cfg.Postgres.MaxConns}, prometheus.NewRegistry(), log); err != nil {
 		return consumeResult{}, err
 	}
-	defer store.Close()
+	defer s.store.Close()
 	ns := fmt.Sprintf("bench%d", time.Now().UnixNano())
-	rs, err := redis.New(rc, redis.Config{Namespace: ns}, nil, log)
-	if err != nil {
+	if s.rs, err = redis.New(rc, redis.Config{Namespace: ns}, nil, log); err != nil {
 		return consumeResult{}, err
 	}
-	acts := application.NewActivities(store)
-	admin := application.NewAdmin(store, rs, acts, nil, nil, log)
-	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(n),
+	s.acts = application.NewActivities(s.store)
+	admin := application.NewAdmin(s.store, s.rs, s.acts, nil, nil, log)
+	s.act = ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(run.n),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
-	if _, err := admin.CreateActivity(ctx, "system:bench", act); err != nil {
+	if _, err := admin.CreateActivity(ctx, "system:bench", s.act); err != nil {
 		return consumeResult{}, err
 	}
-	msgs, err := orderMessages(act, n)
-	if err != nil {
+	if s.msgs, err = orderMessages(s.act, run.n); err != nil {
 		return consumeResult{}, err
 	}
-	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
-	var fp ports.Failpoints
+	s.policy = application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
 	if run.slow > 0 {
 		reg, err := failpoint.New(fmt.Sprintf("%s=delay(%s)", ports.FailConsumerInTx, run.slow))
 		if err != nil {
 			return consumeResult{}, err
 		}
-		fp = reg
+		s.fp = reg
 	}
-	if direct {
-		if err := checkpoint(ctx, dsn); err != nil {
-			log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
-		}
-		const topic, group = "direct", "direct"
-		handler := application.NewCreateOrders(store, rs, acts, fp, log, group, policy)
-		pg, err := stackMeteredProc("postgres", true)
-		if err != nil {
-			return consumeResult{}, err
-		}
-		cpu, err := startCPUMeter(selfProc(), pg)
-		if err != nil {
-			return consumeResult{}, err
-		}
-		start := time.Now()
-		if err := handleDirect(ctx, handler, topic, msgs, batch, concurrency); err != nil {
-			return consumeResult{}, err
-		}
-		created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
-		if err != nil {
-			return consumeResult{}, err
-		}
-		elapsed := time.Since(start)
-		pgCores := -1.0
-		if per, err := cpu.perUnit(int64(created)); err == nil {
-			run.report(fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", per[0]+per[1], per[0], per[1]))
-			pgCores = per[1] * float64(created) / 1e6 / elapsed.Seconds()
-		} else {
-			log.Warn("the handler-alone CPU was not read", "error", err)
-		}
-		return consumeResult{created: created, elapsed: elapsed, check: checkOrders(ctx, store, act, n), pgCores: pgCores}, nil
+	if run.direct {
+		return s.measureDirect(ctx, run)
 	}
-	env, err := newBenchEnv(ctx, cfg, log)
+	return s.measureThroughBroker(ctx, run)
+}
+
+// checkpoint runs a checkpoint on the mode's database before measuring,
+// and only warns when it fails.
+func (s *consumeSetup) checkpoint(ctx context.Context) {
+	if err := checkpoint(ctx, s.dsn); err != nil {
+		s.log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
+	}
+}
+
+// measureDirect hands the mode's messages to the order-create handler
+// directly (no broker), run.batch per call from run.concurrency
+// goroutines, with this process's and PostgreSQL's CPU metered, and
+// returns what was measured; the CPU per order goes to run's notes.
+func (s *consumeSetup) measureDirect(ctx context.Context, run consumeRun) (consumeResult, error) {
+	s.checkpoint(ctx)
+	const topic, group = "direct", "direct"
+	handler := application.NewCreateOrders(s.store, s.rs, s.acts, s.fp, s.log, group, s.policy)
+	pg, err := stackMeteredProc("postgres", true)
+	if err != nil {
+		return consumeResult{}, err
+	}
+	cpu, err := startCPUMeter(selfProc(), pg)
+	if err != nil {
+		return consumeResult{}, err
+	}
+	start := time.Now()
+	if err := handleDirect(ctx, handler, topic, s.msgs, run.batch, run.concurrency); err != nil {
+		return consumeResult{}, err
+	}
+	created, err := waitOrders(ctx, s.store, s.act, run.n, 5*time.Minute)
+	if err != nil {
+		return consumeResult{}, err
+	}
+	elapsed := time.Since(start)
+	pgCores := -1.0
+	if per, err := cpu.perUnit(int64(created)); err == nil {
+		run.report(fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", per[0]+per[1], per[0], per[1]))
+		pgCores = per[1] * float64(created) / 1e6 / elapsed.Seconds()
+	} else {
+		s.log.Warn("the handler-alone CPU was not read", "error", err)
+	}
+	return consumeResult{created: created, elapsed: elapsed, check: checkOrders(ctx, s.store, s.act, run.n), pgCores: pgCores}, nil
+}
+
+// measureThroughBroker publishes the mode's messages on a broker
+// namespace of its own, then lets the order-create consumer (under the
+// adaptive limiter when run.adaptive) drain them, with PostgreSQL's CPU
+// metered, and returns what was measured; the limiter's last state goes
+// to run's notes.
+func (s *consumeSetup) measureThroughBroker(ctx context.Context, run consumeRun) (consumeResult, error) {
+	env, err := newBenchEnv(ctx, s.cfg, s.log)
 	if err != nil {
 		return consumeResult{}, err
 	}
 	defer env.Close()
-	pub, closePub, err := env.Publisher(ctx, 2*time.Second, log)
+	pub, closePub, err := env.Publisher(ctx, 2*time.Second, s.log)
 	if err != nil {
 		return consumeResult{}, err
 	}
 	defer closePub()
-	if err := publishOrders(ctx, pub, msgs); err != nil {
+	if err := publishOrders(ctx, pub, s.msgs); err != nil {
 		return consumeResult{}, err
 	}
-	if err := checkpoint(ctx, dsn); err != nil {
-		log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
-	}
-	sub, _ := ports.SubscriptionOf(ports.GroupOrderCreate)
-	handler := application.NewCreateOrders(store, rs, acts, fp, log, env.Group(sub.Group), policy)
-	var limit ports.ConcurrencyLimit
-	var limits *application.ConsumerLimits
-	if run.adaptive {
-		limits, err = benchLimits(store, env.Group(sub.Group), batch, concurrency, log)
-		if err != nil {
-			return consumeResult{}, err
-		}
-		limit = limits.Limit(env.Group(sub.Group))
-	}
-	consume, err := env.Consumer(sub, handler, batch, concurrency, limit, log)
+	s.checkpoint(ctx)
+	consume, limits, err := s.orderConsumer(env, run)
 	if err != nil {
 		return consumeResult{}, err
 	}
-	pgMeter := startPostgresMeter(log)
+	pgMeter := startPostgresMeter(s.log)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 2)
 	start := time.Now()
@@ -254,9 +308,9 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	if limits != nil {
 		go func() { done <- limits.Run(runCtx) }()
 	}
-	created, err := waitOrders(ctx, store, act, n, 5*time.Minute)
+	created, err := waitOrders(ctx, s.store, s.act, run.n, 5*time.Minute)
 	elapsed := time.Since(start)
-	pgCores := pgMeter.cores(elapsed, log)
+	pgCores := pgMeter.cores(elapsed, s.log)
 	stop()
 	for range 1 + btoi(limits != nil) {
 		if rerr := <-done; rerr != nil && err == nil {
@@ -271,7 +325,31 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	if err != nil {
 		return consumeResult{}, err
 	}
-	return consumeResult{created: created, elapsed: elapsed, check: checkOrders(ctx, store, act, n), pgCores: pgCores}, nil
+	return consumeResult{created: created, elapsed: elapsed, check: checkOrders(ctx, s.store, s.act, run.n), pgCores: pgCores}, nil
+}
+
+// orderConsumer builds the order-create consumer of env's group: its
+// handler on the mode's store and, when run.adaptive, the adaptive limits
+// it runs under. It returns the consumer's run function and the limits
+// (nil when not adaptive).
+func (s *consumeSetup) orderConsumer(env *benchNamespace, run consumeRun) (func(context.Context) error, *application.ConsumerLimits, error) {
+	sub, _ := ports.SubscriptionOf(ports.GroupOrderCreate)
+	handler := application.NewCreateOrders(s.store, s.rs, s.acts, s.fp, s.log, env.Group(sub.Group), s.policy)
+	var limit ports.ConcurrencyLimit
+	var limits *application.ConsumerLimits
+	if run.adaptive {
+		var err error
+		limits, err = benchLimits(s.store, env.Group(sub.Group), run.batch, run.concurrency, s.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		limit = limits.Limit(env.Group(sub.Group))
+	}
+	consume, err := env.Consumer(sub, handler, run.batch, run.concurrency, limit, s.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return consume, limits, nil
 }
 
 // handleDirect hands msgs to handler in batches of batch from concurrency

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/postgres"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/order"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
@@ -89,6 +90,20 @@ func loadAverage() string {
 	return f[0]
 }
 
+// eventsRun is what the phases of one `seckill-bench events` run share:
+// the options, the scratch stack's configuration, the store the events are
+// written to, the activity of the written orders, the head position after
+// the fill, and the result being filled in.
+type eventsRun struct {
+	opts  eventsOptions
+	cfg   config.Config
+	log   *slog.Logger
+	store *postgres.Store
+	actID int64
+	head  int64
+	res   eventsResult
+}
+
 // benchEvents measures the event subscription (EventService.Subscribe):
 // catch-up from position 0 over a store of --events events, directly on
 // application.EventSubscriptions and through the API; live delivery from
@@ -97,31 +112,9 @@ func loadAverage() string {
 // subscribers beside none. Every subscriber's stream is checked (positions
 // strictly increasing, nothing missing): a violation fails the command.
 func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
-	var o eventsOptions
-	fs.IntVar(&o.events, "events", 100_000, "events written into the store before the catch-up (paid orders of 3 events each, rounded up)")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement (figures are medians)")
-	fs.IntVar(&o.writeBatch, "write-batch", 1000, "orders per write transaction while filling the store")
-	fs.IntVar(&o.liveRate, "live-rate", 500, "events per second written during the live measurement")
-	fs.DurationVar(&o.liveDuration, "live-duration", 10*time.Second, "length of the live measurement")
-	fs.IntVar(&o.subscribers, "subscribers", 20, "live subscribers attached during the sale comparison (0: no sale comparison)")
-	fs.IntVar(&o.saleClients, "sale-clients", 64, "PlaceOrder clients of the sale comparison")
-	fs.DurationVar(&o.saleDuration, "sale-duration", 5*time.Second, "measuring time of each sale level")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the catch-up rounds (this process: service and client) to this file")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseEventsFlags(args)
+	if err != nil {
 		return err
-	}
-	switch {
-	case o.events < 3:
-		return fmt.Errorf("%w: --events must be >= 3", flag.ErrHelp)
-	case o.rounds < 1:
-		return fmt.Errorf("%w: --rounds must be >= 1", flag.ErrHelp)
-	case o.writeBatch < 1:
-		return fmt.Errorf("%w: --write-batch must be >= 1", flag.ErrHelp)
-	case o.liveRate < 1 || o.liveDuration <= 0:
-		return fmt.Errorf("%w: --live-rate and --live-duration must be > 0", flag.ErrHelp)
-	case o.subscribers < 0 || o.saleClients < 1 || o.saleDuration <= 0:
-		return fmt.Errorf("%w: --subscribers must be >= 0, --sale-clients and --sale-duration > 0", flag.ErrHelp)
 	}
 	cfg, log, err := loadConfig()
 	if err != nil {
@@ -143,46 +136,93 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer store.Close()
 
-	res := eventsResult{Bench: "events", Broker: cfg.Broker.Name, CPUs: runtime.NumCPU(), Rounds: o.rounds,
+	r := &eventsRun{opts: o, cfg: cfg, log: log, store: store}
+	r.res = eventsResult{Bench: "events", Broker: cfg.Broker.Name, CPUs: runtime.NumCPU(), Rounds: o.rounds,
 		LiveTargetRate: o.liveRate, SaleSubscribers: o.subscribers, LoadBefore: loadAverage()}
-	actID := benchActivityID()
+	r.actID = benchActivityID()
 	nOrders := (o.events + 2) / 3
-	res.Events = 3 * nOrders
+	r.res.Events = 3 * nOrders
 	fmt.Fprintf(stdout, "seckill-bench events: %s, %d cores (GOMAXPROCS %d), %d events in the store (%d paid orders), %d rounds, fresh database\n\n",
-		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), res.Events, nOrders, o.rounds)
+		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), r.res.Events, nOrders, o.rounds)
+	if err := r.fillStore(ctx, nOrders); err != nil {
+		return err
+	}
+	return r.measureOnService(ctx, stdout)
+}
 
-	// Fill the store through the write path, then sequence it all.
-	fill, err := benchOrders(actID, 0, nOrders, time.Now())
+// parseEventsFlags parses the flags of `seckill-bench events` into
+// eventsOptions and checks their ranges; an out-of-range value is an
+// error wrapping flag.ErrHelp.
+func parseEventsFlags(args []string) (eventsOptions, error) {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	var o eventsOptions
+	fs.IntVar(&o.events, "events", 100_000, "events written into the store before the catch-up (paid orders of 3 events each, rounded up)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement (figures are medians)")
+	fs.IntVar(&o.writeBatch, "write-batch", 1000, "orders per write transaction while filling the store")
+	fs.IntVar(&o.liveRate, "live-rate", 500, "events per second written during the live measurement")
+	fs.DurationVar(&o.liveDuration, "live-duration", 10*time.Second, "length of the live measurement")
+	fs.IntVar(&o.subscribers, "subscribers", 20, "live subscribers attached during the sale comparison (0: no sale comparison)")
+	fs.IntVar(&o.saleClients, "sale-clients", 64, "PlaceOrder clients of the sale comparison")
+	fs.DurationVar(&o.saleDuration, "sale-duration", 5*time.Second, "measuring time of each sale level")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the catch-up rounds (this process: service and client) to this file")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.events < 3:
+		return o, fmt.Errorf("%w: --events must be >= 3", flag.ErrHelp)
+	case o.rounds < 1:
+		return o, fmt.Errorf("%w: --rounds must be >= 1", flag.ErrHelp)
+	case o.writeBatch < 1:
+		return o, fmt.Errorf("%w: --write-batch must be >= 1", flag.ErrHelp)
+	case o.liveRate < 1 || o.liveDuration <= 0:
+		return o, fmt.Errorf("%w: --live-rate and --live-duration must be > 0", flag.ErrHelp)
+	case o.subscribers < 0 || o.saleClients < 1 || o.saleDuration <= 0:
+		return o, fmt.Errorf("%w: --subscribers must be >= 0, --sale-clients and --sale-duration > 0", flag.ErrHelp)
+	}
+	return o, nil
+}
+
+// fillStore writes nOrders paid orders' events into the store through the
+// write path, --write-batch orders per transaction, then sequences them
+// all; it records both rates and the head position.
+func (r *eventsRun) fillStore(ctx context.Context, nOrders int) error {
+	fill, err := benchOrders(r.actID, 0, nOrders, time.Now())
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	refs := make([]eventRef, 0, res.Events)
+	refs := make([]eventRef, 0, r.res.Events)
 	for i := range fill {
 		refs = append(refs, eventRef{i, 1}, eventRef{i, 2}, eventRef{i, 3})
 	}
-	for i := 0; i < len(refs); i += 3 * o.writeBatch {
-		if err := writeEventTx(ctx, store, fill, refs[i:min(i+3*o.writeBatch, len(refs))]); err != nil {
+	for i := 0; i < len(refs); i += 3 * r.opts.writeBatch {
+		if err := writeEventTx(ctx, r.store, fill, refs[i:min(i+3*r.opts.writeBatch, len(refs))]); err != nil {
 			return err
 		}
 	}
-	res.WritePerSec = float64(res.Events) / time.Since(start).Seconds()
+	r.res.WritePerSec = float64(r.res.Events) / time.Since(start).Seconds()
 	start = time.Now()
-	head, err := sequenceAll(ctx, store, int64(res.Events), 5*time.Minute)
+	head, err := sequenceAll(ctx, r.store, int64(r.res.Events), 5*time.Minute)
 	if err != nil {
 		return err
 	}
-	res.SequencePerSec = float64(res.Events) / time.Since(start).Seconds()
-	log.Info("events bench: store filled and sequenced", "events", res.Events, "head", head)
+	r.res.SequencePerSec = float64(r.res.Events) / time.Since(start).Seconds()
+	r.head = head
+	r.log.Info("events bench: store filled and sequenced", "events", r.res.Events, "head", head)
+	return nil
+}
 
-	// The service: the API with EventService and the workers (sequencer
-	// included) of role all.
-	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
+// measureOnService starts the service (the API with EventService and the
+// workers, sequencer included, of role all) on the filled store, runs the
+// catch-up, live and sale measurements through it, and prints the result.
+func (r *eventsRun) measureOnService(ctx context.Context, stdout io.Writer) error {
+	app, cleanup, err := bootstrap.NewApp(ctx, r.cfg, r.log)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if o.subscribers == 0 {
+	if r.opts.subscribers == 0 {
 		keepWorkers(app, "backlog-gate", "sent-marker", "event-tail", "event-sequencer")
 	}
 	base, stop, err := startInProcess(ctx, app, "events")
@@ -195,16 +235,34 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	tr := &http.Transport{Protocols: p}
 	defer tr.CloseIdleConnections()
 	client := seckillv1connect.NewEventServiceClient(&http.Client{Transport: tr}, base, connect.WithGRPC())
-	tok, err := api.MintScopedToken([]byte(cfg.AuthSecret), 900_000_001, []string{api.ScopeEvents}, 2*time.Hour, time.Now())
+	tok, err := api.MintScopedToken([]byte(r.cfg.AuthSecret), 900_000_001, []string{api.ScopeEvents}, 2*time.Hour, time.Now())
 	if err != nil {
 		return err
 	}
+	if err := r.measureCatchUp(ctx, client, tok); err != nil {
+		return err
+	}
+	if err := r.measureLive(ctx, client, tok); err != nil {
+		return err
+	}
+	if r.opts.subscribers > 0 {
+		if err := saleWithSubscribers(ctx, app, r.store, client, tok, base, []byte(r.cfg.AuthSecret), r.opts, &r.res); err != nil {
+			return fmt.Errorf("sale with subscribers: %w", err)
+		}
+	}
+	r.res.LoadAfter = loadAverage()
+	printEvents(stdout, r.res)
+	return nil
+}
 
-	// Catch-up from position 0 to the head, both ways, interleaved (the
-	// direct subscriptions have no window: every read is the store's).
-	direct := application.NewEventSubscriptions(store, nil, nil, log, application.SubscriptionConfig{Window: -1})
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+// measureCatchUp reads from position 0 to the head, directly on
+// application.EventSubscriptions (no window: every read is the store's)
+// and through the API, interleaved over --rounds rounds under the CPU
+// profile of --cpuprofile, and records the rates and their medians.
+func (r *eventsRun) measureCatchUp(ctx context.Context, client seckillv1connect.EventServiceClient, tok string) error {
+	direct := application.NewEventSubscriptions(r.store, nil, nil, r.log, application.SubscriptionConfig{Window: -1})
+	if r.opts.cpuProfile != "" {
+		f, err := os.Create(r.opts.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -213,43 +271,39 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	for r := range o.rounds {
-		d, err := catchUpDirect(ctx, direct, head)
+	for round := range r.opts.rounds {
+		d, err := catchUpDirect(ctx, direct, r.head)
 		if err != nil {
-			return fmt.Errorf("catch-up (application) round %d: %w", r+1, err)
+			return fmt.Errorf("catch-up (application) round %d: %w", round+1, err)
 		}
-		res.CatchUpDirect = append(res.CatchUpDirect, float64(head)/d.Seconds())
-		a, err := catchUpAPI(ctx, client, tok, head)
+		r.res.CatchUpDirect = append(r.res.CatchUpDirect, float64(r.head)/d.Seconds())
+		a, err := catchUpAPI(ctx, client, tok, r.head)
 		if err != nil {
-			return fmt.Errorf("catch-up (API) round %d: %w", r+1, err)
+			return fmt.Errorf("catch-up (API) round %d: %w", round+1, err)
 		}
-		res.CatchUpAPI = append(res.CatchUpAPI, float64(head)/a.Seconds())
-		log.Info("events bench: catch-up round", "round", r+1, "direct", d, "api", a)
+		r.res.CatchUpAPI = append(r.res.CatchUpAPI, float64(r.head)/a.Seconds())
+		r.log.Info("events bench: catch-up round", "round", round+1, "direct", d, "api", a)
 	}
-	if o.cpuProfile != "" {
+	if r.opts.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	res.CatchUpDirectMed, res.CatchUpAPIMed = median(res.CatchUpDirect), median(res.CatchUpAPI)
+	r.res.CatchUpDirectMed, r.res.CatchUpAPIMed = median(r.res.CatchUpDirect), median(r.res.CatchUpAPI)
+	return nil
+}
 
-	// Live: one API subscriber at the head, orders written at a steady
-	// rate, commit -> received per event.
-	lat, written, err := liveDelivery(ctx, store, client, tok, actID+1, o.liveRate, o.liveDuration, head)
+// measureLive attaches one API subscriber at the head while orders are
+// written at --live-rate, and records the commit-to-receipt latencies and
+// the rate actually written.
+func (r *eventsRun) measureLive(ctx context.Context, client seckillv1connect.EventServiceClient, tok string) error {
+	lat, written, err := liveDelivery(ctx, r.store, client, tok, r.actID+1, r.opts.liveRate, r.opts.liveDuration, r.head)
 	if err != nil {
 		return fmt.Errorf("live delivery: %w", err)
 	}
-	res.LiveEvents = len(lat)
-	res.LiveWrittenRate = written
-	res.LiveP50Ms = float64(lat.percentile(0.50)) / 1e6
-	res.LiveP99Ms = float64(lat.percentile(0.99)) / 1e6
-	res.LiveMaxMs = float64(lat.percentile(1)) / 1e6
-
-	if o.subscribers > 0 {
-		if err := saleWithSubscribers(ctx, app, store, client, tok, base, []byte(cfg.AuthSecret), o, &res); err != nil {
-			return fmt.Errorf("sale with subscribers: %w", err)
-		}
-	}
-	res.LoadAfter = loadAverage()
-	printEvents(stdout, res)
+	r.res.LiveEvents = len(lat)
+	r.res.LiveWrittenRate = written
+	r.res.LiveP50Ms = float64(lat.percentile(0.50)) / 1e6
+	r.res.LiveP99Ms = float64(lat.percentile(0.99)) / 1e6
+	r.res.LiveMaxMs = float64(lat.percentile(1)) / 1e6
 	return nil
 }
 
@@ -516,11 +570,52 @@ func catchUpAPI(ctx context.Context, client seckillv1connect.EventServiceClient,
 // its arrival at the subscriber, and the rate actually written.
 func liveDelivery(ctx context.Context, store *postgres.Store, client seckillv1connect.EventServiceClient, tok string,
 	actID int64, rate int, d time.Duration, head int64) (latencies, float64, error) {
-	const lag = 50
-	total := int(float64(rate) * d.Seconds())
-	orders, err := benchOrders(actID, 0, total/3+lag+1, time.Now())
+	orders, refs, err := liveEvents(actID, int(float64(rate)*d.Seconds()))
 	if err != nil {
 		return nil, 0, err
+	}
+	total := len(refs)
+	sctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
+	defer cancel()
+	stream, err := subscribe(sctx, client, tok, head)
+	if err != nil {
+		return nil, 0, err
+	}
+	recv := receiveLive(stream, head, total)
+	stopStream := func() { cancel(); _ = stream.Close(); recv.wg.Wait() }
+	// The server answers the stream's headers once the subscription runs;
+	// a short pause lets it read the (empty) head before writing starts.
+	time.Sleep(time.Second)
+
+	committed, written, err := writeAtRate(sctx, store, orders, refs, rate)
+	if err != nil {
+		stopStream()
+		return nil, 0, err
+	}
+	recv.wg.Wait()
+	stopStream()
+	if recv.err != nil {
+		return nil, 0, recv.err
+	}
+	lat := make(latencies, 0, total)
+	for id, c := range committed {
+		r, ok := recv.received[id]
+		if !ok {
+			return nil, 0, fmt.Errorf("event %s was committed but not received", id)
+		}
+		lat = append(lat, max(0, r.Sub(c)))
+	}
+	return lat, written, nil
+}
+
+// liveEvents returns the paid orders of activity actID the live
+// measurement writes and the order in which their first total events are
+// written: each order created, then paid 50 orders later.
+func liveEvents(actID int64, total int) ([]benchOrder, []eventRef, error) {
+	const lag = 50
+	orders, err := benchOrders(actID, 0, total/3+lag+1, time.Now())
+	if err != nil {
+		return nil, nil, err
 	}
 	refs := make([]eventRef, 0, total+3)
 	for j := 0; len(refs) < total; j++ {
@@ -529,39 +624,46 @@ func liveDelivery(ctx context.Context, store *postgres.Store, client seckillv1co
 			refs = append(refs, eventRef{j - lag, 2}, eventRef{j - lag, 3})
 		}
 	}
-	refs = refs[:total]
+	return orders, refs[:total], nil
+}
 
-	sctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
-	defer cancel()
-	stream, err := subscribe(sctx, client, tok, head)
-	if err != nil {
-		return nil, 0, err
-	}
-	received := make(map[string]time.Time, total)
-	var (
-		recvErr error
-		wg      sync.WaitGroup
-	)
-	wg.Go(func() {
+// liveReceiver is the reading side of the live measurement: the arrival
+// time of every event by id, and the stream's error, both set by the
+// goroutine it owns (read them after wg.Wait).
+type liveReceiver struct {
+	received map[string]time.Time
+	err      error
+	wg       sync.WaitGroup
+}
+
+// receiveLive starts the goroutine that reads total events from stream,
+// checking their positions from head on, and returns its receiver.
+func receiveLive(stream *connect.ServerStreamForClient[seckillv1.SubscribeResponse], head int64, total int) *liveReceiver {
+	recv := &liveReceiver{received: make(map[string]time.Time, total)}
+	recv.wg.Go(func() {
 		check := streamCheck{last: head}
 		for check.count < int64(total) && stream.Receive() {
 			if e := stream.Msg().GetEvent(); e != nil {
-				received[e.GetEventId()] = time.Now()
+				recv.received[e.GetEventId()] = time.Now()
 				if err := check.see(e.GetPosition()); err != nil {
-					recvErr = err
+					recv.err = err
 					return
 				}
 			}
 		}
 		if check.count < int64(total) {
-			recvErr = fmt.Errorf("the stream ended after %d of %d events: %w", check.count, total, stream.Err())
+			recv.err = fmt.Errorf("the stream ended after %d of %d events: %w", check.count, total, stream.Err())
 		}
 	})
-	stopStream := func() { cancel(); _ = stream.Close(); wg.Wait() }
-	// The server answers the stream's headers once the subscription runs;
-	// a short pause lets it read the (empty) head before writing starts.
-	time.Sleep(time.Second)
+	return recv
+}
 
+// writeAtRate writes the events refs of orders at rate events/s, on a
+// 10 ms tick, each due batch in one transaction of the write path. It
+// returns the commit time of every event by id and the rate actually
+// written, or sctx's error when it ends first.
+func writeAtRate(sctx context.Context, store *postgres.Store, orders []benchOrder, refs []eventRef, rate int) (map[string]time.Time, float64, error) {
+	total := len(refs)
 	committed := make(map[string]time.Time, total)
 	const tick = 10 * time.Millisecond
 	start := time.Now()
@@ -571,7 +673,6 @@ func liveDelivery(ctx context.Context, store *postgres.Store, client seckillv1co
 		if due > next {
 			batch := refs[next:due]
 			if err := writeEventTx(sctx, store, orders, batch); err != nil {
-				stopStream()
 				return nil, 0, err
 			}
 			at := time.Now()
@@ -583,26 +684,11 @@ func liveDelivery(ctx context.Context, store *postgres.Store, client seckillv1co
 		}
 		select {
 		case <-sctx.Done():
-			stopStream()
 			return nil, 0, sctx.Err()
 		case <-time.After(tick):
 		}
 	}
-	written := float64(total) / time.Since(start).Seconds()
-	wg.Wait()
-	stopStream()
-	if recvErr != nil {
-		return nil, 0, recvErr
-	}
-	lat := make(latencies, 0, total)
-	for id, c := range committed {
-		r, ok := received[id]
-		if !ok {
-			return nil, 0, fmt.Errorf("event %s was committed but not received", id)
-		}
-		lat = append(lat, max(0, r.Sub(c)))
-	}
-	return lat, written, nil
+	return committed, float64(total) / time.Since(start).Seconds(), nil
 }
 
 // saleWithSubscribers measures PlaceOrder through the API with the whole

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -46,23 +47,36 @@ func (r placeResult) row() string {
 	return fmt.Sprintf("%-34s %8d %10.0f %10s %10s %8d", r.name, r.clients, r.rate(), ms(r.lat.percentile(0.50)), ms(r.lat.percentile(0.99)), r.errs)
 }
 
+// placeOptions are the flags of `seckill-bench place`.
+type placeOptions struct {
+	clientLevels   []int
+	duration       time.Duration
+	ceilingClients int
+	cpuProfile     string
+	beside         string
+	besideActivity int64
+	besideClients  int
+}
+
+// placeRun is what the phases of one `seckill-bench place` run share: the
+// options, the scratch stack's configuration and Redis client, the
+// in-process service and its base URL, and where the table goes.
+type placeRun struct {
+	opts   placeOptions
+	cfg    config.Config
+	log    *slog.Logger
+	rc     *goredis.Client
+	app    *bootstrap.App
+	base   string
+	stdout io.Writer
+}
+
 // benchPlace measures PlaceOrder through the Connect API at several client
 // counts, beside three ceilings measured in the same run: the reserve
 // script alone (EVALSHA), a bare synchronous send loop, and a naive
 // PostgreSQL row-lock purchase.
 func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("place", flag.ContinueOnError)
-	levels := fs.String("clients", "16,64,256", "concurrent clients per level")
-	duration := fs.Duration("duration", 5*time.Second, "measuring time per level")
-	ceilingClients := fs.Int("ceiling-clients", 64, "clients of the ceiling and baseline loops")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the PlaceOrder levels to this file")
-	beside := fs.String("beside", "", "base URL of a running service (e.g. http://127.0.0.1:7080): measure its PlaceOrder latency before and during the benchmark's first level")
-	besideActivity := fs.Int64("beside-activity", 1, "activity (SKU 1) of the running service that --beside buys from")
-	besideClients := fs.Int("beside-clients", 8, "clients buying from the running service")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	clientLevels, err := intList(*levels)
+	o, err := parsePlaceFlags(args)
 	if err != nil {
 		return err
 	}
@@ -92,77 +106,169 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer stop()
+	r := &placeRun{opts: o, cfg: cfg, log: log, rc: rc, app: app, base: base, stdout: stdout}
+	results, err := r.measureLevels(ctx)
+	if err != nil {
+		return err
+	}
+	return r.measureCeilings(ctx, results)
+}
 
-	fmt.Fprintf(stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
-		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, cfg.Broker.Neutral.SendTimeout)
-	fmt.Fprintf(stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
+// parsePlaceFlags parses the flags of `seckill-bench place` into
+// placeOptions; it returns the flag package's error (flag.ErrHelp for -h)
+// or that of a malformed --clients list.
+func parsePlaceFlags(args []string) (placeOptions, error) {
+	fs := flag.NewFlagSet("place", flag.ContinueOnError)
+	var o placeOptions
+	levels := fs.String("clients", "16,64,256", "concurrent clients per level")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measuring time per level")
+	fs.IntVar(&o.ceilingClients, "ceiling-clients", 64, "clients of the ceiling and baseline loops")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the PlaceOrder levels to this file")
+	fs.StringVar(&o.beside, "beside", "", "base URL of a running service (e.g. http://127.0.0.1:7080): measure its PlaceOrder latency before and during the benchmark's first level")
+	fs.Int64Var(&o.besideActivity, "beside-activity", 1, "activity (SKU 1) of the running service that --beside buys from")
+	fs.IntVar(&o.besideClients, "beside-clients", 8, "clients buying from the running service")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.clientLevels, err = intList(*levels); err != nil {
+		return o, err
+	}
+	return o, nil
+}
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+// measureLevels prints the header, then measures PlaceOrder at every
+// client level (under the CPU profile when --cpuprofile is set), with the
+// running service of --beside measured idle before the first level and
+// during it. It returns the levels' results in order.
+func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
+	o := r.opts
+	fmt.Fprintf(r.stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
+		brokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, r.cfg.Broker.Neutral.SendTimeout)
+	fmt.Fprintf(r.stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
+
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The running service's buyers: users far from the benchmark's own.
 	liveUsers := benchActivityID()%1_000_000*1_000_000 + 1_000_000_000_000
-	if *beside != "" {
-		r, err := placeLevel(ctx, *beside, []byte(cfg.AuthSecret), *besideActivity, liveUsers, *besideClients, *duration)
+	if o.beside != "" {
+		res, err := placeLevel(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers, o.besideClients, o.duration)
 		if err != nil {
-			return fmt.Errorf("the running service at %s: %w", *beside, err)
+			return nil, fmt.Errorf("the running service at %s: %w", o.beside, err)
 		}
-		r.name = "running service, bench idle"
-		fmt.Fprintln(stdout, r.row())
+		res.name = "running service, bench idle"
+		fmt.Fprintln(r.stdout, res.row())
 	}
 	var results []placeResult
-	for i, c := range clientLevels {
-		act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
-			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
-			PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
-		if _, err := app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
-			return err
-		}
-		var live chan placeResult
-		if *beside != "" && i == 0 {
-			live = make(chan placeResult, 1)
-			go func() {
-				r, err := placeLevel(ctx, *beside, []byte(cfg.AuthSecret), *besideActivity, liveUsers+1_000_000/2, *besideClients, *duration)
-				if err != nil {
-					log.Warn("the running service during the benchmark", "error", err)
-				}
-				r.name = "running service, bench running"
-				live <- r
-			}()
-		}
-		r, err := placeLevel(ctx, base, []byte(cfg.AuthSecret), act.ActivityID, act.ActivityID%1_000_000_000*10, c, *duration)
+	for i, c := range o.clientLevels {
+		res, err := r.measureLevel(ctx, c, o.beside != "" && i == 0, liveUsers)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		results = append(results, r)
-		fmt.Fprintln(stdout, r.row())
-		if live != nil {
-			fmt.Fprintln(stdout, (<-live).row())
-		}
+		results = append(results, res)
 	}
-
-	if *cpuProfile != "" {
+	if o.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	store, err := redis.New(rc, redis.Config{Namespace: cfg.Redis.Namespace}, nil, log)
+	return results, nil
+}
+
+// measureLevel measures PlaceOrder at clients concurrent buyers on an
+// activity of its own and prints its row; withLive also measures the
+// running service of --beside meanwhile (its buyers from liveUsers on)
+// and prints that row after it. It returns the level's result.
+func (r *placeRun) measureLevel(ctx context.Context, clients int, withLive bool, liveUsers int64) (placeResult, error) {
+	o := r.opts
+	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
+		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
+	if _, err := r.app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
+		return placeResult{}, err
+	}
+	var live chan placeResult
+	if withLive {
+		live = make(chan placeResult, 1)
+		go func() {
+			res, err := placeLevel(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers+1_000_000/2, o.besideClients, o.duration)
+			if err != nil {
+				r.log.Warn("the running service during the benchmark", "error", err)
+			}
+			res.name = "running service, bench running"
+			live <- res
+		}()
+	}
+	res, err := placeLevel(ctx, r.base, []byte(r.cfg.AuthSecret), act.ActivityID, act.ActivityID%1_000_000_000*10, clients, o.duration)
+	if err != nil {
+		return placeResult{}, err
+	}
+	fmt.Fprintln(r.stdout, res.row())
+	if live != nil {
+		fmt.Fprintln(r.stdout, (<-live).row())
+	}
+	return res, nil
+}
+
+// measureCeilings measures and prints the three ceilings (the reserve
+// script, the bare synchronous send, the naive PostgreSQL purchase), then
+// each level of results against them.
+func (r *placeRun) measureCeilings(ctx context.Context, results []placeResult) error {
+	o := r.opts
+	store, err := redis.New(r.rc, redis.Config{Namespace: r.cfg.Redis.Namespace}, nil, r.log)
 	if err != nil {
 		return err
 	}
-	n := int(float64(*duration/time.Second) * 15000)
+	n := int(float64(o.duration/time.Second) * 15000)
+	rr, err := r.measureReserveCeiling(ctx, store, n)
+	if err != nil {
+		return err
+	}
+	sl, err := benchkit.SendLoop(ctx, r.app.Broker, n/3, o.ceilingClients, func(i int) ports.OutboundMessage {
+		id := fmt.Sprintf("evt_bench_%d_%d", time.Now().UnixNano(), i)
+		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
+			Keys: []string{id}, Body: []byte(`{"bench":true}`)}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "%-34s %8d %10.0f %10s %10s %8d\n", "ceiling: bare sync send", o.ceilingClients, sl.Rate(),
+		ms(sl.Percentile(0.50)), ms(sl.Percentile(0.99)), sl.Unknown+sl.Rejected)
+
+	naive, err := naiveBaseline(ctx, string(r.cfg.Postgres.DSN), o.ceilingClients, o.duration)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(r.stdout, naive.row())
+
+	ceiling := min(rr.PerSecond, sl.Rate())
+	fmt.Fprintln(r.stdout)
+	for _, res := range results {
+		fmt.Fprintf(r.stdout, "PlaceOrder at %3d clients: %5.1f%% of min(reserve, send) ceiling, %5.1fx the naive baseline, p99 %s\n",
+			res.clients, 100*res.rate()/ceiling, res.rate()/naive.rate(), ms(res.lat.percentile(0.99)))
+	}
+	return nil
+}
+
+// measureReserveCeiling runs n reserve calls on store from --ceiling-clients
+// clients, with Redis's and this process's CPU metered when the stack's
+// Redis can be read, prints the ceiling's row and its CPU note, and
+// returns the measure.
+func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store, n int) (reserveResult, error) {
+	o := r.opts
 	var cpu *cpuMeter
 	rp, cpuErr := stackMeteredProc("redis", false)
 	if cpuErr == nil {
 		cpu, cpuErr = startCPUMeter(rp, selfProc())
 	}
-	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: *ceilingClients})
+	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: o.ceilingClients})
 	if err != nil {
-		return err
+		return rr, err
 	}
 	cpuNote := ""
 	if cpuErr == nil {
@@ -172,39 +278,15 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if cpuErr != nil {
-		log.Warn("the reserve ceiling's CPU was not read", "error", cpuErr)
+		r.log.Warn("the reserve ceiling's CPU was not read", "error", cpuErr)
 	}
-	redisCeiling := placeResult{name: "ceiling: reserve script (EVALSHA)", clients: *ceilingClients, ok: rr.Calls,
+	redisCeiling := placeResult{name: "ceiling: reserve script (EVALSHA)", clients: o.ceilingClients, ok: rr.Calls,
 		elapsed: rr.Elapsed, lat: latencies{rr.P50, rr.P99}}
-	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, *ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
+	fmt.Fprintf(r.stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, o.ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
 	if cpuNote != "" {
-		fmt.Fprintf(stdout, "%-34s %s\n", "", cpuNote)
+		fmt.Fprintf(r.stdout, "%-34s %s\n", "", cpuNote)
 	}
-
-	sl, err := benchkit.SendLoop(ctx, app.Broker, n/3, *ceilingClients, func(i int) ports.OutboundMessage {
-		id := fmt.Sprintf("evt_bench_%d_%d", time.Now().UnixNano(), i)
-		return ports.OutboundMessage{Topic: ports.TopicOrderCreate, MessageID: id, Tag: message.TagCreateOrder,
-			Keys: []string{id}, Body: []byte(`{"bench":true}`)}
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%-34s %8d %10.0f %10s %10s %8d\n", "ceiling: bare sync send", *ceilingClients, sl.Rate(),
-		ms(sl.Percentile(0.50)), ms(sl.Percentile(0.99)), sl.Unknown+sl.Rejected)
-
-	naive, err := naiveBaseline(ctx, string(cfg.Postgres.DSN), *ceilingClients, *duration)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, naive.row())
-
-	ceiling := min(rr.PerSecond, sl.Rate())
-	fmt.Fprintln(stdout)
-	for _, r := range results {
-		fmt.Fprintf(stdout, "PlaceOrder at %3d clients: %5.1f%% of min(reserve, send) ceiling, %5.1fx the naive baseline, p99 %s\n",
-			r.clients, 100*r.rate()/ceiling, r.rate()/naive.rate(), ms(r.lat.percentile(0.99)))
-	}
-	return nil
+	return rr, nil
 }
 
 // closedLoop runs clients goroutines that each call op back to back for

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill-dev/seckill/adapters/api"
+	"github.com/seckill-dev/seckill/adapters/brokers"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
@@ -84,6 +85,26 @@ type saleOptions struct {
 	userOffset int
 }
 
+// saleRun is what the phases of one `seckill-bench sale` run share: the
+// options, the scratch stack and its logger, the service under load and
+// how to reach it, the sale's activity, the scratch database, the load,
+// the sampler and the note on the sampled processes.
+type saleRun struct {
+	o          saleOptions
+	sc         *scratch
+	log        *slog.Logger
+	svc        *instance
+	secret     []byte
+	base       string
+	activityID int64
+	adminHTTP  *http.Client
+	pool       *pgxpool.Pool
+	load       *saleLoad
+	smp        *saleSampler
+	procNote   string
+	stdout     io.Writer
+}
+
 // benchSale runs a whole sale against one `seckill serve` subprocess on a
 // scratch stack: buyers arrive (all at once or over a ramp) and each makes
 // --attempts PlaceOrder calls through the public API while a sampler
@@ -123,49 +144,68 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		svc.stop()
 		_ = svc.logFile.Close()
 	}()
-	secret := []byte(sc.cfg.AuthSecret)
-	base := "http://" + svc.api
-	activityID := benchActivityID()
-	adminHTTP := &http.Client{Timeout: 10 * time.Second}
-	if err := createSaleActivity(ctx, adminHTTP, base, secret, activityID, int64(o.Stock), time.Hour, 1); err != nil {
+	r := &saleRun{o: o, sc: sc, log: log, svc: svc, secret: []byte(sc.cfg.AuthSecret), base: "http://" + svc.api,
+		activityID: benchActivityID(), adminHTTP: &http.Client{Timeout: 10 * time.Second}, stdout: stdout}
+	if err := createSaleActivity(ctx, r.adminHTTP, r.base, r.secret, r.activityID, int64(o.Stock), time.Hour, 1); err != nil {
 		return fmt.Errorf("create the sale's activity: %w", err)
 	}
-	pool, err := pgxpool.New(ctx, sc.dsn)
-	if err != nil {
+	if r.pool, err = pgxpool.New(ctx, sc.dsn); err != nil {
 		return fmt.Errorf("connect to the scratch database: %w", err)
 	}
-	defer pool.Close()
+	defer r.pool.Close()
 
 	fmt.Fprintf(stdout, "seckill-bench sale: %s, %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
 		brokerText(sc.cfg), runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
 	fmt.Fprintf(stdout, "service log: %s\n", svc.logFile.Name())
 
-	load, err := newSaleLoad(o, base, secret, activityID)
-	if err != nil {
+	if r.load, err = newSaleLoad(o, r.base, r.secret, r.activityID); err != nil {
 		return err
 	}
 	// The load generator's heap is small and its garbage is per call: at
 	// the default GOGC the collector ran a few times a second, about 5 %
 	// of this process's CPU. Memory is not what this process is short of.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	svc.mu.Lock()
-	servicePID := svc.cmd.Process.Pid
-	svc.mu.Unlock()
-	procs, procNote := saleProcesses(servicePID, sc.env.StackProcesses())
-	if pair != nil {
-		procs = pairProcesses(procs, pair)
-		procNote += fmt.Sprintf("; PostgreSQL is a private primary with a %s standby (postgres and postgres standby)", o.PGStandby)
-	}
-	smp := &saleSampler{load: load, pool: pool, activityID: activityID, metricsURL: "http://" + svc.ops + "/metrics",
-		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
-		tty: isTerminal(os.Stderr)}
-
-	// The sale: the sampler runs from the first call until the backlog and
-	// the outbox are drained (or --settle ran out).
-	stopProfile, err := startCPUProfile(o.cpuProfile)
+	r.setSampler(pair)
+	loadEnd, settled, err := r.sell(ctx)
 	if err != nil {
 		return err
 	}
+	res, err := r.result(ctx, loadEnd, settled)
+	if err != nil {
+		return err
+	}
+	return r.writeResult(res)
+}
+
+// setSampler sets the run's sampler over the service's, the stack's and
+// (with pair) the private PostgreSQL pair's processes, and the note on
+// them.
+func (r *saleRun) setSampler(pair *pgpair.Pair) {
+	r.svc.mu.Lock()
+	servicePID := r.svc.cmd.Process.Pid
+	r.svc.mu.Unlock()
+	procs, procNote := saleProcesses(servicePID, r.sc.env.StackProcesses())
+	if pair != nil {
+		procs = pairProcesses(procs, pair)
+		procNote += fmt.Sprintf("; PostgreSQL is a private primary with a %s standby (postgres and postgres standby)", r.o.PGStandby)
+	}
+	r.procNote = procNote
+	r.smp = &saleSampler{load: r.load, pool: r.pool, activityID: r.activityID, metricsURL: "http://" + r.svc.ops + "/metrics",
+		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
+		tty: isTerminal(os.Stderr), holdsDelayed: holdsDelayed(r.sc.cfg.Broker.Name)}
+}
+
+// sell runs the sale: the sampler (in a goroutine it owns) and the CPU
+// profile of --cpuprofile run from the first call until the backlog and
+// the outbox are drained (or --settle ran out). It returns the end of the
+// load (its last answer, or its start when there was none) and what the
+// wait for the drain saw.
+func (r *saleRun) sell(ctx context.Context) (time.Time, saleSettle, error) {
+	stopProfile, err := startCPUProfile(r.o.cpuProfile)
+	if err != nil {
+		return time.Time{}, saleSettle{}, err
+	}
+	load, smp := r.load, r.smp
 	smp.begin(time.Now())
 	load.start = smp.t0
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -176,47 +216,59 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if loadEnd.IsZero() {
 		loadEnd = load.start // no answer at all (ctx ended)
 	}
-	settled, settleErr := waitDrained(ctx, pool, smp, load, o.settle)
+	settled, settleErr := waitDrained(ctx, r.pool, smp, load, r.o.settle)
 	stopSampling()
 	<-sampled
 	smp.finish()
 	if err := stopProfile(); err != nil {
-		return err
+		return time.Time{}, saleSettle{}, err
 	}
 	if settleErr != nil {
-		return settleErr
+		return time.Time{}, saleSettle{}, settleErr
 	}
+	return loadEnd, settled, nil
+}
 
-	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Broker: sc.env.Broker(), Cores: runtime.NumCPU(),
-		GoVersion: runtime.Version(), StartedAt: smp.t0, ActivityID: activityID, Processes: smp.names(),
-		ProcessNote: procNote, Series: smp.series}
-	sum, err := summarizeSale(ctx, pool, load, smp, activityID, loadEnd, settled)
+// result gathers the sale's result: the summary, the invariants' verdicts
+// and, once the service is stopped (they then have the machine to
+// themselves, as in `seckill-bench place`), the ceilings.
+func (r *saleRun) result(ctx context.Context, loadEnd time.Time, settled saleSettle) (saleResult, error) {
+	o, smp := r.o, r.smp
+	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Broker: r.sc.env.Broker(), Cores: runtime.NumCPU(),
+		GoVersion: runtime.Version(), StartedAt: smp.t0, ActivityID: r.activityID, Processes: smp.names(),
+		ProcessNote: r.procNote, Series: smp.series}
+	sum, err := summarizeSale(ctx, r.pool, r.load, smp, r.activityID, loadEnd, settled)
 	if err != nil {
-		return err
+		return res, err
 	}
-	res.Invariants, err = checkSaleInvariants(ctx, pool, adminHTTP, base, secret, load, activityID, o.Stock)
+	res.Invariants, err = checkSaleInvariants(ctx, r.pool, r.adminHTTP, r.base, r.secret, r.load, r.activityID, o.Stock)
 	if err != nil {
-		return err
+		return res, err
 	}
 	res.Violations = violationCount(res.Invariants)
 
 	// The ceilings, once the service is gone: they have the machine to
 	// themselves, as in `seckill-bench place`.
-	svc.stop()
-	sum.Ceilings, err = measureSaleCeilings(ctx, sc, log, o)
+	r.svc.stop()
+	sum.Ceilings, err = measureSaleCeilings(ctx, r.sc, r.log, o)
 	if err != nil {
-		return err
+		return res, err
 	}
 	sum.Ceilings.rate(sum)
 	res.Summary = sum
+	return res, nil
+}
 
-	jsonPath, htmlPath, err := writeSaleReport(o.out, res)
+// writeResult writes result.json and report.html, prints the summary and
+// where both files are, and fails when an invariant was violated.
+func (r *saleRun) writeResult(res saleResult) error {
+	jsonPath, htmlPath, err := writeSaleReport(r.o.out, res)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
-	writeSaleSummary(stdout, res)
-	fmt.Fprintf(stdout, "\nresult: %s\nreport: %s\n", jsonPath, htmlPath)
+	fmt.Fprintln(r.stdout)
+	writeSaleSummary(r.stdout, res)
+	fmt.Fprintf(r.stdout, "\nresult: %s\nreport: %s\n", jsonPath, htmlPath)
 	if res.Violations > 0 {
 		return fmt.Errorf("bench sale: %d invariant violations (see %s)", res.Violations, jsonPath)
 	}
@@ -779,11 +831,15 @@ type saleSampler struct {
 	load       *saleLoad
 	pool       *pgxpool.Pool
 	activityID int64
-	metricsURL string
-	procs      []*saleProcess
-	http       *http.Client
-	progress   io.Writer
-	tty        bool
+	// holdsDelayed: the broker cannot delay, so the relay holds the
+	// payment-timeout rows in the outbox until they are due; those are
+	// not owed before then (countUnpublished).
+	holdsDelayed bool
+	metricsURL   string
+	procs        []*saleProcess
+	http         *http.Client
+	progress     io.Writer
+	tty          bool
 
 	t0       time.Time
 	lastAt   time.Time
@@ -898,7 +954,7 @@ func (s *saleSampler) take(ctx context.Context) {
 	}
 	smp.OrdersPerSec = float64(smp.Orders-s.lastOrds) / dt
 	qctx, cancel = context.WithTimeout(ctx, 400*time.Millisecond)
-	smp.OutboxUnpublished, err = countUnpublished(qctx, s.pool)
+	smp.OutboxUnpublished, err = countUnpublished(qctx, s.pool, s.holdsDelayed)
 	cancel()
 	if err != nil {
 		smp.OutboxUnpublished = -1
@@ -1007,7 +1063,7 @@ type saleSettle struct {
 func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleLoad, settle time.Duration) (saleSettle, error) {
 	smp.phase.Store("settle")
 	var st saleSettle
-	n, err := countUnpublished(ctx, pool)
+	n, err := countUnpublished(ctx, pool, smp.holdsDelayed)
 	if err != nil {
 		return st, fmt.Errorf("wait for the relay: %w", err)
 	}
@@ -1023,7 +1079,7 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 			unresolved, scraped := smp.unresolved()
 			st.backlog = open == 0 && (!scraped || unresolved == 0)
 		}
-		n, err := countUnpublished(ctx, pool)
+		n, err := countUnpublished(ctx, pool, smp.holdsDelayed)
 		if err != nil {
 			return st, fmt.Errorf("wait for the relay: %w", err)
 		}
@@ -1043,13 +1099,26 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 	}
 }
 
-// countUnpublished counts the outbox rows the relay has not published.
-func countUnpublished(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+// countUnpublished counts the outbox rows the relay owes the broker: every
+// unpublished row, except, when the relay holds delayed rows (a broker
+// without delayed delivery), those whose delivery time is still ahead.
+func countUnpublished(ctx context.Context, pool *pgxpool.Pool, holdsDelayed bool) (int64, error) {
+	q := `SELECT count(*) FROM event_outbox WHERE published_at IS NULL`
+	if holdsDelayed {
+		q += ` AND (deliver_at IS NULL OR deliver_at <= now())`
+	}
 	var n int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, q).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
 	}
 	return n, nil
+}
+
+// holdsDelayed reports whether the relay holds delayed rows in the outbox
+// on broker (its plug lacks delayed delivery).
+func holdsDelayed(broker string) bool {
+	plug, err := brokers.Lookup(broker)
+	return err == nil && !plug.Features().DelayedDelivery
 }
 
 // startCPUProfile starts a CPU profile of this process into path and
@@ -1159,6 +1228,24 @@ func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp 
 		Answers: map[string]int64{}, AnswersPerSec: map[string]float64{}, OtherByCode: map[string]int{},
 		CPUSeconds: map[string]float64{}, CPUMicrosPerOrder: map[string]float64{}, SellingCPUMicrosPerOrder: map[string]float64{}}
 	s.LoadSeconds = loadEnd.Sub(load.start).Seconds()
+	s.countAnswers(load, len(ids), lastAccepted)
+	if err := s.readBooks(ctx, pool, ids, activityID, loadEnd, lastAccepted, st); err != nil {
+		return s, err
+	}
+	s.addCPU(smp, len(ids))
+	// The sold-out phase: from the last accepted answer to the end of
+	// the load.
+	if d := loadEnd.Sub(lastAccepted).Seconds(); d > 0 && !lastAccepted.IsZero() {
+		s.SoldOutPhasePerSec = float64(load.answeredAfter(lastAccepted)) / d
+	}
+	s.addSellingCPU(smp, len(ids))
+	return s, nil
+}
+
+// countAnswers fills in the answers of the load by outcome and their
+// rates, the selling phase's length and rate (accepted orders up to
+// lastAccepted), the other answers by code and PlaceOrder's latency.
+func (s *saleSummary) countAnswers(load *saleLoad, accepted int, lastAccepted time.Time) {
 	var calls int64
 	for i, name := range []string{outcomeAccepted, outcomeSoldOut, outcomeAlreadyPurchased, outcomeOther} {
 		n := load.counts[i].Load()
@@ -1174,7 +1261,7 @@ func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp 
 	if !lastAccepted.IsZero() {
 		s.SellingSeconds = lastAccepted.Sub(load.start).Seconds()
 		if s.SellingSeconds > 0 {
-			s.SellingRatePerSec = float64(len(ids)) / s.SellingSeconds
+			s.SellingRatePerSec = float64(accepted) / s.SellingSeconds
 		}
 	}
 	load.mu.Lock()
@@ -1184,11 +1271,17 @@ func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp 
 	all := load.all
 	load.mu.Unlock()
 	s.PlaceP50Ms, s.PlaceP99Ms = float64(all.percentile(0.50))/1e6, float64(all.percentile(0.99))/1e6
+}
 
+// readBooks reads from the scratch database the sale's committed orders
+// (how many, the last one's time, P3 and the drain after loadEnd), how
+// many of the accepted ids were rejected, and, when the outbox drained,
+// the relay's drain time and last publication.
+func (s *saleSummary) readBooks(ctx context.Context, pool *pgxpool.Pool, ids []string, activityID int64, loadEnd, lastAccepted time.Time, st saleSettle) error {
 	var last *time.Time
 	if err := pool.QueryRow(ctx, `SELECT count(*), max(created_at) FROM orders WHERE activity_id = $1`, activityID).
 		Scan(&s.OrdersCommitted, &last); err != nil {
-		return s, fmt.Errorf("count the sale's orders: %w", err)
+		return fmt.Errorf("count the sale's orders: %w", err)
 	}
 	if last != nil {
 		s.LastOrderAt = *last
@@ -1199,62 +1292,73 @@ func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp 
 	}
 	_, rejected, _, err := resolveIDs(ctx, pool, ids)
 	if err != nil {
-		return s, fmt.Errorf("count rejections: %w", err)
+		return fmt.Errorf("count rejections: %w", err)
 	}
 	s.Rejected = rejected
 	if st.outbox {
 		s.RelayDrainSeconds = max(0, st.outboxAt.Sub(loadEnd).Seconds())
 		var published *time.Time
 		if err := pool.QueryRow(ctx, `SELECT max(published_at) FROM event_outbox`).Scan(&published); err != nil {
-			return s, fmt.Errorf("read the last outbox publication: %w", err)
+			return fmt.Errorf("read the last outbox publication: %w", err)
 		}
 		if published != nil {
 			s.LastPublishedAt = *published
 		}
 	}
+	return nil
+}
 
+// addCPU fills in the measured time and every sampled process's CPU
+// seconds over it, and, with accepted orders, the CPU per order.
+func (s *saleSummary) addCPU(smp *saleSampler, accepted int) {
 	s.MeasuredSeconds = smp.lastAt.Sub(smp.t0).Seconds()
 	var total float64
 	for _, p := range smp.procs {
 		sec := float64(p.last-p.first) / clockTicks
 		s.CPUSeconds[p.name] = sec
 		total += sec
-		if len(ids) > 0 {
-			s.CPUMicrosPerOrder[p.name] = sec * 1e6 / float64(len(ids))
+		if accepted > 0 {
+			s.CPUMicrosPerOrder[p.name] = sec * 1e6 / float64(accepted)
 		}
 	}
-	if len(ids) > 0 {
-		s.CPUMicrosPerOrderAll = total * 1e6 / float64(len(ids))
+	if accepted > 0 {
+		s.CPUMicrosPerOrderAll = total * 1e6 / float64(accepted)
 	}
-	// The sold-out phase: from the last accepted answer to the end of
-	// the load.
-	if d := loadEnd.Sub(lastAccepted).Seconds(); d > 0 && !lastAccepted.IsZero() {
-		load.mu.Lock()
-		n := 0
-		for _, at := range load.answeredAt {
-			if at.After(lastAccepted) {
-				n++
-			}
-		}
-		load.mu.Unlock()
-		s.SoldOutPhasePerSec = float64(n) / d
-	}
-	if len(ids) > 0 {
-		prev := 0.0
-		for _, smp := range smp.series {
-			dt := smp.T - prev
-			prev = smp.T
-			if smp.T-dt >= s.SellingSeconds {
-				break
-			}
-			for name, cores := range smp.CPUCores {
-				us := cores * dt * 1e6 / float64(len(ids))
-				s.SellingCPUMicrosPerOrder[name] += us
-				s.SellingCPUMicrosPerOrderAll += us
-			}
+}
+
+// answeredAfter returns how many of the load's answers arrived after t.
+func (l *saleLoad) answeredAfter(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, at := range l.answeredAt {
+		if at.After(t) {
+			n++
 		}
 	}
-	return s, nil
+	return n
+}
+
+// addSellingCPU fills in, with accepted orders, the CPU per accepted
+// order of the sampling intervals up to the one holding the last accepted
+// answer (SellingSeconds): the selling phase alone.
+func (s *saleSummary) addSellingCPU(smp *saleSampler, accepted int) {
+	if accepted == 0 {
+		return
+	}
+	prev := 0.0
+	for _, smp := range smp.series {
+		dt := smp.T - prev
+		prev = smp.T
+		if smp.T-dt >= s.SellingSeconds {
+			break
+		}
+		for name, cores := range smp.CPUCores {
+			us := cores * dt * 1e6 / float64(accepted)
+			s.SellingCPUMicrosPerOrder[name] += us
+			s.SellingCPUMicrosPerOrderAll += us
+		}
+	}
 }
 
 // invariantCheck is one invariant's verdict on the sale.

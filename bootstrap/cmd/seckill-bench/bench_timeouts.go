@@ -31,6 +31,50 @@ import (
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 )
 
+// timeoutsOptions are the flags of `seckill-bench timeouts`.
+type timeoutsOptions struct {
+	units              int
+	paymentTimeout     time.Duration
+	clients            int
+	sellOver           time.Duration
+	ceilingBatch       int
+	ceilingConcurrency int
+	reconcile          time.Duration
+	within             time.Duration
+}
+
+// timeoutsRun is what the phases of one `seckill-bench timeouts` run
+// share: the options, the scratch stack (configuration, database, Redis
+// store), the running service and its base URL, and where the report goes.
+type timeoutsRun struct {
+	opts   timeoutsOptions
+	cfg    config.Config
+	log    *slog.Logger
+	dsn    string
+	pool   *pgxpool.Pool
+	rs     *redis.Store
+	app    *bootstrap.App
+	base   string
+	stdout io.Writer
+}
+
+// timeoutsSale is the sale whose orders time out: its activity and the
+// first and last payment deadline of its orders.
+type timeoutsSale struct {
+	act                         ports.Activity
+	firstDeadline, lastDeadline time.Time
+}
+
+// timeoutsAtRest is what is read once the wave is over: when the last
+// compensation task was relayed and the last order canceled, the cancels'
+// lateness (and how many came early), and the PostgreSQL ceiling.
+type timeoutsAtRest struct {
+	lastRelayed, lastCanceled time.Time
+	lateness                  latencies
+	early                     int
+	ceiling                   ceilingResult
+}
+
 // benchTimeouts measures the timeout wave: it sells N units through the
 // real service (Connect API, every worker running) with a short payment
 // timeout, lets every order expire unpaid and reports how late the orders
@@ -42,20 +86,9 @@ import (
 // expired orders, without the broker). The reconciler is off unless
 // --reconcile-interval says otherwise, so the consumers alone are measured.
 func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("timeouts", flag.ContinueOnError)
-	units := fs.Int("units", 3000, "units sold, one order each; nobody pays")
-	paymentTimeout := fs.Duration("payment-timeout", 30*time.Second, "payment timeout of the sale")
-	clients := fs.Int("clients", 64, "concurrent buyers while selling")
-	sellOver := fs.Duration("sell-over", 12*time.Second, "spread the purchases evenly over this long, so the deadlines spread alike (0: as fast as possible)")
-	ceilingBatch := fs.Int("ceiling-batch", 16, "timeout messages per handler call in the PostgreSQL ceiling (the consumer's batch)")
-	ceilingConcurrency := fs.Int("ceiling-concurrency", 4, "concurrent handler calls in the PostgreSQL ceiling (the consumer's)")
-	reconcile := fs.Duration("reconcile-interval", 0, "run the reconciler this often during the wave (0: off)")
-	within := fs.Duration("within", 3*time.Minute, "give up when the wave is not over this long after the last deadline")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseTimeoutsFlags(args)
+	if err != nil {
 		return err
-	}
-	if *units <= 0 || *clients <= 0 || *ceilingBatch <= 0 || *ceilingConcurrency <= 0 || *paymentTimeout <= 0 {
-		return fmt.Errorf("units, clients, payment timeout and ceiling settings must be > 0: %w", flag.ErrHelp)
 	}
 	cfg, log, err := loadConfig()
 	if err != nil {
@@ -67,7 +100,7 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer sc.Close()
 	cfg, dsn, rc := sc.cfg, sc.dsn, sc.redis
-	cfg.Workers.ReconcileInterval = *reconcile
+	cfg.Workers.ReconcileInterval = o.reconcile
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return err
@@ -83,6 +116,60 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	base, stopApp, err := runAppInBackground(ctx, app)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopApp() }()
+
+	r := &timeoutsRun{opts: o, cfg: cfg, log: log, dsn: dsn, pool: pool, rs: rs, app: app, base: base, stdout: stdout}
+	sale, err := r.sell(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := watchWave(ctx, pool, rs, sale.act, o.units, sale.lastDeadline.Add(o.within))
+	if err != nil {
+		return err
+	}
+	if err := stopApp(); err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	rest, err := r.measureAtRest(ctx, sale.act)
+	if err != nil {
+		return err
+	}
+	r.report(sale, w, rest)
+	return nil
+}
+
+// parseTimeoutsFlags parses the flags of `seckill-bench timeouts` into
+// timeoutsOptions; a setting that must be > 0 and is not is an error
+// wrapping flag.ErrHelp.
+func parseTimeoutsFlags(args []string) (timeoutsOptions, error) {
+	fs := flag.NewFlagSet("timeouts", flag.ContinueOnError)
+	var o timeoutsOptions
+	fs.IntVar(&o.units, "units", 3000, "units sold, one order each; nobody pays")
+	fs.DurationVar(&o.paymentTimeout, "payment-timeout", 30*time.Second, "payment timeout of the sale")
+	fs.IntVar(&o.clients, "clients", 64, "concurrent buyers while selling")
+	fs.DurationVar(&o.sellOver, "sell-over", 12*time.Second, "spread the purchases evenly over this long, so the deadlines spread alike (0: as fast as possible)")
+	fs.IntVar(&o.ceilingBatch, "ceiling-batch", 16, "timeout messages per handler call in the PostgreSQL ceiling (the consumer's batch)")
+	fs.IntVar(&o.ceilingConcurrency, "ceiling-concurrency", 4, "concurrent handler calls in the PostgreSQL ceiling (the consumer's)")
+	fs.DurationVar(&o.reconcile, "reconcile-interval", 0, "run the reconciler this often during the wave (0: off)")
+	fs.DurationVar(&o.within, "within", 3*time.Minute, "give up when the wave is not over this long after the last deadline")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.units <= 0 || o.clients <= 0 || o.ceilingBatch <= 0 || o.ceilingConcurrency <= 0 || o.paymentTimeout <= 0 {
+		return o, fmt.Errorf("units, clients, payment timeout and ceiling settings must be > 0: %w", flag.ErrHelp)
+	}
+	return o, nil
+}
+
+// runAppInBackground runs app (app.Run) in a goroutine it owns until it
+// listens, and returns its base URL and stopApp, which cancels the run and
+// returns its error (nil when called again). When the app ends before it
+// listens, it returns that error and no stopApp.
+func runAppInBackground(ctx context.Context, app *bootstrap.App) (string, func() error, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -96,83 +183,89 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 		stop()
 		return <-done
 	}
-	defer func() { _ = stopApp() }()
-	var base string
 	select {
 	case a := <-addrc:
-		base = "http://" + a.String()
+		return "http://" + a.String(), stopApp, nil
 	case err := <-done:
-		stopped = true
-		return err
+		return "", nil, err
 	}
+}
 
-	fmt.Fprintf(stdout, "seckill-bench timeouts: %s, %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
-		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), *units, *sellOver, *clients, *paymentTimeout, onOff(*reconcile))
-	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(*units),
+// sell prints the header, creates the sale's activity, sells every unit
+// through the API, waits for their orders and prints when they were
+// created and when their deadlines fall. It returns the sale.
+func (r *timeoutsRun) sell(ctx context.Context) (timeoutsSale, error) {
+	o := r.opts
+	fmt.Fprintf(r.stdout, "seckill-bench timeouts: %s, %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
+		brokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.units, o.sellOver, o.clients, o.paymentTimeout, onOff(o.reconcile))
+	s := timeoutsSale{act: ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(o.units),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
-		PaymentTimeout: *paymentTimeout, ReservationTTL: 10 * time.Minute}
-	if _, err := app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
-		return err
+		PaymentTimeout: o.paymentTimeout, ReservationTTL: 10 * time.Minute}}
+	if _, err := r.app.Admin.CreateActivity(ctx, "system:bench", s.act); err != nil {
+		return s, err
 	}
-	sold, err := sellUnits(ctx, base, []byte(cfg.AuthSecret), act, *units, *clients, *sellOver)
+	sold, err := sellUnits(ctx, r.base, []byte(r.cfg.AuthSecret), s.act, o.units, o.clients, o.sellOver)
 	if err != nil {
-		return err
+		return s, err
 	}
-	if err := waitCount(ctx, pool, `SELECT count(*) FROM orders WHERE activity_id = $1`, act.ActivityID, *units, *paymentTimeout); err != nil {
-		return fmt.Errorf("orders of the sale: %w", err)
+	if err := waitCount(ctx, r.pool, `SELECT count(*) FROM orders WHERE activity_id = $1`, s.act.ActivityID, o.units, o.paymentTimeout); err != nil {
+		return s, fmt.Errorf("orders of the sale: %w", err)
 	}
-	var firstCreated, lastCreated, firstDeadline, lastDeadline time.Time
-	if err := pool.QueryRow(ctx, `SELECT min(created_at), max(created_at), min(expires_at), max(expires_at)
-		FROM orders WHERE activity_id = $1`, act.ActivityID).Scan(&firstCreated, &lastCreated, &firstDeadline, &lastDeadline); err != nil {
-		return err
+	var firstCreated, lastCreated time.Time
+	if err := r.pool.QueryRow(ctx, `SELECT min(created_at), max(created_at), min(expires_at), max(expires_at)
+		FROM orders WHERE activity_id = $1`, s.act.ActivityID).Scan(&firstCreated, &lastCreated, &s.firstDeadline, &s.lastDeadline); err != nil {
+		return s, err
 	}
-	fmt.Fprintf(stdout, "sold %d units in %s through the API; orders created over %s; deadlines from %s to %s (%s apart)\n",
-		*units, sold.Round(time.Millisecond), lastCreated.Sub(firstCreated).Round(time.Millisecond),
-		firstDeadline.Format("15:04:05.000"), lastDeadline.Format("15:04:05.000"), lastDeadline.Sub(firstDeadline).Round(time.Millisecond))
+	fmt.Fprintf(r.stdout, "sold %d units in %s through the API; orders created over %s; deadlines from %s to %s (%s apart)\n",
+		o.units, sold.Round(time.Millisecond), lastCreated.Sub(firstCreated).Round(time.Millisecond),
+		s.firstDeadline.Format("15:04:05.000"), s.lastDeadline.Format("15:04:05.000"), s.lastDeadline.Sub(s.firstDeadline).Round(time.Millisecond))
+	return s, nil
+}
 
-	w, err := watchWave(ctx, pool, rs, act, *units, lastDeadline.Add(*within))
-	if err != nil {
-		return err
-	}
-	if err := stopApp(); err != nil {
-		return fmt.Errorf("service: %w", err)
-	}
+// measureAtRest reads, once the wave is over and the service stopped,
+// when the last compensation task was relayed, the lateness of act's
+// cancels and when the last was made, then measures the PostgreSQL
+// ceiling of the cancel transactions.
+func (r *timeoutsRun) measureAtRest(ctx context.Context, act ports.Activity) (timeoutsAtRest, error) {
+	var rest timeoutsAtRest
 	// The outbox rows of this run's compensation tasks (the ceiling below
 	// publishes none): when the relay handed the last one to the broker.
-	var lastRelayed time.Time
-	if err := pool.QueryRow(ctx, `SELECT max(published_at) FROM event_outbox WHERE tag = $1`,
-		message.TagReleaseReservation).Scan(&lastRelayed); err != nil {
-		return err
+	if err := r.pool.QueryRow(ctx, `SELECT max(published_at) FROM event_outbox WHERE tag = $1`,
+		message.TagReleaseReservation).Scan(&rest.lastRelayed); err != nil {
+		return rest, err
 	}
-	lateness, early, err := cancelLateness(ctx, pool, act.ActivityID)
-	if err != nil {
-		return err
+	var err error
+	if rest.lateness, rest.early, err = cancelLateness(ctx, r.pool, act.ActivityID); err != nil {
+		return rest, err
 	}
-	var lastCanceled time.Time
-	if err := pool.QueryRow(ctx, `SELECT max(canceled_at) FROM orders WHERE activity_id = $1`, act.ActivityID).Scan(&lastCanceled); err != nil {
-		return err
+	if err := r.pool.QueryRow(ctx, `SELECT max(canceled_at) FROM orders WHERE activity_id = $1`, act.ActivityID).Scan(&rest.lastCanceled); err != nil {
+		return rest, err
 	}
-	ceiling, err := cancelCeiling(ctx, cfg, dsn, rs, log, *units, *ceilingBatch, *ceilingConcurrency)
-	if err != nil {
-		return fmt.Errorf("PostgreSQL ceiling: %w", err)
+	if rest.ceiling, err = cancelCeiling(ctx, r.cfg, r.dsn, r.rs, r.log, r.opts.units, r.opts.ceilingBatch, r.opts.ceilingConcurrency); err != nil {
+		return rest, fmt.Errorf("PostgreSQL ceiling: %w", err)
 	}
+	return rest, nil
+}
 
-	wave := float64(*units)
-	fmt.Fprintf(stdout, "\n%-58s %12s\n", "measurement", "value")
-	row := func(name, value string) { fmt.Fprintf(stdout, "%-58s %12s\n", name, value) }
-	row("cancel lateness p50 (canceled_at - expires_at)", secs(lateness.percentile(0.50)))
-	row("cancel lateness p99", secs(lateness.percentile(0.99)))
-	row("cancel lateness max", secs(lateness.percentile(1)))
-	row("cancels before expires_at (must be 0)", fmt.Sprint(early))
-	row("last cancel after the last deadline", secs(lastCanceled.Sub(lastDeadline)))
-	row("last compensation task relayed after the last deadline", secs(lastRelayed.Sub(lastDeadline)))
+// report prints the measurement table of the wave and its invariants.
+func (r *timeoutsRun) report(sale timeoutsSale, w waveResult, rest timeoutsAtRest) {
+	o := r.opts
+	firstDeadline, lastDeadline := sale.firstDeadline, sale.lastDeadline
+	wave := float64(o.units)
+	fmt.Fprintf(r.stdout, "\n%-58s %12s\n", "measurement", "value")
+	row := func(name, value string) { fmt.Fprintf(r.stdout, "%-58s %12s\n", name, value) }
+	row("cancel lateness p50 (canceled_at - expires_at)", secs(rest.lateness.percentile(0.50)))
+	row("cancel lateness p99", secs(rest.lateness.percentile(0.99)))
+	row("cancel lateness max", secs(rest.lateness.percentile(1)))
+	row("cancels before expires_at (must be 0)", fmt.Sprint(rest.early))
+	row("last cancel after the last deadline", secs(rest.lastCanceled.Sub(lastDeadline)))
+	row("last compensation task relayed after the last deadline", secs(rest.lastRelayed.Sub(lastDeadline)))
 	row("last unit for sale again in Redis after the last deadline", secs(w.lastBack.Sub(lastDeadline)))
 	row("deadlines/s (the wave's arrival rate)", rate(wave, lastDeadline.Sub(firstDeadline)))
-	row("cancels/s (first deadline to last cancel)", rate(wave, lastCanceled.Sub(firstDeadline)))
+	row("cancels/s (first deadline to last cancel)", rate(wave, rest.lastCanceled.Sub(firstDeadline)))
 	row("releases/s (first deadline to last unit back in Redis)", rate(wave, w.lastBack.Sub(firstDeadline)))
-	row(fmt.Sprintf("ceiling: PostgreSQL cancels/s (batch %d, %d concurrent)", *ceilingBatch, *ceilingConcurrency), rate(float64(ceiling.canceled), ceiling.elapsed))
-	fmt.Fprintf(stdout, "\ninvariants: %s\n", w.check)
-	return nil
+	row(fmt.Sprintf("ceiling: PostgreSQL cancels/s (batch %d, %d concurrent)", o.ceilingBatch, o.ceilingConcurrency), rate(float64(rest.ceiling.canceled), rest.ceiling.elapsed))
+	fmt.Fprintf(r.stdout, "\ninvariants: %s\n", w.check)
 }
 
 func onOff(d time.Duration) string {

@@ -107,6 +107,8 @@ type soakRig struct {
 	httpc     *http.Client
 	secret    []byte
 	closers   []func()
+	// logDir holds the instances' logs; it is kept after the soak.
+	logDir string
 }
 
 func (r *soakRig) close() {
@@ -180,6 +182,7 @@ func (r *soakRig) startInstances(ctx context.Context, pgDSN string, retention ti
 	if err != nil {
 		return err
 	}
+	r.logDir = logDir
 	if r.instances, err = chaosInstances(exe, logDir, r.sc.env, pgDSN, r.redisProx.Addr(), 0); err != nil {
 		return err
 	}
@@ -269,8 +272,8 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	res := soakResult{Command: o.command, StartedAt: time.Now(), Broker: brokerText(rig.cfg), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Duration: o.duration.String(), Retention: o.retention.String()}
-	fmt.Fprintf(stdout, "seckill-bench chaos soak: %s; a sale of %d units to %d buyers every %s, a fault every %s (%s), for %s; Redis retentions %s\n\n",
-		res.Broker, o.stock, o.buyers, o.saleEvery, o.faultEvery, strings.Join(o.faults, ", "), o.duration, o.retention)
+	fmt.Fprintf(stdout, "seckill-bench chaos soak: %s; a sale of %d units to %d buyers every %s, a fault every %s (%s), for %s; Redis retentions %s\nservice logs (kept): %s\n\n",
+		res.Broker, o.stock, o.buyers, o.saleEvery, o.faultEvery, strings.Join(o.faults, ", "), o.duration, o.retention, rig.logDir)
 	s := &soak{o: o, rig: rig, res: &res, out: stdout, t0: res.StartedAt}
 	if err := s.run(ctx); err != nil {
 		return err

@@ -182,6 +182,7 @@ func newSoakProbe(ctx context.Context, s *soak) (*soakProbe, error) {
 func (p *soakProbe) recovery(ctx context.Context, s *soak, backAt time.Time) (time.Duration, error) {
 	pctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
+	var last string
 	for pctx.Err() == nil {
 		user := 5_000_000 + p.next.Add(1)
 		a := buyUntilDefinite(pctx, s.rig.httpc, s.rig.bases, s.rig.secret, p.id, user, fmt.Sprintf("probe-%d", user), nil)
@@ -191,6 +192,7 @@ func (p *soakProbe) recovery(ctx context.Context, s *soak, backAt time.Time) (ti
 		if a.orderID == "" {
 			continue
 		}
+		last = a.orderID
 		for pctx.Err() == nil {
 			var created time.Time
 			err := s.rig.pool.QueryRow(pctx, `SELECT created_at FROM orders WHERE order_id = $1`, a.orderID).Scan(&created)
@@ -200,7 +202,10 @@ func (p *soakProbe) recovery(ctx context.Context, s *soak, backAt time.Time) (ti
 			sleepUntil(pctx, time.Now().Add(50*time.Millisecond))
 		}
 	}
-	return time.Since(backAt), fmt.Errorf("no order placed after the fault was created within 120 s")
+	if last != "" {
+		return time.Since(backAt), fmt.Errorf("no order placed after the fault was created within 120 s (order %s acknowledged, not in PostgreSQL)", last)
+	}
+	return time.Since(backAt), fmt.Errorf("no order placed after the fault was created within 120 s (none acknowledged)")
 }
 
 // activity checks I1-I7 on the probe's activity once the soak is over

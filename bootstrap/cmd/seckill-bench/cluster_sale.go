@@ -964,6 +964,16 @@ func checkActivityInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *htt
 // write prints the run's report: the invariants, the per-instance share of
 // the work, Redis per master, and CPU per accepted order by process.
 func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
+	r.writeHeader(w, run)
+	r.writeInvariants(w)
+	r.writeInstances(w)
+	r.writeRedisMasters(w)
+	r.writeCPU(w)
+}
+
+// writeHeader prints the run's setting (shape, Redis, broker, faults) and
+// its headline figures: the counts and when the selling ended.
+func (r clusterSaleResult) writeHeader(w io.Writer, run clusterSaleRun) {
 	o := run.opts
 	faults := "none"
 	if len(o.faults) > 0 {
@@ -979,6 +989,10 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
 	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",
 		r.saleSeconds, float64(r.acknowledged)/max(r.saleSeconds, 0.001), r.answeredSeconds, r.lastOrderAfterLastAck.Seconds(), r.recovery.Seconds())
+}
+
+// writeInvariants prints one line per invariant with its verdict.
+func (r clusterSaleResult) writeInvariants(w io.Writer) {
 	fmt.Fprintln(w, "invariants:")
 	for _, c := range r.invariants {
 		status := "ok"
@@ -987,6 +1001,11 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 		}
 		fmt.Fprintf(w, "  %-3s %-34s %-14s %s\n", c.ID, c.Name, status, c.Detail)
 	}
+}
+
+// writeInstances prints each API instance's share of the PlaceOrder
+// answers and each worker instance's share of the handled deliveries.
+func (r clusterSaleResult) writeInstances(w io.Writer) {
 	fmt.Fprintln(w, "\nAPI instances (PlaceOrder answers):")
 	var calls int64
 	for _, in := range r.apis {
@@ -1006,6 +1025,11 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 		a, c := in.deliveries()
 		fmt.Fprintf(w, "  %-10s %7.0f (%4.1f %%) / %6.0f%s\n", in.name, a, 100*a/max(deliveries, 1), c, killedText(in))
 	}
+}
+
+// writeRedisMasters prints the scripts each Redis master ran during the
+// sale and its share of them, masters in address order.
+func (r clusterSaleResult) writeRedisMasters(w io.Writer) {
 	fmt.Fprintln(w, "Redis masters (scripts run during the sale):")
 	addrs := make([]string, 0, len(r.redisCalls))
 	for a := range r.redisCalls {
@@ -1019,17 +1043,26 @@ func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
 	for _, a := range addrs {
 		fmt.Fprintf(w, "  %-16s %7d (%4.1f %%)\n", a, r.redisCalls[a], 100*float64(r.redisCalls[a])/max(float64(scripts), 1))
 	}
+}
+
+// cpuAgg sums CPU seconds and idle cores over processes.
+type cpuAgg struct{ seconds, idle float64 }
+
+// writeCPU prints the CPU table over the run's window: per process, per
+// role and for all processes, in seconds, idle cores and microseconds per
+// acknowledged order (all and work, the idle rate subtracted), then the
+// cores busy and the order rate.
+func (r clusterSaleResult) writeCPU(w io.Writer) {
 	fmt.Fprintf(w, "\nCPU from the first buyer until every acknowledged reservation was resolved (%.1fs), per acknowledged order;\n", r.windowSeconds)
 	fmt.Fprintln(w, "work = CPU minus the process's idle rate over the window:")
 	fmt.Fprintf(w, "  %-16s %-9s %8s %10s %12s %12s\n", "process", "role", "cpu s", "idle cores", "us/order", "work us/ord")
-	type agg struct{ seconds, idle float64 }
-	byRole := map[string]*agg{}
-	var total agg
+	byRole := map[string]*cpuAgg{}
+	var total cpuAgg
 	acked := max(float64(r.acknowledged), 1)
 	for _, c := range r.cpu {
 		a := byRole[c.role]
 		if a == nil {
-			a = &agg{}
+			a = &cpuAgg{}
 			byRole[c.role] = a
 		}
 		a.seconds += c.seconds

@@ -18,6 +18,30 @@ import (
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 )
 
+// hotSKUOptions are the flags of `seckill-bench hot-sku`.
+type hotSKUOptions struct {
+	lanes          []int
+	calls, clients int
+	rounds         int
+}
+
+// hotSKURun is what the phases of one `seckill-bench hot-sku` run share:
+// the options, the Redis Cluster client, the run's namespace and the
+// reservation store on it, and where the table goes.
+type hotSKURun struct {
+	opts   hotSKUOptions
+	rc     *goredis.ClusterClient
+	ns     string
+	store  *redisadapter.Store
+	stdout io.Writer
+}
+
+// hotSKURow is one lane count's figures, one per round: calls per second
+// and the CPU per call of the busiest master and of all masters.
+type hotSKURow struct {
+	rate, hottest, all []float64
+}
+
 // hotSKU measures how stock lanes spread one SKU's reservations over the
 // masters of a Redis Cluster: for each lane count it runs the reserve
 // ceiling (reserveCeiling, every call a new buyer of one SKU) and reads
@@ -25,21 +49,9 @@ import (
 // The figure that bounds one SKU's entry rate is the CPU of the busiest
 // master per reservation: with one lane one master serves every call.
 func hotSKU(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("hot-sku", flag.ContinueOnError)
-	lanesFlag := fs.String("lanes", "1,3", "stock lane counts to compare")
-	calls := fs.Int("calls", 20000, "reserve calls (new buyers) per run")
-	clients := fs.Int("clients", 64, "concurrent callers")
-	rounds := fs.Int("rounds", 3, "interleaved rounds (medians are printed)")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseHotSKUFlags(args)
+	if err != nil {
 		return err
-	}
-	var lanes []int
-	for f := range strings.SplitSeq(*lanesFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("--lanes: %q is not a lane count", f)
-		}
-		lanes = append(lanes, n)
 	}
 	addrs := redisadapter.SplitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS"))
 	if len(addrs) == 0 {
@@ -58,58 +70,96 @@ func hotSKU(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	type row struct {
-		rate, hottest, all []float64
-	}
-	rows := make([]row, len(lanes))
+	r := &hotSKURun{opts: o, rc: rc, ns: ns, store: store, stdout: stdout}
+	rows := make([]hotSKURow, len(o.lanes))
 	fmt.Fprintf(stdout, "seckill-bench hot-sku: %d reserve calls of one SKU per run, %d clients, Redis Cluster %s\n",
-		*calls, *clients, strings.Join(addrs, ","))
+		o.calls, o.clients, strings.Join(addrs, ","))
 	fmt.Fprintf(stdout, "%-6s %-6s %10s %10s %10s %14s %14s\n", "round", "lanes", "calls/s", "p50", "p99", "hottest us/call", "masters us/call")
-	for round := 1; round <= *rounds; round++ {
-		for i, n := range lanes {
-			before, err := mastersCPU(ctx, rc)
-			if err != nil {
+	for round := 1; round <= o.rounds; round++ {
+		for i, n := range o.lanes {
+			if err := r.measure(ctx, round, i, n, &rows[i]); err != nil {
 				return err
 			}
-			res, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: int64(round*100 + i + 1), SKUID: 1,
-				Reservations: *calls, Clients: *clients, Lanes: n})
-			if err != nil {
-				return err
-			}
-			after, err := mastersCPU(ctx, rc)
-			if err != nil {
-				return err
-			}
-			var hottest, all float64
-			for addr, v := range after {
-				d := v - before[addr]
-				all += d
-				hottest = max(hottest, d)
-			}
-			if round == 1 {
-				placement, err := lanePlacement(ctx, rc, ns, int64(round*100+i+1))
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "       %d lanes per master (port:lanes) %s\n", n, placement)
-			}
-			perCall := func(s float64) float64 { return s * 1e6 / float64(res.Calls) }
-			rows[i].rate = append(rows[i].rate, res.PerSecond)
-			rows[i].hottest = append(rows[i].hottest, perCall(hottest))
-			rows[i].all = append(rows[i].all, perCall(all))
-			fmt.Fprintf(stdout, "%-6d %-6d %10.0f %10s %10s %14.1f %14.1f\n", round, n, res.PerSecond,
-				res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), perCall(hottest), perCall(all))
 		}
 	}
-	fmt.Fprintf(stdout, "\nmedians of %d rounds:\n", *rounds)
-	base := median(rows[0].hottest)
-	for i, n := range lanes {
-		h := median(rows[i].hottest)
-		fmt.Fprintf(stdout, "  lanes %-3d %8.0f calls/s; busiest master %6.1f us CPU per call (%.2fx lanes %d); all masters %6.1f us\n",
-			n, median(rows[i].rate), h, base/max(h, 0.001), lanes[0], median(rows[i].all))
-	}
-	fmt.Fprintln(stdout, "One SKU's entry rate is bounded by one core of its busiest master: about 1e6 / (busiest us per call) calls a second.")
+	r.writeMedians(rows)
 	return nil
+}
+
+// parseHotSKUFlags parses the flags of `seckill-bench hot-sku` into
+// hotSKUOptions; a --lanes entry that is not a count >= 1 is an error.
+func parseHotSKUFlags(args []string) (hotSKUOptions, error) {
+	fs := flag.NewFlagSet("hot-sku", flag.ContinueOnError)
+	var o hotSKUOptions
+	lanesFlag := fs.String("lanes", "1,3", "stock lane counts to compare")
+	fs.IntVar(&o.calls, "calls", 20000, "reserve calls (new buyers) per run")
+	fs.IntVar(&o.clients, "clients", 64, "concurrent callers")
+	fs.IntVar(&o.rounds, "rounds", 3, "interleaved rounds (medians are printed)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for f := range strings.SplitSeq(*lanesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("--lanes: %q is not a lane count", f)
+		}
+		o.lanes = append(o.lanes, n)
+	}
+	return o, nil
+}
+
+// measure runs the reserve ceiling of round for the i-th lane count n on
+// an activity of its own, with every master's CPU read before and after,
+// adds the figures to row and prints them (in the first round after the
+// lanes' placement on the masters).
+func (r *hotSKURun) measure(ctx context.Context, round, i, n int, row *hotSKURow) error {
+	before, err := mastersCPU(ctx, r.rc)
+	if err != nil {
+		return err
+	}
+	res, err := reserveCeiling(ctx, r.store, reserveOptions{ActivityID: int64(round*100 + i + 1), SKUID: 1,
+		Reservations: r.opts.calls, Clients: r.opts.clients, Lanes: n})
+	if err != nil {
+		return err
+	}
+	after, err := mastersCPU(ctx, r.rc)
+	if err != nil {
+		return err
+	}
+	var hottest, all float64
+	for addr, v := range after {
+		d := v - before[addr]
+		all += d
+		hottest = max(hottest, d)
+	}
+	if round == 1 {
+		placement, err := lanePlacement(ctx, r.rc, r.ns, int64(round*100+i+1))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(r.stdout, "       %d lanes per master (port:lanes) %s\n", n, placement)
+	}
+	perCall := func(s float64) float64 { return s * 1e6 / float64(res.Calls) }
+	row.rate = append(row.rate, res.PerSecond)
+	row.hottest = append(row.hottest, perCall(hottest))
+	row.all = append(row.all, perCall(all))
+	fmt.Fprintf(r.stdout, "%-6d %-6d %10.0f %10s %10s %14.1f %14.1f\n", round, n, res.PerSecond,
+		res.P50.Round(time.Microsecond), res.P99.Round(time.Microsecond), perCall(hottest), perCall(all))
+	return nil
+}
+
+// writeMedians prints each lane count's medians over the rounds, its
+// busiest master compared with the first lane count's, and what bounds
+// one SKU's entry rate.
+func (r *hotSKURun) writeMedians(rows []hotSKURow) {
+	fmt.Fprintf(r.stdout, "\nmedians of %d rounds:\n", r.opts.rounds)
+	base := median(rows[0].hottest)
+	for i, n := range r.opts.lanes {
+		h := median(rows[i].hottest)
+		fmt.Fprintf(r.stdout, "  lanes %-3d %8.0f calls/s; busiest master %6.1f us CPU per call (%.2fx lanes %d); all masters %6.1f us\n",
+			n, median(rows[i].rate), h, base/max(h, 0.001), r.opts.lanes[0], median(rows[i].all))
+	}
+	fmt.Fprintln(r.stdout, "One SKU's entry rate is bounded by one core of its busiest master: about 1e6 / (busiest us per call) calls a second.")
 }
 
 // lanePlacement counts the lanes of SKU 1 of the activity on each master
