@@ -19,9 +19,9 @@ help:
 run: build
 	@$(WITH_STACK) ./$(BIN) migrate up && exec ./$(BIN) serve --seed-demo
 
-## test: start the local stack (with RabbitMQ) and run every test, the linters and the generated-code check.
+## test: start the local stack (with every broker) and run every test, the linters and the generated-code check.
 test:
-	@eval "$$(SECKILL_STACK_RABBITMQ=1 $(STACK) up)" && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+	@eval "$$(SECKILL_STACK_BROKERS=all $(STACK) up)" && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory lint check-generated
 
 ## salesview: the example projection consumer (examples/salesview) beside `make run`: its own database `salesview` on
@@ -31,7 +31,7 @@ salesview: build
 	  exec go run ./examples/salesview
 
 ## unit: the tests that need no local stack (domain, in-memory adapters, API, config; application, the consumer kit and the example run on the stack); seconds.
-UNIT_PKGS = $$(go list ./... | grep -v -E '/application$$|/adapters/projector$$|/examples/|/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
+UNIT_PKGS = $$(go list ./... | grep -v -E '/application$$|/adapters/projector$$|/examples/|/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq|kafka)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
 unit:
 	@go test -count=1 $(UNIT_PKGS)
 

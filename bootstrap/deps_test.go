@@ -112,8 +112,8 @@ func violation(pkg, imp string) string {
 			return "adapters must not import application or bootstrap"
 		case strings.HasPrefix(local, "adapters/testkit") && self != "testkit":
 			return "adapters/testkit is for tests only"
-		case strings.HasPrefix(local, "adapters/brokerkit") && !brokerAdapter:
-			return "adapters/brokerkit is shared by the broker adapters only"
+		case strings.HasPrefix(local, "adapters/brokerkit") && !(brokerAdapter || self == "contracttest"):
+			return "adapters/brokerkit is shared by the broker adapters (and their contract suite) only"
 		case strings.HasPrefix(local, "adapters/brokerplug") && !(brokerAdapter || self == "brokers" || self == "testkit" || self == "contracttest"):
 			return "adapters/brokerplug is the contract of the broker adapters and their registry"
 		case self == "brokers" && strings.HasPrefix(local, "adapters/") && !slices.Contains(brokers.Names(), other) && other != "brokerplug":

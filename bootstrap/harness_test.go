@@ -388,14 +388,30 @@ func (s *system) eventually(within time.Duration, what string, cond func() bool)
 	}
 }
 
+// unpublishedOwed counts the outbox rows the relay owes the broker now
+// (pgtest.OwedOutbox).
+func (s *system) unpublishedOwed() int64 {
+	s.t.Helper()
+	plug, err := brokers.Lookup(s.cfg.Broker.Name)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n, err := pgtest.OwedOutbox(context.Background(), s.db, !plug.Features().DelayedDelivery)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
 // settled waits until activity's books balance at rest: no unresolved
-// reservation, nothing left in the outbox, and drift 0.
+// reservation, nothing owed from the outbox (unpublishedOwed), and drift
+// 0.
 func (s *system) settled(activity int64, within time.Duration) *seckillv1.StockReport {
 	s.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		rep := s.report(activity)
-		unpublished := s.count(`SELECT count(*) FROM event_outbox WHERE published_at IS NULL`)
+		unpublished := s.unpublishedOwed()
 		if rep.GetPendingReservations() == 0 && rep.GetReleasesInFlight() == 0 && rep.GetDrift() == 0 && unpublished == 0 {
 			return rep
 		}

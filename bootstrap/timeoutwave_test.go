@@ -38,6 +38,13 @@ func TestTimeoutWave(t *testing.T) {
 			return s.count(`SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CREATED'`, activity) == n
 		})
 		paid, buyerCanceled := ids[0], ids[1]
+		// The buyer cancels first: each order's deadline counts from its
+		// creation, and an order whose first send was not confirmed is
+		// created later than the others (its deadline is later too), so
+		// waiting for the paid order's last moment could pass this one's.
+		if _, err := s.orders.CancelOrder(context.Background(), authed(&seckillv1.CancelOrderRequest{OrderId: buyerCanceled}, s.token(3001, false))); err != nil {
+			t.Fatalf("buyer cancel: %v", err)
+		}
 		var expiresAt time.Time
 		if err := s.db.QueryRow(context.Background(), `SELECT expires_at FROM orders WHERE order_id = $1`, paid).Scan(&expiresAt); err != nil {
 			t.Fatal(err)
@@ -51,9 +58,6 @@ func TestTimeoutWave(t *testing.T) {
 		}
 		if _, err := s.orders.PayOrder(context.Background(), authed(&seckillv1.PayOrderRequest{OrderId: paid, PaymentId: "pay-wave"}, s.paymentToken())); err != nil {
 			t.Fatalf("payment 2s before the deadline: %v", err)
-		}
-		if _, err := s.orders.CancelOrder(context.Background(), authed(&seckillv1.CancelOrderRequest{OrderId: buyerCanceled}, s.token(3001, false))); err != nil {
-			t.Fatalf("buyer cancel: %v", err)
 		}
 
 		s.eventually(90*time.Second, "every unpaid order is canceled", func() bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap/config"
@@ -143,6 +144,9 @@ func consumerWorkers(cfg config.Config, broker Broker, handlers consumerHandlers
 			// order-create group run what the others yield to it.
 			opts.Limit = limits.Limit(broker.Group(sub.Group))
 			opts.Concurrency = max(opts.Concurrency, limits.Highest(broker.Group(sub.Group)))
+		}
+		if !broker.Features().DeliveryCount {
+			h = brokerkit.CountDeliveries(h, brokerkit.DefaultCountedMessages)
 		}
 		run, err := broker.Consumer(sub, h, opts)
 		if err != nil {

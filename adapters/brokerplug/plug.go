@@ -44,6 +44,24 @@ type Plug interface {
 	// (dead-letter resources included), under o.Prefix, so that a test or
 	// a benchmark runs beside others on one broker. The caller closes it.
 	NewNamespace(ctx context.Context, s Settings, o NamespaceOptions) (Namespace, error)
+	// DevStack describes the broker's processes in the local development
+	// stack (see DevProcess), which the stack runs when the broker is
+	// selected. Nil when the stack runs the broker with components of its
+	// own (RocketMQ and RabbitMQ, whose start-up needs more than a JVM
+	// and its files).
+	DevStack() []DevProcess
+	// DevCluster describes the processes of the broker's cluster mode in
+	// the local development stack: the nodes of one cluster that keeps
+	// serving when one of them stops, run on request in a state dir of
+	// their own (`seckill-stack up --broker-cluster NAME`). Nil when the
+	// broker has no cluster mode of its plug's (RocketMQ's is the stack's
+	// own, RabbitMQ has none).
+	DevCluster() []DevProcess
+	// Topology returns the administration of the broker's resources for
+	// settings s (see Topology), or nil when the broker's topology
+	// command is one of its own (RocketMQ's, whose flags select among the
+	// masters a name server lists).
+	Topology(s Settings, o TopologyOptions) (Topology, error)
 }
 
 // NamespaceOptions shapes a namespace.
@@ -164,7 +182,23 @@ type Features struct {
 	// PostgreSQL until it is due (RelayConfig.HoldDelayed), and the
 	// broker refuses a message with DeliverAt (ports.ErrSendRejected).
 	DelayedDelivery bool
+	// DeliveryCount: Delivery.DeliveryAttempt counts the deliveries of a
+	// message to its consumer group, from 1. Without it the broker reports
+	// 0, and the composition wraps each group's handler in
+	// brokerkit.CountDeliveries, which counts the deliveries this process
+	// saw (a lower bound: it restarts with the process). The count only
+	// grows the retry backoff and bounds a compensation's attempts, which
+	// also end at a time, so a lower bound is enough.
+	DeliveryCount bool
 }
+
+// Message groups are not a feature a broker may lack: the ordered topic
+// (ports.TopicOrderStateFIFO) promises projection consumers every order's
+// events in order, and only the broker can keep that promise across
+// redeliveries without a sequencing layer of its own. A broker without
+// ordered message groups cannot be plugged; the contract suite's
+// MessageGroupOrder case is required of every broker
+// (docs/architecture.md, "Adding a broker").
 
 // ConsumerOptions bounds one business group's consumer loop.
 type ConsumerOptions struct {

@@ -10,13 +10,14 @@ import (
 	"strings"
 
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
+	"github.com/seckill-dev/seckill/adapters/kafka"
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 )
 
 // All returns every broker plug; the first is the default broker.
 func All() []brokerplug.Plug {
-	return []brokerplug.Plug{rocketmq.Plug{}, rabbitmq.Plug{}}
+	return []brokerplug.Plug{rocketmq.Plug{}, rabbitmq.Plug{}, kafka.Plug{}}
 }
 
 // Default returns the name of the broker chosen when SECKILL_BROKER is

@@ -94,6 +94,10 @@ const maxPumps = 5000
 //   - SameMessageIDTwice: publishing one message id twice may deliver it
 //     twice (at-least-once; deduplication is the consumer's), and every
 //     delivery carries that message id;
+//   - without the DeliveryCount feature, every case runs with the group
+//     handlers wrapped in brokerkit.CountDeliveries, as the composition
+//     runs them, and the suite checks that the broker reported no count
+//     of its own (0) on any delivery;
 //   - DelayedDelivery: with the feature, a message with DeliverAt on the
 //     DELAY topic is not delivered before then; without it, the publish
 //     is refused with ports.ErrSendRejected (the outbox relay then holds

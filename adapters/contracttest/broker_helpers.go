@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/brokerkit"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -24,6 +25,9 @@ type brokerRun struct {
 	mu     sync.Mutex
 	log    []brokerRecord
 	notify chan struct{}
+	// rawCounted counts deliveries a broker without DeliveryCount
+	// reported with a count of its own (it should report 0).
+	rawCounted int
 }
 
 // brokerRecord is one recorded delivery.
@@ -43,14 +47,24 @@ func newBrokerRun(t *testing.T, ns BrokerNamespace, opts BrokerOptions) *brokerR
 	if opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = DefaultBrokerWait
 	}
-	return &brokerRun{t: t, ns: ns, opts: opts, notify: make(chan struct{}, 1)}
+	b := &brokerRun{t: t, ns: ns, opts: opts, notify: make(chan struct{}, 1)}
+	if !opts.Features.DeliveryCount {
+		t.Cleanup(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.rawCounted > 0 {
+				t.Errorf("%d deliveries carried a count, but the broker declares no DeliveryCount (it must report 0)", b.rawCounted)
+			}
+		})
+	}
+	return b
 }
 
 // consume starts the consumer group of topic; it decides every delivery
 // with decide and records it.
 func (b *brokerRun) consume(topic ports.Topic, group string, decide func(ports.Delivery) ports.Decision) {
 	b.t.Helper()
-	b.ns.Consume(b.t, topic, group, brokerHandler(func(_ context.Context, ds []ports.Delivery) []ports.Decision {
+	var h ports.BatchHandler = brokerHandler(func(_ context.Context, ds []ports.Delivery) []ports.Decision {
 		out := make([]ports.Decision, len(ds))
 		b.mu.Lock()
 		for i, d := range ds {
@@ -63,7 +77,22 @@ func (b *brokerRun) consume(topic ports.Topic, group string, decide func(ports.D
 		default:
 		}
 		return out
-	}))
+	})
+	if !b.opts.Features.DeliveryCount {
+		// What the composition does for such a broker.
+		counted := brokerkit.CountDeliveries(h, 0)
+		h = brokerHandler(func(ctx context.Context, ds []ports.Delivery) []ports.Decision {
+			b.mu.Lock()
+			for _, d := range ds {
+				if d.DeliveryAttempt != 0 {
+					b.rawCounted++
+				}
+			}
+			b.mu.Unlock()
+			return counted.HandleBatch(ctx, ds)
+		})
+	}
+	b.ns.Consume(b.t, topic, group, h)
 }
 
 // ackAll acknowledges every delivery.

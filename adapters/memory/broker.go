@@ -59,6 +59,11 @@ type BrokerConfig struct {
 	// (brokerplug.Features.DelayedDelivery false): a message with
 	// DeliverAt is refused with ports.ErrSendRejected.
 	NoDelay bool
+	// NoDeliveryCount makes a broker without a delivery count
+	// (brokerplug.Features.DeliveryCount false): every delivery reports
+	// DeliveryAttempt 0. The broker still counts for its own
+	// MaxDeliveryAttempts.
+	NoDeliveryCount bool
 }
 
 // Broker is an in-memory broker: it implements ports.Publisher, stores
@@ -280,9 +285,18 @@ func (b *Broker) delivery(sm *storedMsg, attempt int32) ports.Delivery {
 		Body:            slices.Clone(sm.msg.Body),
 		Properties:      maps.Clone(sm.msg.Properties),
 		BrokerMessageID: sm.brokerID,
-		DeliveryAttempt: attempt,
+		DeliveryAttempt: b.reportedAttempt(attempt),
 		BornAt:          sm.bornAt,
 	}
+}
+
+// reportedAttempt is the DeliveryAttempt a delivery of attempt reports:
+// attempt, or 0 for a broker without a delivery count.
+func (b *Broker) reportedAttempt(attempt int32) int32 {
+	if b.cfg.NoDeliveryCount {
+		return 0
+	}
+	return attempt
 }
 
 func cloneDelivery(d ports.Delivery) ports.Delivery {

@@ -15,27 +15,31 @@ import (
 // TestBrokerContract runs the shared publisher and consumer suite (also
 // run against RocketMQ) against the memory broker, driven synchronously:
 // the suite's Pump delivers what is due and moves the fake clock.
-// It runs twice: with delayed delivery, and as a broker without it (the
-// suite then checks that a delayed message is refused).
+// It runs three times: with every feature; as a broker without delayed
+// delivery (the suite then checks that a delayed message is refused); and
+// as a broker without a delivery count (the suite then supplies the
+// counts as the composition does, and checks the broker reported none).
 func TestBrokerContract(t *testing.T) {
 	t.Run("delayed", func(t *testing.T) { contracttest.Broker(t, memoryBrokerHarness{}) })
 	t.Run("no-delay", func(t *testing.T) { contracttest.Broker(t, memoryBrokerHarness{noDelay: true}) })
+	t.Run("no-delivery-count", func(t *testing.T) { contracttest.Broker(t, memoryBrokerHarness{noCount: true}) })
 }
 
 // memoryBrokerHarness gives the suite a new memory broker per namespace,
 // with the invisible duration of the RocketMQ tests' runners.
-type memoryBrokerHarness struct{ noDelay bool }
+type memoryBrokerHarness struct{ noDelay, noCount bool }
 
 // pumpStep is how far Pump moves the clock when nothing was due.
 const pumpStep = 100 * time.Millisecond
 
 func (h memoryBrokerHarness) Options() contracttest.BrokerOptions {
-	return contracttest.BrokerOptions{Features: brokerplug.Features{DelayedDelivery: !h.noDelay}}
+	return contracttest.BrokerOptions{Features: brokerplug.Features{DelayedDelivery: !h.noDelay, DeliveryCount: !h.noCount}}
 }
 
 func (h memoryBrokerHarness) Namespace(t *testing.T) contracttest.BrokerNamespace {
 	clock := memory.NewClock(start)
-	b := memory.NewBroker(memory.BrokerConfig{Clock: clock, TopicPrefix: "CT_", InvisibleDuration: 2 * time.Second, NoDelay: h.noDelay})
+	b := memory.NewBroker(memory.BrokerConfig{Clock: clock, TopicPrefix: "CT_", InvisibleDuration: 2 * time.Second, NoDelay: h.noDelay,
+		NoDeliveryCount: h.noCount})
 	type consumer struct {
 		topic ports.Topic
 		group string

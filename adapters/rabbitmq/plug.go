@@ -119,7 +119,9 @@ func (b *broker) Start(ctx context.Context) error {
 }
 
 // Features: the broker delays messages natively.
-func (Plug) Features() brokerplug.Features { return brokerplug.Features{DelayedDelivery: true} }
+func (Plug) Features() brokerplug.Features {
+	return brokerplug.Features{DelayedDelivery: true, DeliveryCount: true}
+}
 
 func (b *broker) Features() brokerplug.Features { return Plug{}.Features() }
 
@@ -151,3 +153,10 @@ func (b *broker) DeadLetterReader(reader func(origin func(ports.Delivery) (ports
 	}
 	return rn.Run, nil
 }
+
+// DevStack returns nil: the local stack runs RabbitMQ with components of its
+// own (deploy/devstack).
+func (Plug) DevStack() []brokerplug.DevProcess { return nil }
+
+// DevCluster: RabbitMQ has no cluster mode in the dev stack.
+func (Plug) DevCluster() []brokerplug.DevProcess { return nil }

@@ -157,7 +157,9 @@ type broker struct {
 }
 
 // Features: the broker delays messages natively.
-func (Plug) Features() brokerplug.Features { return brokerplug.Features{DelayedDelivery: true} }
+func (Plug) Features() brokerplug.Features {
+	return brokerplug.Features{DelayedDelivery: true, DeliveryCount: true}
+}
 
 func (b *broker) Features() brokerplug.Features { return Plug{}.Features() }
 
@@ -194,4 +196,18 @@ func (b *broker) DeadLetterReader(reader func(origin func(ports.Delivery) (ports
 			o, ok := ParseDeadLetter(b.bc, dv)
 			return ports.DeadLetterOrigin{Group: o.SourceGroup, Deliveries: o.SourceDeliveries}, ok
 		}))
+}
+
+// DevStack returns nil: the local stack runs RocketMQ with components of its
+// own (deploy/devstack).
+func (Plug) DevStack() []brokerplug.DevProcess { return nil }
+
+// DevCluster: RocketMQ's cluster mode is the stack's own
+// (`seckill-stack up --rocketmq-cluster`).
+func (Plug) DevCluster() []brokerplug.DevProcess { return nil }
+
+// Topology returns nil: RocketMQ's topology command is its own (`seckill
+// topology`, whose flags select among the masters a name server lists).
+func (Plug) Topology(brokerplug.Settings, brokerplug.TopologyOptions) (brokerplug.Topology, error) {
+	return nil, nil //nolint:nilnil // nil is the documented "no generic topology"
 }

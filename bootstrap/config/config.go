@@ -389,6 +389,47 @@ func Settings(lookup func(string) (string, bool)) ([]Setting, error) {
 	return settings, err
 }
 
+// LoadBroker reads and validates only the broker block of the
+// configuration (SECKILL_BROKER, the neutral settings and the chosen
+// plug's own), for commands that work on the broker alone (seckill
+// topology): the service's other settings are neither read nor checked.
+func LoadBroker(lookup func(string) (string, bool)) (Broker, error) {
+	r := reader{lookup: lookup}
+	b := readBroker(&r)
+	errs := r.errs
+	if b.Settings == nil {
+		errs = append(errs, fmt.Errorf("SECKILL_BROKER must be one of %s, not %q", strings.Join(brokers.Names(), ", "), b.Name))
+	} else {
+		errs = append(errs, b.Settings.Validate()...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Broker{}, fmt.Errorf("invalid broker configuration: %w", err)
+	}
+	return b, nil
+}
+
+// readBroker reads the broker block. Every plug reads its settings, so
+// that every variable is listed; only the chosen broker's are kept (and
+// validated by the caller).
+func readBroker(r *reader) Broker {
+	b := Broker{
+		Name: r.str("SECKILL_BROKER", brokers.Default(),
+			"the broker adapter: "+strings.Join(brokers.Names(), ", ")),
+		Neutral: brokerplug.Neutral{
+			SendTimeout: r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond,
+				"bound of one synchronous send (1ms..10s)"),
+			AckBatch: r.boolean("SECKILL_ACK_BATCH", true,
+				"acknowledge a consumer batch together, as the broker does it best (false: one acknowledgement per message)"),
+		},
+	}
+	for _, p := range brokers.All() {
+		if ps := p.ReadSettings(plugReader{r}); p.Name() == b.Name {
+			b.Settings = ps
+		}
+	}
+	return b
+}
+
 // read is Load's reader: it parses every variable, records each one as a
 // Setting and validates the result.
 func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
@@ -452,16 +493,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"log level: debug, info, warn or error"),
 		InstanceID: r.str("SECKILL_INSTANCE_ID", "",
 			"name of this process in leases and logs (empty: <host>-<pid>)"),
-		Broker: Broker{
-			Name: r.str("SECKILL_BROKER", brokers.Default(),
-				"the broker adapter: "+strings.Join(brokers.Names(), ", ")),
-			Neutral: brokerplug.Neutral{
-				SendTimeout: r.duration("SECKILL_SEND_TIMEOUT", 50*time.Millisecond,
-					"bound of one synchronous send (1ms..10s)"),
-				AckBatch: r.boolean("SECKILL_ACK_BATCH", true,
-					"acknowledge a consumer batch together, as the broker does it best (false: one acknowledgement per message)"),
-			},
-		},
+		Broker: readBroker(&r),
 		Role: r.str("SECKILL_ROLE", RoleAll,
 			"what this instance runs: api (the API, the backlog gate and the sent marker), workers (consumers, relay, scanner, reconciler, dead letters) or all"),
 		Postgres: Postgres{
@@ -579,13 +611,6 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			SampleRatio: r.float("OTEL_TRACES_SAMPLER_ARG", 1,
 				"share of new traces sampled, 0..1 (a sampled parent is always followed)"),
 		},
-	}
-	// Every plug reads its settings, so that every variable is listed;
-	// only the chosen broker's are kept and validated.
-	for _, p := range brokers.All() {
-		if ps := p.ReadSettings(plugReader{&r}); p.Name() == c.Broker.Name {
-			c.Broker.Settings = ps
-		}
 	}
 	traces := r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "",
 		"OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); wins over OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -66,6 +66,10 @@ type Config struct {
 	PGStandbyPort int
 	// RabbitMQ is the optional RabbitMQ node's part (rabbitmq.go).
 	RabbitMQ RabbitMQConfig
+	// StackBrokers are the brokers Up starts besides RocketMQ: the names
+	// of SECKILL_STACK_BROKERS (comma-separated; "all" selects every
+	// broker plug's processes) and SECKILL_BROKER's (see BrokerSelected).
+	StackBrokers []string
 
 	// The RocketMQ cluster mode (RocketMQClusterStack), started on request
 	// beside the rest in <state>/rocketmq-cluster: its name server, the
@@ -182,6 +186,7 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 	if err := modesFromEnv(getenv, &c); err != nil {
 		return Config{}, err
 	}
+	c.StackBrokers = stackBrokersFromEnv(getenv)
 	if err := rabbitMQFromEnv(getenv, &c); err != nil {
 		return Config{}, err
 	}
@@ -463,4 +468,24 @@ func (c Config) Exports() []Export {
 		// on this stack (docs/operations.md, "Listeners, secrets and limits").
 		{"SECKILL_LOCAL_STACK", "true"},
 	}
+}
+
+// stackBrokersFromEnv reads SECKILL_STACK_BROKERS and SECKILL_BROKER.
+func stackBrokersFromEnv(getenv func(string) string) []string {
+	var out []string
+	for _, b := range strings.Split(getenv("SECKILL_STACK_BROKERS"), ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	if b := strings.TrimSpace(getenv("SECKILL_BROKER")); b != "" {
+		out = append(out, b)
+	}
+	return out
+}
+
+// BrokerSelected reports whether Up starts the processes of the broker
+// named name: it is in StackBrokers, or StackBrokers says "all".
+func (c Config) BrokerSelected(name string) bool {
+	return slices.Contains(c.StackBrokers, name) || slices.Contains(c.StackBrokers, "all")
 }

@@ -54,7 +54,7 @@ type RabbitMQConfig struct {
 // (56369), and the selection.
 func rabbitMQFromEnv(getenv func(string) string, c *Config) error {
 	r := RabbitMQConfig{
-		Selected: getenv("SECKILL_STACK_RABBITMQ") == "1" || getenv("SECKILL_BROKER") == "rabbitmq",
+		Selected: getenv("SECKILL_STACK_RABBITMQ") == "1" || c.BrokerSelected("rabbitmq"),
 		Port:     56720, DistPort: 56725, EpmdPort: 56369,
 	}
 	for _, p := range []struct {
@@ -236,7 +236,7 @@ func (e *Epmd) Status(context.Context) StatusInfo {
 // Purge implements Component: the RabbitMQ directory (shared with the node).
 func (e *Epmd) Purge() error { return removeAll(e.cfg.RabbitMQDir()) }
 
-const rabbitMQNotSelected = "not started: up starts it with SECKILL_STACK_RABBITMQ=1 or SECKILL_BROKER=rabbitmq"
+const rabbitMQNotSelected = "not started: up starts it with SECKILL_STACK_BROKERS=rabbitmq (or all) or SECKILL_BROKER=rabbitmq"
 
 // RabbitMQ is the stack's RabbitMQ node (see the top of this file). Its pid
 // file holds the pid of the node's beam.smp, which the node also writes to

@@ -48,7 +48,9 @@ func New(cfg Config, log *Logger, components []Component, resources []Resource) 
 // Default returns the local stack of deploy/local/stack.sh: postgres
 // (and postgres-standby in the standby mode, Config.PGStandby), redis, the Redis Cluster (its nodes redis-c1.. and redis-cluster, which
 // joins them), namesrv and proxy, the RocketMQ resources, and RabbitMQ
-// (rabbitmq-epmd and rabbitmq: Optional, started only when selected).
+// (rabbitmq-epmd and rabbitmq: Optional, started only when selected), and
+// the processes of every broker plug that describes its own
+// (brokerplug.DevProcess; Optional likewise).
 func Default(cfg Config, log *Logger) *Stack {
 	components := []Component{NewPostgres(cfg, log)}
 	if cfg.PGStandby != "" {
@@ -62,6 +64,7 @@ func Default(cfg Config, log *Logger) *Stack {
 	components = append(components, NewRedisCluster(cfg, log, nodes), NewNameServer(cfg, log), NewProxy(cfg, log))
 	epmd, rabbit := NewRabbitMQ(cfg, log)
 	components = append(components, epmd, rabbit)
+	components = append(components, pluggedComponents(cfg, log)...)
 	s, err := New(cfg, log, components, []Resource{NewRocketMQResources(cfg, log)})
 	if err != nil {
 		panic(err) // the default list is consistent
@@ -284,13 +287,17 @@ func (s *Stack) Healthy(ctx context.Context) error {
 
 // WriteExports writes the stack's `export NAME='VALUE'` lines to w.
 func (s *Stack) WriteExports(w io.Writer) error {
-	for _, e := range append(s.cfg.Exports(), componentExports(s.components)...) {
+	for _, e := range s.Exports() {
 		if _, err := fmt.Fprintf(w, "export %s='%s'\n", e.Name, e.Value); err != nil {
 			return fmt.Errorf("write exports: %w", err)
 		}
 	}
 	return nil
 }
+
+// Exports are the stack's variables: the stack-wide ones, then those of
+// its running components.
+func (s *Stack) Exports() []Export { return append(s.cfg.Exports(), componentExports(s.components)...) }
 
 // ErrNotHealthy is returned (wrapped) by Env and Status when the stack is
 // missing or a component or resource is not healthy.

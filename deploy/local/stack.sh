@@ -6,7 +6,7 @@
 #                                        apply, built into the state dir), print exports
 #   deploy/local/stack.sh env            print the export lines of a running stack (exit 1 if not healthy)
 #   deploy/local/stack.sh status         one line per component: pid, ports, RSS, healthy?
-#   deploy/local/stack.sh down [--purge] [postgres|redis|redis-cluster|rocketmq|rabbitmq]...
+#   deploy/local/stack.sh down [--purge] [postgres|redis|redis-cluster|rocketmq|rabbitmq|kafka]...
 #                                        stop the processes this script started (by PID; all components unless
 #                                        named); --purge also deletes their data (whole state dir if none named)
 #   deploy/local/stack.sh mqadmin ARGS   run RocketMQ's mqadmin against the local name server
@@ -14,13 +14,15 @@
 #                                        broker-b, CLUSTER-mode proxy in <state>/rocketmq-cluster (exports point at it)
 #   SECKILL_STACK_PG_STANDBY=sync|async   a PostgreSQL standby beside the primary (the DSN names both);
 #   SECKILL_STACK_REDIS_REPLICAS=1       a replica per Redis Cluster master; both remembered in <state>/modes
+#   SECKILL_STACK_BROKERS=rabbitmq,kafka|all  the other brokers too (SECKILL_BROKER=X selects X as well)
 #
 # Typical use:   eval "$(deploy/local/stack.sh up)"
 # `up` prints ONLY `export ...` lines on stdout; every progress message goes to stderr.
 # Documentation: docs/local-stack.md
 #
 # This script does only what needs a package manager: for `up` it installs the Debian packages (apt-get) and
-# downloads the RocketMQ jars (mvn). Then it builds the Go command that runs the stack (bin/seckill-stack from
+# downloads the RocketMQ jars (mvn; seckill-stack runs mvn itself for the brokers whose plug describes their
+# processes, so mvn is installed when one is selected). Then it builds the Go command that runs the stack (bin/seckill-stack from
 # bootstrap/cmd/seckill-stack, package deploy/devstack) and runs it with the same arguments.
 set -euo pipefail
 
@@ -79,7 +81,18 @@ have_pg() {
 have_java() { { [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; } || have java; }
 
 # RabbitMQ is selected for `up` (seckill-stack reads the same variables).
-rabbitmq_selected() { [ "${SECKILL_STACK_RABBITMQ:-}" = 1 ] || [ "${SECKILL_BROKER:-}" = rabbitmq ]; }
+rabbitmq_selected() { [ "${SECKILL_STACK_RABBITMQ:-}" = 1 ] || broker_selected rabbitmq; }
+# broker_selected NAME: NAME is in SECKILL_STACK_BROKERS (or it says all) or is SECKILL_BROKER.
+broker_selected() {
+	[ "${SECKILL_BROKER:-}" = "$1" ] && return 0
+	case ",${SECKILL_STACK_BROKERS:-}," in *",$1,"* | *,all,*) return 0 ;; esac
+	return 1
+}
+# Another broker than RocketMQ and RabbitMQ is selected: its processes come from Maven Central (mvn).
+other_broker_selected() {
+	[ -n "${SECKILL_STACK_BROKERS:-}" ] && [ "${SECKILL_STACK_BROKERS:-}" != rabbitmq ] && return 0
+	case "${SECKILL_BROKER:-}" in '' | rocketmq | rabbitmq) return 1 ;; esac
+}
 # The node's start script and epmd (seckill-stack runs them as the current user, not the Debian service).
 have_rabbitmq() { [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && [ -x /usr/bin/epmd ]; }
 
@@ -131,7 +144,7 @@ ensure_prereqs() {
 	fi
 	if [ "$need_mvn" = 1 ] && ! have mvn; then
 		pkgs+=(maven)
-		wanted+=("mvn (Debian package: maven), needed once to download RocketMQ into $CACHE_DIR/rocketmq")
+		wanted+=("mvn (Debian package: maven), needed once to download RocketMQ (and a selected broker) into $CACHE_DIR")
 	fi
 	[ "${#pkgs[@]}" -gt 0 ] || return 0
 
@@ -291,7 +304,7 @@ main() {
 			ensure_prereqs 1
 			rmq_download
 		}
-		ensure_prereqs 0
+		if other_broker_selected; then ensure_prereqs 1; else ensure_prereqs 0; fi
 		;;
 	down | status | env | mqadmin) ;;
 	-h | --help | help)

@@ -42,7 +42,8 @@ import (
 // chaosScenarios are the faults `seckill-bench chaos` knows: kill-X sends
 // SIGKILL and restarts X after the outage; pause-X sends SIGSTOP and
 // SIGCONT after it. X is one of the two service instances ("service") or a
-// process of the local stack (redis, postgres, namesrv, proxy). delay-X
+// process of the local stack (redis, postgres, namesrv, proxy; "broker" is
+// the chosen broker's main process, whichever broker it is). delay-X
 // (200 ms per chunk), blackhole-X (nothing forwarded, connections kept)
 // and reset-X (every connection reset) act on the services' connections
 // to redis or postgres through a fault proxy for the outage.
@@ -63,8 +64,8 @@ import (
 // switchover-rediscluster has that replica take over by a manual
 // CLUSTER FAILOVER instead.
 var chaosScenarios = []string{
-	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv",
-	"pause-service", "pause-redis", "pause-postgres", "pause-proxy",
+	"kill-service", "kill-redis", "kill-postgres", "kill-proxy", "kill-namesrv", "kill-broker",
+	"pause-service", "pause-redis", "pause-postgres", "pause-proxy", "pause-broker",
 	"delay-redis", "blackhole-redis", "reset-redis", "delay-postgres", "blackhole-postgres", "reset-postgres",
 	"crash-consumers", "restore-redis", "failover-postgres", "lagfailover-postgres",
 	"failover-rediscluster", "switchover-rediscluster",
@@ -902,36 +903,10 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 		return endCrashPhase(ctx, r, instances, crashes)
 	}
 	if connectionFaults[action] {
-		switch action {
-		case "delay":
-			fp.SetDelay(200 * time.Millisecond)
-		case "blackhole":
-			fp.SetBlackhole()
-		case "reset":
-			fp.SetReset()
-		}
-		time.Sleep(r.down)
-		fp.SetPass()
-		return time.Now(), nil
+		return faultConnections(r, fp, action), nil
 	}
 	if target == "service" {
-		victim := instances[0]
-		if action == "pause" {
-			if err := victim.signal(syscall.SIGSTOP); err != nil {
-				return time.Time{}, err
-			}
-			time.Sleep(r.down)
-			return time.Now(), victim.signal(syscall.SIGCONT)
-		}
-		victim.killAndWait()
-		time.Sleep(r.down)
-		if err := victim.start(); err != nil {
-			return time.Time{}, err
-		}
-		if err := victim.waitLive(ctx); err != nil {
-			return time.Time{}, err
-		}
-		return time.Now(), nil
+		return faultService(ctx, r, instances[0], action)
 	}
 	if target == "redis" && r.redis != nil {
 		return faultPrivateRedis(ctx, r, action)
@@ -941,6 +916,57 @@ func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *fau
 	}
 	if target == "rediscluster" {
 		return failoverRedis(ctx, r, action == "switchover")
+	}
+	return faultStackProcess(ctx, r, action, target)
+}
+
+// faultConnections applies a connection fault (delay, blackhole or
+// reset) through the fault proxy for the outage and returns when the
+// connections pass again.
+func faultConnections(r chaosRun, fp *faultproxy.Proxy, action string) time.Time {
+	switch action {
+	case "delay":
+		fp.SetDelay(200 * time.Millisecond)
+	case "blackhole":
+		fp.SetBlackhole()
+	case "reset":
+		fp.SetReset()
+	}
+	time.Sleep(r.down)
+	fp.SetPass()
+	return time.Now()
+}
+
+// faultService pauses (SIGSTOP, the outage, SIGCONT) or kills and
+// restarts the victim instance, and returns when it is live again.
+func faultService(ctx context.Context, r chaosRun, victim *instance, action string) (time.Time, error) {
+	if action == "pause" {
+		if err := victim.signal(syscall.SIGSTOP); err != nil {
+			return time.Time{}, err
+		}
+		time.Sleep(r.down)
+		return time.Now(), victim.signal(syscall.SIGCONT)
+	}
+	victim.killAndWait()
+	time.Sleep(r.down)
+	if err := victim.start(); err != nil {
+		return time.Time{}, err
+	}
+	if err := victim.waitLive(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return time.Now(), nil
+}
+
+// faultStackProcess pauses, kills or restores (Redis from an older copy
+// of its data) the local stack's component target ("broker": the chosen
+// broker's main process) and returns when `stack.sh up` brought it back.
+func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (time.Time, error) {
+	if target == "broker" {
+		var err error
+		if target, err = brokerStackComponent(r.cfg.Broker.Name, r.cfg.Broker.Settings); err != nil {
+			return time.Time{}, err
+		}
 	}
 	pid, err := stackPID(target)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
+	"github.com/seckill-dev/seckill/adapters/brokers"
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 )
@@ -19,6 +20,9 @@ import (
 // cluster mode's, under $SECKILL_ROCKETMQ_CLUSTER_DIR/run); an empty one
 // is a process not sampled (reported missing).
 func stackProcesses(broker string, s brokerplug.Settings) [][2]string {
+	if plug, err := brokers.Lookup(broker); err == nil && len(plug.DevStack()) > 0 {
+		return pluggedStackProcesses(plug)
+	}
 	switch broker {
 	case rocketmq.PlugName:
 		return rocketMQStackProcesses()
@@ -26,6 +30,27 @@ func stackProcesses(broker string, s brokerplug.Settings) [][2]string {
 		return rabbitMQStackProcesses(s)
 	}
 	return [][2]string{{broker + " (not a process of the local stack)", ""}}
+}
+
+// pluggedStackProcesses names the processes a plug describes for the
+// local stack (brokerplug.DevProcess), by their component names.
+func pluggedStackProcesses(plug brokerplug.Plug) [][2]string {
+	var out [][2]string
+	for _, p := range plug.DevStack() {
+		out = append(out, [2]string{p.Name, p.Name})
+	}
+	return out
+}
+
+// brokerStackComponent is the stack component that scenario target
+// "broker" faults: the broker's first stack process (RocketMQ's proxy
+// with its embedded broker, the RabbitMQ node, a plug's main process).
+func brokerStackComponent(broker string, s brokerplug.Settings) (string, error) {
+	procs := stackProcesses(broker, s)
+	if len(procs) == 0 || procs[0][1] == "" || filepath.IsAbs(procs[0][1]) {
+		return "", fmt.Errorf("broker %s has no process of the local stack to fault", broker)
+	}
+	return procs[0][1], nil
 }
 
 // rocketMQStackProcesses names the local stack's RocketMQ processes: the

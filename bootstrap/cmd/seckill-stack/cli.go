@@ -100,16 +100,19 @@ Typical use:   eval "$(deploy/local/stack.sh up)"`,
 // upCmd is `up`: start what is not running and print the export lines.
 func (c *cli) upCmd() *cobra.Command {
 	var quiet, clusterFlag bool
+	var brokerClusterFlag string
 	const clusterUsage = "also the RocketMQ cluster mode (name server, broker-a, broker-b, CLUSTER-mode proxy in " +
 		"<state>/rocketmq-cluster); the RocketMQ exports then point at it ($SECKILL_STACK_ROCKETMQ_CLUSTER=1)"
 	up := &cobra.Command{
-		Use:   "up [--quiet] [--rocketmq-cluster]",
+		Use:   "up [--quiet] [--rocketmq-cluster] [--broker-cluster NAME]",
 		Short: "Start whatever is not running, apply the topics and groups, print the export lines",
 		Long: `Start whatever is not running (adopting what runs and is ours), apply the topics and groups
 (seckill topology apply, built into the state dir) and print the export lines. Only the
 export lines go to stdout; progress goes to stderr (--quiet silences it, not warnings).
 With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the default stack
-(docs/local-stack.md, "RocketMQ cluster mode") and the RocketMQ export lines point at it.`,
+(docs/local-stack.md, "RocketMQ cluster mode") and the RocketMQ export lines point at it.
+With --broker-cluster NAME it brings up the cluster mode of that broker's plug (docs/local-stack.md,
+"Other brokers") and that broker's export lines point at it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, cfg, err := c.stack(quiet)
@@ -119,17 +122,23 @@ With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the d
 			if err := s.Up(cmd.Context()); err != nil {
 				return err
 			}
-			if !c.cluster(clusterFlag) {
-				return s.WriteExports(c.stdout)
+			exports := s.Exports()
+			if c.cluster(clusterFlag) {
+				if err := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, quiet)).Up(cmd.Context()); err != nil {
+					return fmt.Errorf("rocketmq-cluster: %w", err)
+				}
+				exports = cfg.ClusterExports()
 			}
-			if err := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, quiet)).Up(cmd.Context()); err != nil {
-				return fmt.Errorf("rocketmq-cluster: %w", err)
+			exports, err = c.withBrokerCluster(cmd.Context(), cfg, c.brokerCluster(brokerClusterFlag), true, quiet, exports)
+			if err != nil {
+				return err
 			}
-			return devstack.WriteExportLines(c.stdout, cfg.ClusterExports())
+			return devstack.WriteExportLines(c.stdout, exports)
 		},
 	}
 	up.Flags().BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	up.Flags().BoolVar(&clusterFlag, "rocketmq-cluster", false, clusterUsage)
+	up.Flags().StringVar(&brokerClusterFlag, "broker-cluster", "", brokerClusterUsage)
 
 	return up
 }
@@ -137,8 +146,9 @@ With --rocketmq-cluster it then brings up the RocketMQ cluster mode beside the d
 // envCmd is `env`: the export lines of a running stack.
 func (c *cli) envCmd() *cobra.Command {
 	var envCluster bool
+	var envBrokerCluster string
 	env := &cobra.Command{
-		Use:   "env [--rocketmq-cluster]",
+		Use:   "env [--rocketmq-cluster] [--broker-cluster NAME]",
 		Short: "Print the export lines of a running stack (exit 1 if it is not healthy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -146,27 +156,38 @@ func (c *cli) envCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if !c.cluster(envCluster) {
+			broker := c.brokerCluster(envBrokerCluster)
+			if !c.cluster(envCluster) && broker == "" {
 				return s.Env(cmd.Context(), c.stdout)
 			}
 			if err := s.Env(cmd.Context(), io.Discard); err != nil {
 				return err
 			}
-			if err := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, false)).Env(cmd.Context(), io.Discard); err != nil {
-				return fmt.Errorf("rocketmq-cluster: %w", err)
+			exports := s.Exports()
+			if c.cluster(envCluster) {
+				if err := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, false)).Env(cmd.Context(), io.Discard); err != nil {
+					return fmt.Errorf("rocketmq-cluster: %w", err)
+				}
+				exports = cfg.ClusterExports()
 			}
-			return devstack.WriteExportLines(c.stdout, cfg.ClusterExports())
+			exports, err = c.withBrokerCluster(cmd.Context(), cfg, broker, false, false, exports)
+			if err != nil {
+				return err
+			}
+			return devstack.WriteExportLines(c.stdout, exports)
 		},
 	}
 	env.Flags().BoolVar(&envCluster, "rocketmq-cluster", false, "the exports of the stack with the RocketMQ cluster mode")
+	env.Flags().StringVar(&envBrokerCluster, "broker-cluster", "", "the exports with the broker NAME's cluster mode")
 	return env
 }
 
 // statusCmd is `status`: one line per component.
 func (c *cli) statusCmd() *cobra.Command {
 	var statusCluster bool
+	var statusBrokerCluster string
 	status := &cobra.Command{
-		Use:   "status [--rocketmq-cluster]",
+		Use:   "status [--rocketmq-cluster] [--broker-cluster NAME]",
 		Short: "One line per component: pid, ports, healthy, RSS (exit 1 if anything is not healthy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -175,6 +196,9 @@ func (c *cli) statusCmd() *cobra.Command {
 				return err
 			}
 			err = s.Status(cmd.Context(), c.stdout)
+			if broker := c.brokerCluster(statusBrokerCluster); broker != "" {
+				err = errors.Join(err, c.statusBrokerCluster(cmd.Context(), cfg, broker))
+			}
 			if !c.cluster(statusCluster) {
 				return err
 			}
@@ -186,31 +210,38 @@ func (c *cli) statusCmd() *cobra.Command {
 		},
 	}
 	status.Flags().BoolVar(&statusCluster, "rocketmq-cluster", false, "also the RocketMQ cluster mode's components")
+	status.Flags().StringVar(&statusBrokerCluster, "broker-cluster", "", "also the components of the broker NAME's cluster mode")
 	return status
 }
 
 // downCmd is `down`: stop what the stack started, by pid.
 func (c *cli) downCmd() *cobra.Command {
 	down := &cobra.Command{
-		Use:   "down [--purge] [--rocketmq-cluster] [postgres|redis|redis-cluster|rocketmq]...",
+		Use:   "down [--purge] [--rocketmq-cluster | --broker-cluster NAME] [postgres|redis|redis-cluster|rocketmq]...",
 		Short: "Stop the processes the stack started (by pid); --purge also deletes their data",
 		Long: `Stop the processes the stack started, by the pid in their pid file and only if they are ours
 (all components unless some are named; namesrv and proxy stand for rocketmq, redis-c1..3
 for redis-cluster). --purge also
 deletes their data: the named components' data, or the whole state dir when none is named
 (the download cache is kept). A down of the whole stack also stops the RocketMQ cluster mode when
-it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) only the cluster mode.`,
+it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) only the cluster mode.
+Likewise every broker's cluster mode (--broker-cluster NAME: only that one).`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			purge, onlyCluster := false, false
+			purge, onlyCluster, brokerCluster := false, false, ""
 			var names []string
-			for _, a := range args {
-				switch a {
-				case "--purge":
+			for i := 0; i < len(args); i++ {
+				switch a := args[i]; {
+				case a == "--purge":
 					purge = true
-				case "--rocketmq-cluster":
+				case a == "--rocketmq-cluster":
 					onlyCluster = true
-				case "-h", "--help":
+				case a == "--broker-cluster" && i+1 < len(args):
+					brokerCluster = args[i+1]
+					i++
+				case strings.HasPrefix(a, "--broker-cluster="):
+					brokerCluster = strings.TrimPrefix(a, "--broker-cluster=")
+				case a == "-h", a == "--help":
 					return cmd.Help()
 				default:
 					names = append(names, a)
@@ -220,6 +251,13 @@ it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) onl
 			if err != nil {
 				return err
 			}
+			if brokerCluster != "" {
+				bs, err := c.pluggedCluster(cfg, brokerCluster, false)
+				if err != nil {
+					return err
+				}
+				return bs.Down(cmd.Context(), purge, names)
+			}
 			cs := devstack.RocketMQClusterStack(cfg, devstack.NewLogger(c.stderr, false))
 			if onlyCluster {
 				return cs.Down(cmd.Context(), purge, names)
@@ -227,6 +265,11 @@ it exists (it lives in the state dir); --rocketmq-cluster stops (and purges) onl
 			if len(names) == 0 && cs.Exists() {
 				if err := cs.Down(cmd.Context(), false, nil); err != nil {
 					return fmt.Errorf("rocketmq-cluster: %w", err)
+				}
+			}
+			if len(names) == 0 {
+				if err := c.downBrokerClusters(cmd.Context(), cfg); err != nil {
+					return err
 				}
 			}
 			return s.Down(cmd.Context(), purge, names)

@@ -93,6 +93,27 @@ func TestRocketMQClusterWithoutAStack(t *testing.T) {
 	}
 }
 
+func TestBrokerClusterWithoutAStack(t *testing.T) {
+	out, errOut, code := run(t, nil, "env", "--broker-cluster", "kafka")
+	if code != 1 || out != "" || !strings.Contains(errOut, "is not running (or not healthy)") {
+		t.Fatalf("env --broker-cluster kafka: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, _, code = run(t, map[string]string{"SECKILL_STACK_BROKER_CLUSTER": "kafka"}, "status")
+	if code != 1 || !strings.HasPrefix(out, "no stack in ") || !strings.Contains(out, "kafka cluster mode (") {
+		t.Fatalf("status with SECKILL_STACK_BROKER_CLUSTER=kafka: exit %d, stdout %q", code, out)
+	}
+	out, errOut, code = run(t, nil, "down", "--broker-cluster", "kafka", "--purge")
+	if code != 0 || out != "" || !strings.Contains(errOut, "nothing to stop") || !strings.Contains(errOut, "kafka-cluster") {
+		t.Fatalf("down --broker-cluster kafka: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, broker := range []string{"rabbitmq", "nope"} {
+		_, errOut, code = run(t, nil, "down", "--broker-cluster="+broker)
+		if code == 0 || !strings.Contains(errOut, "--broker-cluster") {
+			t.Errorf("down --broker-cluster=%s: exit %d, stderr %q: want an error naming the flag", broker, code, errOut)
+		}
+	}
+}
+
 func TestMQAdminRunsTheToolsJVM(t *testing.T) {
 	cache := t.TempDir()
 	lib := filepath.Join(cache, "rocketmq", "9.9.9", "lib")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
 )
@@ -125,20 +124,6 @@ func (f *topologyFlags) targets(cmd *cobra.Command) ([]brokerTarget, context.Con
 	return out, ctx, cancel, nil
 }
 
-// rabbitSelected reports whether SECKILL_BROKER selects RabbitMQ and, if
-// so, returns its topology from the service's configuration.
-func rabbitSelected() (rabbitTopology, bool, error) {
-	if os.Getenv("SECKILL_BROKER") != rabbitmq.PlugName {
-		return rabbitTopology{}, false, nil
-	}
-	cfg, _, err := loadConfig()
-	if err != nil {
-		return rabbitTopology{}, true, err
-	}
-	r, err := newRabbitTopology(cfg)
-	return r, true, err
-}
-
 // where describes the broker a summary line is about.
 func (f *topologyFlags) where(t rocketmq.Topology, b brokerTarget) string {
 	s := fmt.Sprintf("prefix %q, broker %s", t.Prefix, b.ref)
@@ -245,10 +230,11 @@ brokers' and the name server's remoting ports directly (no mqadmin, no JVM); app
 work on every master broker the name server lists unless --broker or $SECKILL_ROCKETMQ_BROKER
 names one. The local stack (deploy/local/stack.sh up)
 runs apply and check; elsewhere run apply before the service starts: RocketMQ 5.5 refuses
-consumers of unknown groups. With SECKILL_BROKER=rabbitmq, apply and check work on RabbitMQ
-instead (SECKILL_RABBITMQ_URL, _PREFIX, _FIFO_SHARDS): apply declares the exchanges and quorum
-queues of adapters/rabbitmq (the service also declares them at start), check lists the missing
-ones and those declared with other arguments. add-group registers a consumer group of the
+consumers of unknown groups. With another broker (SECKILL_BROKER), apply, check and add-group
+work on that broker through its plug, from the service's configuration (its address and prefix
+settings), and the RocketMQ flags do not apply: on RabbitMQ apply declares the exchanges and
+quorum queues of adapters/rabbitmq, on Kafka it creates the topics; check lists what is missing
+or differs (the service also creates its resources at start). add-group registers a consumer group of the
 ORDER_EVENT topic for another team's consumer (on RabbitMQ: its queue bound to the exchange).`,
 		c.topologyApplyCmd(), c.topologyCheckCmd(), topologyShowCmd(c.stdout), c.addGroupCmd())
 }
@@ -281,11 +267,11 @@ Prints each difference it repaired ("applied: ..."), then the summary line ("top
   seckill topology apply --prefix T1_ --queues 4 --retry-max CG_SECKILL_AUDIT_V1=1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if r, ok, err := rabbitSelected(); ok || err != nil {
+			if t, ok, err := pluggedTopology(cmd, nil); ok || err != nil {
 				if err != nil {
 					return err
 				}
-				return r.apply(cmd.Context(), c.stdout, applyFlags.timeout)
+				return applyPlugged(cmd.Context(), c.stdout, t, applyFlags.timeout)
 			}
 			t, err := applyFlags.topology(cmd)
 			if err != nil {
@@ -317,11 +303,11 @@ with the broker's name ("broker-b: topic X: missing"), one summary line per brok
 matches. Checking every master also verifies that every topic is routed to every master.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if r, ok, err := rabbitSelected(); ok || err != nil {
+			if t, ok, err := pluggedTopology(cmd, nil); ok || err != nil {
 				if err != nil {
 					return err
 				}
-				return r.check(cmd.Context(), c.stdout, checkFlags.timeout)
+				return checkPlugged(cmd.Context(), c.stdout, t, checkFlags.timeout)
 			}
 			t, err := checkFlags.topology(cmd)
 			if err != nil {

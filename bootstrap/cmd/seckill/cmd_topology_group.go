@@ -36,7 +36,7 @@ ORDER_EVENT topic must exist (seckill topology apply). One line per broker says 
 registered, updated (the settings that differed) or already registered (nothing changed).
 Idempotent.
 
-RabbitMQ (SECKILL_BROKER=rabbitmq): a durable quorum queue NAME (after $SECKILL_RABBITMQ_PREFIX,
+Another broker (SECKILL_BROKER) through its plug. RabbitMQ: a durable quorum queue NAME (after $SECKILL_RABBITMQ_PREFIX,
 or --prefix when given) bound to the ORDER_EVENT fanout exchange, with a delivery limit of
 --retry-max and its dead-letter queue NAME.DLQ, like the service's own groups. It receives only
 messages published after it was bound. Idempotent.
@@ -63,19 +63,15 @@ CG_SECKILL_ are the service's own groups and CID_RMQ_SYS_ the broker's: both are
 			if f.timeout <= 0 {
 				return clikit.Usagef(cmd, "--timeout must be > 0")
 			}
-			if r, ok, err := rabbitSelected(); ok || err != nil {
+			var prefix *string
+			if cmd.Flags().Changed("prefix") {
+				prefix = &f.prefix
+			}
+			if t, ok, err := pluggedTopology(cmd, prefix); ok || err != nil {
 				if err != nil {
 					return err
 				}
-				if f.retries < 1 {
-					return clikit.Usagef(cmd, "--retry-max %d: a RabbitMQ delivery limit must be at least 1", f.retries)
-				}
-				if cmd.Flags().Changed("prefix") {
-					if r, err = r.withPrefix(f.prefix); err != nil {
-						return clikit.Usagef(cmd, "%v", err)
-					}
-				}
-				return r.addGroup(cmd.Context(), c.stdout, f.timeout, name, f.retries)
+				return addGroupPlugged(cmd, c.stdout, t, f.timeout, name, f.retries)
 			}
 			t, err := rocketmq.NewTopology(rocketmq.Config{TopicPrefix: f.prefix})
 			if err != nil {
