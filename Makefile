@@ -31,7 +31,7 @@ salesview: build
 	  exec go run ./examples/salesview
 
 ## unit: the tests that need no local stack (domain, in-memory adapters, API, config; application, the consumer kit and the example run on the stack); seconds.
-UNIT_PKGS = $$(go list ./... | grep -v -E '/application$$|/adapters/projector$$|/examples/|/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq|kafka)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/deploy/prometheus$$')
+UNIT_PKGS = $$(go list ./... | grep -v -E '/application$$|/adapters/projector$$|/examples/|/application/scenarios$$|/adapters/redis/clustertest$$|/adapters/(postgres|redis|rocketmq|rabbitmq|kafka)$$|/deploy/devstack$$|/adapters/testkit/(mqtest|pgtest|redisdb|redistest|benchkit)$$|/bootstrap$$|/bootstrap/cmd/|/tools/|/deploy/prometheus$$')
 unit:
 	@go test -count=1 $(UNIT_PKGS)
 
@@ -57,7 +57,7 @@ build:
 BENCH_BIN    := bin/seckill-bench
 .PHONY: build-bench
 build-bench: build
-	@go build -o $(BENCH_BIN) ./bootstrap/cmd/seckill-bench
+	@go build -o $(BENCH_BIN) ./tools/seckill-bench
 
 ## generate: regenerate protobuf/Connect code (buf, local plugins) and Wire injectors.
 generate:

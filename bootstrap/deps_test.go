@@ -24,7 +24,9 @@ const module = "github.com/seckill-dev/seckill"
 // kits under adapters/testkit are for tests only); the consumer kit
 // (adapters/projector), which outside modules import, uses only the
 // published API (proto/gen); an example under examples/ is outside code:
-// it imports only the consumer kit, the published API and examples.
+// it imports only the consumer kit, the published API and examples; the
+// tools under tools/ stand beside the composition root: they may import
+// any package, and only a tool imports theirs.
 func TestDependencyRule(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -73,6 +75,9 @@ func violation(pkg, imp string) string {
 	std := !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".")
 	local := strings.TrimPrefix(imp, module+"/")
 	layer := strings.SplitN(pkg, "/", 2)[0]
+	if internal && strings.HasPrefix(local, "tools/") && layer != "tools" {
+		return "the tools stand beside the service: only a tool imports a tool's package"
+	}
 	switch layer {
 	case "domain":
 		if !std && !(internal && strings.HasPrefix(local, "domain/")) {
@@ -132,6 +137,9 @@ func TestViolationRules(t *testing.T) {
 		bad      bool
 	}{
 		{"domain/order", "time", false},
+		{"bootstrap", module + "/tools/seckill-bench", true},
+		{"tools/seckill-bench", module + "/bootstrap", false},
+		{"tools/seckill-bench", module + "/tools/internal/pgcpu", false},
 		{"domain/order", module + "/ports", true},
 		{"domain/order", "github.com/jackc/pgx/v5", true},
 		{"ports", module + "/domain/order", false},

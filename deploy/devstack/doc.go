@@ -2,7 +2,7 @@
 // private PostgreSQL, Redis, Redis Cluster (three masters) and RocketMQ 5
 // processes (a name server and a proxy with the broker embedded) on 127.0.0.1, with all their state in one
 // directory outside the repository. The seckill-stack command
-// (bootstrap/cmd/seckill-stack) is its command line, and
+// (tools/seckill-stack) is its command line, and
 // deploy/local/stack.sh installs the packages and jars it needs and then
 // runs that command.
 //

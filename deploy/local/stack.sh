@@ -23,7 +23,7 @@
 # This script does only what needs a package manager: for `up` it installs the Debian packages (apt-get) and
 # downloads the RocketMQ jars (mvn; seckill-stack runs mvn itself for the brokers whose plug describes their
 # processes, so mvn is installed when one is selected). Then it builds the Go command that runs the stack (bin/seckill-stack from
-# bootstrap/cmd/seckill-stack, package deploy/devstack) and runs it with the same arguments.
+# tools/seckill-stack, package deploy/devstack) and runs it with the same arguments.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -268,11 +268,11 @@ rmq_download() {
 # The Go command that runs the stack
 # ---------------------------------------------------------------------------------------------------------------
 # True when $STACK_BIN is missing, was built from another checkout, or is older than a Go file of the packages it
-# is built from (deploy/devstack, bootstrap/cmd/seckill-stack, bootstrap/cmd/internal; it imports no other package
-# of this module), go.mod or go.sum.
+# is built from (deploy/devstack, tools/seckill-stack, bootstrap/clikit, and through the broker registry
+# adapters/, ports/ and domain/), go.mod or go.sum.
 stack_bin_stale() {
 	[ -x "$STACK_BIN" ] && [ "$(cat "$STACK_BIN.src" 2>/dev/null || true)" = "$REPO_DIR" ] || return 0
-	[ -n "$(cd "$REPO_DIR" && find deploy/devstack bootstrap/cmd/seckill-stack bootstrap/cmd/internal go.mod go.sum \
+	[ -n "$(cd "$REPO_DIR" && find deploy/devstack tools/seckill-stack bootstrap/clikit adapters ports domain go.mod go.sum \
 		-type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) -newer "$STACK_BIN" -print -quit)" ]
 }
 
@@ -282,9 +282,9 @@ stack_build() {
 	local t0 tmp=$STACK_BIN.$$
 	t0=$(now_ms)
 	mkdir -p "$(dirname "$STACK_BIN")"
-	if ! (cd "$REPO_DIR" && go build -o "$tmp" ./bootstrap/cmd/seckill-stack) >&2; then
+	if ! (cd "$REPO_DIR" && go build -o "$tmp" ./tools/seckill-stack) >&2; then
 		rm -f "$tmp"
-		die "go build ./bootstrap/cmd/seckill-stack failed"
+		die "go build ./tools/seckill-stack failed"
 	fi
 	mv -f "$tmp" "$STACK_BIN"
 	echo "$REPO_DIR" >"$STACK_BIN.src"

@@ -1,5 +1,5 @@
 // Package benchkit holds the measurement loops that the benchmarks
-// (bootstrap/cmd/seckill-bench) and the adapters' go test benchmarks
+// (tools/seckill-bench) and the adapters' go test benchmarks
 // share. It works on the ports only, never on an adapter's internals, and
 // like every package under adapters/testkit it is for tests and
 // benchmarks only: no production package imports it.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/bootstrap"
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"

@@ -23,7 +23,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/migrations"
 )
@@ -146,7 +146,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Errorf("the tree has no %q: %v", want, paths)
 		}
 	}
-	// The benchmarks and chaos are bootstrap/cmd/seckill-bench.
+	// The benchmarks and chaos are tools/seckill-bench.
 	for _, gone := range []string{"seckill bench", "seckill chaos"} {
 		if slices.Contains(paths, gone) {
 			t.Errorf("the service's tree has %q", gone)

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 )
 
 // defaultNamesrv is the name server of the local stack, the default of the

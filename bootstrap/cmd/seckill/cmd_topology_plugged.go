@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/adapters/brokers"
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 )
 

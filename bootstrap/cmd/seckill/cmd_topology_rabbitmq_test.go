@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/ports"
 )
 

@@ -2,7 +2,7 @@
 // commands serve the API with every worker, migrate the database, mint
 // local tokens, reconcile, rebuild the query view and operate the
 // dead-letter queue (the benchmarks and the fault-injection sale are
-// bootstrap/cmd/seckill-bench). Every command and subcommand answers -h
+// tools/seckill-bench). Every command and subcommand answers -h
 // and --help with its flags and does nothing else; `seckill config` lists
 // the SECKILL_* environment variables the service reads (see
 // bootstrap/config) and docs/cli.md describes the command tree.
@@ -13,7 +13,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 )
 
 func main() {

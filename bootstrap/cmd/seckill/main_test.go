@@ -23,7 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/testkit/redistest"
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap"
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/ports"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/deploy/devstack"
 )
 

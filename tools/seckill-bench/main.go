@@ -11,7 +11,7 @@ package main
 import (
 	"os"
 
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 )
 
 func TestExitCodes(t *testing.T) {

@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -37,6 +35,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
 // The outcomes a PlaceOrder answer is counted under. Other errors are
@@ -50,10 +49,6 @@ const (
 
 // sampleEvery is the sampler's period.
 const sampleEvery = 500 * time.Millisecond
-
-// clockTicks is the kernel's USER_HZ (sysconf(_SC_CLK_TCK)): 100 on every
-// Linux architecture Go supports, the unit of /proc/<pid>/stat's times.
-const clockTicks = 100
 
 // saleOptions are the flags of `seckill-bench sale`.
 type saleOptions struct {
@@ -680,85 +675,6 @@ func pairProcesses(procs []*saleProcess, pair *pgpair.Pair) []*saleProcess {
 		&saleProcess{name: "postgres standby", pid: pair.Standby.PID(), tree: true})
 }
 
-// procTicks reads utime+stime (and, with children, cutime+cstime) of pid
-// in clock ticks, and its parent pid.
-func procTicks(pid int, children bool) (ticks uint64, ppid int, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name (field 2) may hold spaces: fields are counted
-	// after its closing parenthesis, from field 3 (state) on.
-	s := string(b)
-	end := strings.LastIndexByte(s, ')')
-	if end < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[end+1:])
-	if len(f) < 15 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	n := 2 // utime (14), stime (15)
-	if children {
-		n = 4 // cutime (16), cstime (17)
-	}
-	for _, v := range f[11 : 11+n] {
-		x, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += x
-	}
-	return ticks, ppid, nil
-}
-
-// treeTicks is the CPU of pid and its children: its own time, the time
-// of the children it reaped, and the time of its live children (listed by
-// /proc/<pid>/task/*/children, or, on a kernel without those files, found
-// by their parent pid in every /proc/*/stat: a scan that cost the load
-// generator about a millisecond per sample).
-func treeTicks(pid int) (uint64, error) {
-	total, _, err := procTicks(pid, true)
-	if err != nil {
-		return 0, err
-	}
-	kids, err := childPIDs(pid)
-	if err == nil {
-		for _, child := range kids {
-			if t, _, err := procTicks(child, true); err == nil {
-				total += t
-			}
-		}
-		return total, nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil || child == pid {
-			continue
-		}
-		t, ppid, err := procTicks(child, true)
-		if err == nil && ppid == pid {
-			total += t
-		}
-	}
-	return total, nil
-}
-
-// processTicks is the CPU of pid in clock ticks: with its children
-// (treeTicks) when tree, else its own.
-func processTicks(pid int, tree bool) (uint64, error) {
-	if tree {
-		return treeTicks(pid)
-	}
-	t, _, err := procTicks(pid, false)
-	return t, err
-}
-
 // serviceScratch prepares a bench that starts `seckill serve`
 // subprocesses: the configuration, the seckill binary beside this one, the
 // output directory out and a scratch stack (redisPool as newScratch); the
@@ -785,40 +701,13 @@ func serviceScratch(ctx context.Context, out string, redisPool int, pgDSN string
 	return sc, exe, log, nil
 }
 
-// childPIDs lists the live children of pid from
-// /proc/<pid>/task/<tid>/children (every thread's); the error is the
-// files' (absent without CONFIG_PROC_CHILDREN).
-func childPIDs(pid int) ([]int, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var kids []int
-	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && t.Name() != strconv.Itoa(pid) {
-				continue // a thread that ended since the listing
-			}
-			return nil, err
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				kids = append(kids, c)
-			}
-		}
-	}
-	return kids, nil
-}
-
 // sample reads the process's ticks; it reports false once the process is
 // gone (its last reading is kept).
 func (p *saleProcess) sample() (uint64, bool) {
 	if p.gone {
 		return p.last, false
 	}
-	t, err := processTicks(p.pid, p.tree)
+	t, err := procstat.ProcessTicks(p.pid, p.tree)
 	if err != nil {
 		p.gone = true
 		return p.last, false
@@ -970,7 +859,7 @@ func (s *saleSampler) take(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		smp.CPUCores[p.name] = float64(t-p.last) / clockTicks / dt
+		smp.CPUCores[p.name] = float64(t-p.last) / procstat.ClockTicks / dt
 		p.last = t
 	}
 	s.series = append(s.series, smp)
@@ -1314,7 +1203,7 @@ func (s *saleSummary) addCPU(smp *saleSampler, accepted int) {
 	s.MeasuredSeconds = smp.lastAt.Sub(smp.t0).Seconds()
 	var total float64
 	for _, p := range smp.procs {
-		sec := float64(p.last-p.first) / clockTicks
+		sec := float64(p.last-p.first) / procstat.ClockTicks
 		s.CPUSeconds[p.name] = sec
 		total += sec
 		if accepted > 0 {

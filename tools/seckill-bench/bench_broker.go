@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/ports"
+
+	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
 // brokerKind is one kind of message an order makes the broker carry,
@@ -91,7 +93,7 @@ func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
 			env.Close()
 			return err
 		}
-		fmt.Fprintf(stdout, "run %d: broker idle %.1f %% of a core\n", run, idleRate*100/clockTicks)
+		fmt.Fprintf(stdout, "run %d: broker idle %.1f %% of a core\n", run, idleRate*100/procstat.ClockTicks)
 		fmt.Fprintf(stdout, "  %-24s %14s %14s %14s %14s %14s\n", "kind", "publish µs/msg", "consume µs/msg",
 			"broker µs/msg", "client µs/msg", "msgs/s (pub)")
 		for i, k := range brokerKinds {
@@ -102,10 +104,10 @@ func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			perMsg := func(ticks uint64, wall time.Duration) float64 {
 				busy := float64(ticks) - idleRate*wall.Seconds()
-				return max(busy, 0) / clockTicks * 1e6 / float64(*n)
+				return max(busy, 0) / procstat.ClockTicks * 1e6 / float64(*n)
 			}
 			pub, con := perMsg(r.pubBroker, r.pubWall), perMsg(r.conBroker, r.conWall)
-			client := float64(r.pubClient+r.conClient) / clockTicks * 1e6 / float64(*n)
+			client := float64(r.pubClient+r.conClient) / procstat.ClockTicks * 1e6 / float64(*n)
 			results[i] = append(results[i], pub+con)
 			fmt.Fprintf(stdout, "  %-24s %14.0f %14.0f %14.0f %14.0f %14.0f\n", k.name, pub, con, pub+con, client,
 				float64(*n)/r.pubWall.Seconds())
@@ -296,13 +298,13 @@ func brokerPIDs(procs [][2]string) ([]int, error) {
 // this process.
 func brokerTicks(pids []int) (broker, self uint64, err error) {
 	for _, pid := range pids {
-		t, _, err := procTicks(pid, false)
+		t, _, err := procstat.Ticks(pid, false)
 		if err != nil {
 			return 0, 0, fmt.Errorf("broker process %d: %w", pid, err)
 		}
 		broker += t
 	}
-	self, _, err = procTicks(os.Getpid(), false)
+	self, _, err = procstat.Ticks(os.Getpid(), false)
 	return broker, self, err
 }
 

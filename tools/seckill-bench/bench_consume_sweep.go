@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
 // consumeRun is one mode of `bench consume`: n messages drained in batches
@@ -186,4 +188,17 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// cpuCores is the CPU a cpuMeter's first process used since its start,
+// in cores: CPU seconds over the wall-clock seconds of wall.
+func cpuCores(m *cpuMeter, wall time.Duration) (float64, error) {
+	if wall <= 0 {
+		return 0, errors.New("cpu meter: no time measured")
+	}
+	now, err := m.read()
+	if err != nil {
+		return 0, err
+	}
+	return float64(now[0]-m.start[0]) / procstat.ClockTicks / wall.Seconds(), nil
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
 // The faults `seckill-bench cluster-sale` can inject mid-sale: SIGKILL of
@@ -244,7 +245,7 @@ type procCPU struct {
 }
 
 func (c *procCPU) read() {
-	if t, _, err := procTicks(c.pid, false); err == nil {
+	if t, _, err := procstat.Ticks(c.pid, false); err == nil {
 		c.last = t
 	}
 }
@@ -634,7 +635,7 @@ func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 					p.last = t
 				}
 			}
-			return float64(ended+t) / clockTicks
+			return float64(ended+t) / procstat.ClockTicks
 		}})
 	}
 	for _, in := range instances {
@@ -642,13 +643,13 @@ func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 			in.cmu.Lock()
 			defer in.cmu.Unlock()
 			in.cpu.read()
-			return float64(in.cpu.ended+in.cpu.last) / clockTicks
+			return float64(in.cpu.ended+in.cpu.last) / procstat.ClockTicks
 		}})
 	}
 	self := &saleProcess{name: "load generator", pid: os.Getpid()}
 	return append(out, &meter{name: self.name, role: "load", read: func() float64 {
 		t, _ := self.sample()
-		return float64(t) / clockTicks
+		return float64(t) / procstat.ClockTicks
 	}})
 }
 

@@ -1,4 +1,9 @@
-package main
+// Package pgcpu caps a running PostgreSQL server (its postmaster and every
+// backend) at a number of CPU cores with a CPU cgroup, v2 where its cpu
+// controller is usable, else v1, and restores it afterwards: the benches
+// use it to measure the service against a PostgreSQL of a known size. It
+// needs root and touches no process but the ones it is given.
+package pgcpu
 
 import (
 	"errors"
@@ -12,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
 // cgroupRoot is where the cgroup file systems are mounted: cgroup v2
@@ -179,12 +186,12 @@ func parseQuota(q string, periodUS int64, what string) (float64, bool, error) {
 	return float64(n) / float64(periodUS), true, nil
 }
 
-// cpuCap is a CPU cgroup of its own holding the local stack's PostgreSQL:
+// Cap is a CPU cgroup of its own holding a PostgreSQL server:
 // the postmaster and every process it had forked when it was made; the
 // processes it forks afterwards (new backends) inherit the cgroup. Cores
 // is the quota applied, read back from the kernel. Restore must be called
 // once the measurements are done, whatever their outcome.
-type cpuCap struct {
+type Cap struct {
 	cgroupCandidate
 	dir    string
 	cores  float64
@@ -193,24 +200,20 @@ type cpuCap struct {
 }
 
 // String says what the cap holds, for the report's header.
-func (c *cpuCap) String() string {
+func (c *Cap) String() string {
 	return fmt.Sprintf("PostgreSQL capped at %.2f cores (%d processes moved to cgroup v%d %s)", c.cores, c.moved, c.version, c.dir)
 }
 
-// capStackPostgres moves the local stack's PostgreSQL (the postmaster of
-// the data directory's postmaster.pid and its children) into a new CPU
+// CapPostgres moves the PostgreSQL server whose postmaster is pid (and
+// the postmaster's children) into a new CPU
 // cgroup allowed cores CPUs, under the cgroup it is in now: cgroup v2
 // (cpu.max) where its cpu controller is usable, else cgroup v1
 // (cpu.cfs_quota_us). It needs root. On an error nothing is left behind:
 // whatever was moved is moved back and the new cgroup removed; on success
 // the caller owns the cap and must call Restore, also on an error or a
 // cancellation of its own.
-func capStackPostgres(cores float64) (*cpuCap, error) {
+func CapPostgres(pid int, cores float64) (*Cap, error) {
 	quota, err := cpuQuota(cores, cpuCapPeriod)
-	if err != nil {
-		return nil, err
-	}
-	pid, err := stackPID("postgres") // the postmaster, as the stack recorded it
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +240,8 @@ func capStackPostgres(cores float64) (*cpuCap, error) {
 // cpuCapPeriod) and moves the postmaster pid, then its children, into
 // it: a backend forked after the postmaster moved is born inside. On an
 // error it restores what it did.
-func newCPUCap(cand cgroupCandidate, pid int, quota int64) (_ *cpuCap, err error) {
-	c := &cpuCap{cgroupCandidate: cand, dir: filepath.Join(cand.parent, fmt.Sprintf("seckill-bench-pg-%d", os.Getpid()))}
+func newCPUCap(cand cgroupCandidate, pid int, quota int64) (_ *Cap, err error) {
+	c := &Cap{cgroupCandidate: cand, dir: filepath.Join(cand.parent, fmt.Sprintf("seckill-bench-pg-%d", os.Getpid()))}
 	if cand.version == 2 {
 		sub, rerr := os.ReadFile(filepath.Join(cand.parent, "cgroup.subtree_control"))
 		if rerr != nil {
@@ -290,7 +293,7 @@ func newCPUCap(cand cgroupCandidate, pid int, quota int64) (_ *cpuCap, err error
 
 // setQuota writes quota (µs a cpuCapPeriod) into the cap's cgroup and
 // reads the cores back.
-func (c *cpuCap) setQuota(quota int64) error {
+func (c *Cap) setQuota(quota int64) error {
 	period := cpuCapPeriod.Microseconds()
 	var err error
 	switch c.version {
@@ -329,7 +332,7 @@ func (c *cpuCap) setQuota(quota int64) error {
 }
 
 // join moves the process pid (all its threads) into the cap's cgroup.
-func (c *cpuCap) join(pid int) error { return writeCgroup(c.dir, "cgroup.procs", strconv.Itoa(pid)) }
+func (c *Cap) join(pid int) error { return writeCgroup(c.dir, "cgroup.procs", strconv.Itoa(pid)) }
 
 // Restore moves every process still in the cap's cgroup back to the
 // cgroup they came from (the parent's cgroup.procs), including backends
@@ -338,7 +341,7 @@ func (c *cpuCap) join(pid int) error { return writeCgroup(c.dir, "cgroup.procs",
 // It takes no context: it must run after a cancellation. It retries while
 // processes are being forked or the kernel still counts the cgroup busy,
 // for up to about two seconds, and returns what it could not undo.
-func (c *cpuCap) Restore() error {
+func (c *Cap) Restore() error {
 	var errs []error
 	deadline := time.Now().Add(2 * time.Second)
 	for {
@@ -382,7 +385,7 @@ func (c *cpuCap) Restore() error {
 // disable undoes the cap's enabling of the cpu controller in the
 // parent's cgroup.subtree_control (cgroup v2), best effort: another
 // child of the parent may use it.
-func (c *cpuCap) disable() {
+func (c *Cap) disable() {
 	if c.enable {
 		_ = writeCgroup(c.parent, "cgroup.subtree_control", "-cpu")
 		c.enable = false
@@ -422,7 +425,7 @@ func cgroupProcs(dir string) ([]int, error) {
 // /proc/<pid>/task/*/children where the kernel has it, else by the parent
 // pid of every process in /proc.
 func postgresChildren(pid int) ([]int, error) {
-	if kids, err := childPIDs(pid); err == nil {
+	if kids, err := procstat.Children(pid); err == nil {
 		return kids, nil
 	}
 	entries, err := os.ReadDir("/proc")
@@ -435,22 +438,9 @@ func postgresChildren(pid int) ([]int, error) {
 		if err != nil || child == pid {
 			continue
 		}
-		if _, ppid, err := procTicks(child, false); err == nil && ppid == pid {
+		if _, ppid, err := procstat.Ticks(child, false); err == nil && ppid == pid {
 			kids = append(kids, child)
 		}
 	}
 	return kids, nil
-}
-
-// cpuCores is the CPU a cpuMeter's first process used since its start,
-// in cores: CPU seconds over the wall-clock seconds of wall.
-func cpuCores(m *cpuMeter, wall time.Duration) (float64, error) {
-	if wall <= 0 {
-		return 0, errors.New("cpu meter: no time measured")
-	}
-	now, err := m.read()
-	if err != nil {
-		return 0, err
-	}
-	return float64(now[0]-m.start[0]) / clockTicks / wall.Seconds(), nil
 }

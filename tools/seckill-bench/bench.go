@@ -14,6 +14,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/seckill-dev/seckill/bootstrap/config"
+
+	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
 // scratch is an isolated copy of the local stack for one run of a
@@ -143,7 +145,7 @@ func (m *cpuMeter) read() ([]uint64, error) {
 	out := make([]uint64, len(m.procs))
 	for i, p := range m.procs {
 		var err error
-		if out[i], err = processTicks(p.pid, p.tree); err != nil {
+		if out[i], err = procstat.ProcessTicks(p.pid, p.tree); err != nil {
 			return nil, err
 		}
 	}
@@ -162,7 +164,7 @@ func (m *cpuMeter) perUnit(units int64) ([]float64, error) {
 	}
 	out := make([]float64, len(now))
 	for i := range now {
-		out[i] = float64(now[i]-m.start[i]) / clockTicks * 1e6 / float64(units)
+		out[i] = float64(now[i]-m.start[i]) / procstat.ClockTicks * 1e6 / float64(units)
 	}
 	return out, nil
 }

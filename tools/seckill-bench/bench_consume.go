@@ -28,6 +28,7 @@ import (
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
+	"github.com/seckill-dev/seckill/tools/internal/pgcpu"
 )
 
 // consumeOptions are the flags of `seckill-bench consume`.
@@ -529,4 +530,15 @@ func checkpoint(ctx context.Context, dsn string) error {
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	_, err = conn.Exec(ctx, "CHECKPOINT")
 	return err
+}
+
+// capStackPostgres caps the local stack's PostgreSQL (the postmaster of
+// its pid file and the backends) at cores CPUs (pgcpu.CapPostgres); the
+// caller restores it.
+func capStackPostgres(cores float64) (*pgcpu.Cap, error) {
+	pid, err := stackPID("postgres") // the postmaster, as the stack recorded it
+	if err != nil {
+		return nil, err
+	}
+	return pgcpu.CapPostgres(pid, cores)
 }

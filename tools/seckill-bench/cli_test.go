@@ -17,14 +17,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seckill-dev/seckill/bootstrap/cmd/internal/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/clikit"
 )
 
 // buildBinaries builds seckill-bench and the service binary it starts
 // (bootstrap/cmd/seckill) into dir and returns the path of seckill-bench.
 func buildBinaries(t *testing.T, ctx context.Context, dir string) string {
 	t.Helper()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), ".", "../seckill").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), ".", "../../bootstrap/cmd/seckill").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
