@@ -30,6 +30,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
+	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
@@ -722,7 +723,7 @@ type saleSampler struct {
 	activityID int64
 	// holdsDelayed: the broker cannot delay, so the relay holds the
 	// payment-timeout rows in the outbox until they are due; those are
-	// not owed before then (countUnpublished).
+	// not owed before then (pgtest.OwedOutbox).
 	holdsDelayed bool
 	metricsURL   string
 	procs        []*saleProcess
@@ -843,7 +844,7 @@ func (s *saleSampler) take(ctx context.Context) {
 	}
 	smp.OrdersPerSec = float64(smp.Orders-s.lastOrds) / dt
 	qctx, cancel = context.WithTimeout(ctx, 400*time.Millisecond)
-	smp.OutboxUnpublished, err = countUnpublished(qctx, s.pool, s.holdsDelayed)
+	smp.OutboxUnpublished, err = pgtest.OwedOutbox(qctx, s.pool, s.holdsDelayed)
 	cancel()
 	if err != nil {
 		smp.OutboxUnpublished = -1
@@ -952,7 +953,7 @@ type saleSettle struct {
 func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleLoad, settle time.Duration) (saleSettle, error) {
 	smp.phase.Store("settle")
 	var st saleSettle
-	n, err := countUnpublished(ctx, pool, smp.holdsDelayed)
+	n, err := pgtest.OwedOutbox(ctx, pool, smp.holdsDelayed)
 	if err != nil {
 		return st, fmt.Errorf("wait for the relay: %w", err)
 	}
@@ -968,7 +969,7 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 			unresolved, scraped := smp.unresolved()
 			st.backlog = open == 0 && (!scraped || unresolved == 0)
 		}
-		n, err := countUnpublished(ctx, pool, smp.holdsDelayed)
+		n, err := pgtest.OwedOutbox(ctx, pool, smp.holdsDelayed)
 		if err != nil {
 			return st, fmt.Errorf("wait for the relay: %w", err)
 		}
@@ -986,21 +987,6 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// countUnpublished counts the outbox rows the relay owes the broker: every
-// unpublished row, except, when the relay holds delayed rows (a broker
-// without delayed delivery), those whose delivery time is still ahead.
-func countUnpublished(ctx context.Context, pool *pgxpool.Pool, holdsDelayed bool) (int64, error) {
-	q := `SELECT count(*) FROM event_outbox WHERE published_at IS NULL`
-	if holdsDelayed {
-		q += ` AND (deliver_at IS NULL OR deliver_at <= now())`
-	}
-	var n int64
-	if err := pool.QueryRow(ctx, q).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
-	}
-	return n, nil
 }
 
 // holdsDelayed reports whether the relay holds delayed rows in the outbox
