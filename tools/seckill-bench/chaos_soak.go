@@ -236,6 +236,9 @@ type soakActivity struct {
 	Invariants   []invariantCheck `json:"invariants"`
 	Violations   int64            `json:"violations"`
 	Error        string           `json:"error,omitempty"`
+	// Diagnosis is what the soak read when the activity did not come to
+	// rest (soak.diagnose).
+	Diagnosis string `json:"diagnosis,omitempty"`
 }
 
 // soakFault is one injected fault: when it began, when its component was
@@ -247,6 +250,9 @@ type soakFault struct {
 	BackAtS   float64 `json:"back_at_s"`
 	RecoveryS float64 `json:"recovery_s"`
 	Error     string  `json:"error,omitempty"`
+	// Diagnosis is what the soak read of the probe's activity when no
+	// order got through after the fault (soak.diagnose).
+	Diagnosis string `json:"diagnosis,omitempty"`
 }
 
 // chaosSoak runs `seckill-bench chaos soak`: a new activity on sale every
@@ -376,6 +382,7 @@ func (s *soak) record(a soakActivity) {
 	}
 	fmt.Fprintf(s.out, "%7.0fs activity %d: %d acknowledged, %d paid, %d canceled (%d by their buyer), at rest %.0fs after its start: %s\n",
 		a.StartedAtS, a.ID, a.Acknowledged, a.Paid, a.Canceled, a.BuyerCancels, a.RestS, state)
+	fmt.Fprint(s.out, a.Diagnosis)
 }
 
 func violatedIDs(checks []invariantCheck) string {
@@ -394,7 +401,7 @@ func (s *soak) recordFault(f soakFault) {
 	defer s.mu.Unlock()
 	s.res.Faults = append(s.res.Faults, f)
 	if f.Error != "" {
-		fmt.Fprintf(s.out, "%7.0fs fault %s: ERROR %s\n", f.AtS, f.Name, f.Error)
+		fmt.Fprintf(s.out, "%7.0fs fault %s: ERROR %s\n%s", f.AtS, f.Name, f.Error, f.Diagnosis)
 		return
 	}
 	fmt.Fprintf(s.out, "%7.0fs fault %s: back at %.0fs, recovery %.1fs\n", f.AtS, f.Name, f.BackAtS, f.RecoveryS)
@@ -421,6 +428,7 @@ func (s *soak) fault(ctx context.Context, name string) soakFault {
 	rec, err := s.probe.recovery(ctx, s, backAt)
 	if err != nil {
 		f.Error = err.Error()
+		f.Diagnosis = s.diagnose(ctx, s.probe.id)
 	}
 	f.RecoveryS = rec.Seconds()
 	return f

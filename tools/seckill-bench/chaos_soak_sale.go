@@ -45,6 +45,9 @@ func (s *soak) sale(ctx context.Context, at time.Time) soakActivity {
 	a.Acknowledged, a.Paid, a.BuyerCancels = len(acknowledgedIDs(answers)), pay.paid.Load(), cancel.paid.Load()
 	if err != nil {
 		a.Error = err.Error()
+		if errors.Is(err, errNotAtRest) {
+			a.Diagnosis = s.diagnose(ctx, a.ID)
+		}
 		return a
 	}
 	a.Invariants, a.Canceled, err = checkActivityInvariants(ctx, rig.pool, rig.httpc, rig.bases, rig.secret, a.ID, s.o.stock, answers, open)
