@@ -1,6 +1,7 @@
 package contracttest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -88,4 +89,31 @@ func parallel(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// RunLoop runs loop (a broker adapter's consumer loop, say) in a goroutine
+// of its own until stop or the end of the test. stop cancels loop's
+// context and waits up to wait for it to return, reporting its error or
+// its not returning as an error of t; it is idempotent.
+func RunLoop(t *testing.T, wait time.Duration, loop func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("run loop: %v", err)
+				}
+			case <-time.After(wait):
+				t.Errorf("run loop did not return %s after cancel", wait)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
+	"github.com/seckill-dev/seckill/adapters/contracttest"
 	"github.com/seckill-dev/seckill/adapters/kafka"
 	"github.com/seckill-dev/seckill/ports"
 )
@@ -92,25 +93,7 @@ func newEnv(t *testing.T, s kafka.Settings, redeliveries int) *env {
 // run runs loop until the end of the test (stop cancels it and waits).
 func run(t *testing.T, loop func(context.Context) error) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- loop(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("run loop: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("run loop did not return after cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return contracttest.RunLoop(t, 30*time.Second, loop)
 }
 
 // consume runs sub's consumer with h.

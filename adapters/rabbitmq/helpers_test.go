@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/contracttest"
 	"github.com/seckill-dev/seckill/adapters/rabbitmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/rabbittest"
 	"github.com/seckill-dev/seckill/ports"
@@ -48,25 +49,7 @@ func startPublisher(t *testing.T, cfg rabbitmq.Config) *rabbitmq.Publisher {
 // and waits for Run to return (idempotent).
 func startRunner(t *testing.T, r *rabbitmq.Runner) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Errorf("Run did not return after cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return contracttest.RunLoop(t, 60*time.Second, r.Run)
 }
 
 // runGroup declares sub in env and runs a runner of it with h.
