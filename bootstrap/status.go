@@ -68,6 +68,13 @@ type StatusPage struct {
 	mu      sync.Mutex
 	pending *statusCall // the snapshot being built, nil when none
 
+	messagingMu sync.Mutex
+	// lastMessaging is the last messaging snapshot read in full, and
+	// lastMessagingAt when (zero before the first): shown, with its age,
+	// when a later read does not finish within statusTimeout.
+	lastMessaging   ports.MessagingSnapshot
+	lastMessagingAt time.Time
+
 	samplesMu sync.Mutex
 	// samples are the orders counts of the shown activity SKUs at the
 	// last snapshots, oldest first (see ordersPerSecond).
@@ -384,7 +391,7 @@ func (p *StatusPage) build(ctx context.Context) Status {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		snap, snapErr = p.messaging.MessagingSnapshot(ctx)
+		snap, snapErr = p.messagingSnapshot(ctx, now)
 	}()
 	go func() {
 		defer wg.Done()
@@ -400,6 +407,25 @@ func (p *StatusPage) build(ctx context.Context) Status {
 	p.addLimits(&st.Consumers)
 	st.Publisher = publisherSection(snap, snapErr)
 	return st
+}
+
+// messagingSnapshot reads the broker's state. A read that succeeds is
+// kept; one that fails with nothing read (the gathering did not finish in
+// time on a starved process, say) is answered with the last one kept,
+// its error saying how old those figures are, so that the page shows the
+// groups it showed a moment ago rather than none.
+func (p *StatusPage) messagingSnapshot(ctx context.Context, now time.Time) (ports.MessagingSnapshot, error) {
+	snap, err := p.messaging.MessagingSnapshot(ctx)
+	p.messagingMu.Lock()
+	defer p.messagingMu.Unlock()
+	switch {
+	case err == nil:
+		p.lastMessaging, p.lastMessagingAt = snap, now
+	case len(snap.Groups) == 0 && !p.lastMessagingAt.IsZero():
+		err = fmt.Errorf("%w; the figures shown were read %s ago", err, now.Sub(p.lastMessagingAt).Round(time.Millisecond))
+		snap = p.lastMessaging
+	}
+	return snap, err
 }
 
 // activitySection lists the activity SKUs scheduled or on sale at now
