@@ -35,10 +35,13 @@ func (Plug) DevStack() []brokerplug.DevProcess {
 
 // The cluster mode's nodes: node i (1..3) listens for clients on
 // devClusterClientPort + 100*i and for its controller quorum on the next
-// port.
+// port. The ports lie below Linux's ephemeral range (32768 and up) and
+// below the 20000-31999 the stack's tests pick from: the cluster starts
+// while other tests hold thousands of client connections, one of which
+// could otherwise sit on a node's port.
 const (
 	devClusterNodes      = 3
-	devClusterClientPort = 59092
+	devClusterClientPort = 19092
 	// devClusterID is the cluster mode's cluster id, fixed as the single
 	// node's is.
 	devClusterID = "c2Vja2lsbC1rYWZrYS0zAA"
@@ -158,9 +161,17 @@ delete.topic.enable=true
 log.cleaner.dedupe.buffer.size=8388608
 `
 
-// devLog4j sends the broker's log to <dir>/logs/server.log.
+// devLog4j sends the broker's log to <dir>/logs/server.log, and its
+// errors also to standard output, whose end the stack shows when a node
+// exits during its start (the reason it gave up).
 const devLog4j = `name=seckill-kafka
 status=warn
+appender.console.type=Console
+appender.console.name=STDOUT
+appender.console.layout.type=PatternLayout
+appender.console.layout.pattern=[%d] %p %m (%c)%n
+appender.console.filter.threshold.type=ThresholdFilter
+appender.console.filter.threshold.level=ERROR
 appender.file.type=File
 appender.file.name=FILE
 appender.file.fileName={{dir}}/logs/server.log
@@ -168,6 +179,7 @@ appender.file.layout.type=PatternLayout
 appender.file.layout.pattern=[%d] %p %m (%c)%n
 rootLogger.level=INFO
 rootLogger.appenderRef.file.ref=FILE
+rootLogger.appenderRef.console.ref=STDOUT
 logger.kafka-request.name=kafka.request.logger
 logger.kafka-request.level=WARN
 logger.state-change.name=state.change.logger

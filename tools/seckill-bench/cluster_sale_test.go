@@ -113,7 +113,7 @@ func TestClusterSale(t *testing.T) {
 // stopped by PID when the test ends.
 func startPrivateRocketMQCluster(t *testing.T, ctx context.Context) (*devstack.Stack, devstack.Config) {
 	t.Helper()
-	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
