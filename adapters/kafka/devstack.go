@@ -27,7 +27,9 @@ const (
 // (kafka.tools.StorageTool format --standalone), then kafka.Kafka with
 // a 512 MiB heap. It is ready when both listeners accept connections.
 func (Plug) DevStack() []brokerplug.DevProcess {
-	p := devNode("kafka", devServerProperties, []int{devClientPort, devControllerPort})
+	props := strings.NewReplacer("{{client}}", strconv.Itoa(devClientPort),
+		"{{controller}}", strconv.Itoa(devControllerPort)).Replace(devServerProperties)
+	p := devNode("kafka", props, []int{devClientPort, devControllerPort})
 	p.Setup.Args = append(p.Setup.Args, "--standalone")
 	p.Env = []string{"SECKILL_KAFKA_BROKERS=127.0.0.1:" + strconv.Itoa(devClientPort)}
 	return []brokerplug.DevProcess{p}
@@ -139,12 +141,12 @@ log.cleaner.dedupe.buffer.size=8388608
 const devServerProperties = `# Written by the local stack on every start.
 process.roles=broker,controller
 node.id=1
-listeners=PLAINTEXT://127.0.0.1:59092,CONTROLLER://127.0.0.1:59093
-advertised.listeners=PLAINTEXT://127.0.0.1:59092
+listeners=PLAINTEXT://127.0.0.1:{{client}},CONTROLLER://127.0.0.1:{{controller}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{client}}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-controller.quorum.bootstrap.servers=127.0.0.1:59093
+controller.quorum.bootstrap.servers=127.0.0.1:{{controller}}
 log.dirs={{dir}}/data
 num.partitions=1
 default.replication.factor=1
