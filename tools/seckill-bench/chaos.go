@@ -962,13 +962,7 @@ func faultService(ctx context.Context, r chaosRun, victim *instance, action stri
 // of its data) the local stack's component target ("broker": the chosen
 // broker's main process) and returns when `stack.sh up` brought it back.
 func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (time.Time, error) {
-	if target == "broker" {
-		var err error
-		if target, err = brokerStackComponent(r.cfg.Broker.Name, r.cfg.Broker.Settings); err != nil {
-			return time.Time{}, err
-		}
-	}
-	pid, err := stackPID(target)
+	pid, err := faultedPID(r, &target)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -1012,6 +1006,25 @@ func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (
 		return time.Time{}, fmt.Errorf("%s up after killing %s: %w\n%s", r.stackScript, target, err, out)
 	}
 	return time.Now(), nil
+}
+
+// faultedPID is the pid of the stack process *target names; "broker"
+// becomes the name of the chosen broker's process it faults (the first
+// node of its cluster mode when the stack runs that).
+func faultedPID(r chaosRun, target *string) (int, error) {
+	if *target != "broker" {
+		return stackPID(*target)
+	}
+	name, file, err := brokerStackProcess(r.cfg.Broker.Name, r.cfg.Broker.Settings)
+	if err != nil {
+		return 0, err
+	}
+	*target = name
+	pid, err := pidFromFile(file)
+	if err != nil {
+		return 0, fmt.Errorf("pid of %s: %w", name, err)
+	}
+	return pid, nil
 }
 
 // failoverPostgres kills the pair's primary (by PID) and promotes its

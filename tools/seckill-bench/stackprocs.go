@@ -33,24 +33,47 @@ func stackProcesses(broker string, s brokerplug.Settings) [][2]string {
 }
 
 // pluggedStackProcesses names the processes a plug describes for the
-// local stack (brokerplug.DevProcess), by their component names.
+// local stack (brokerplug.DevProcess), by their component names. When
+// SECKILL_STACK_BROKER_CLUSTER names the plug (the stack's exports of its
+// cluster mode, `seckill-stack up --broker-cluster NAME`, set it) they
+// are the cluster's nodes instead (brokerplug.Plug.DevCluster), by
+// absolute pid file path under $SECKILL_STACK_DIR/<broker>-cluster/run.
 func pluggedStackProcesses(plug brokerplug.Plug) [][2]string {
 	var out [][2]string
+	if nodes := plug.DevCluster(); len(nodes) > 0 && os.Getenv("SECKILL_STACK_BROKER_CLUSTER") == plug.Name() {
+		run := filepath.Join(os.Getenv("SECKILL_STACK_DIR"), plug.Name()+"-cluster", "run")
+		if abs, err := filepath.Abs(run); err == nil {
+			run = abs
+		}
+		for _, p := range nodes {
+			out = append(out, [2]string{p.Name, filepath.Join(run, p.Name+".pid")})
+		}
+		return out
+	}
 	for _, p := range plug.DevStack() {
 		out = append(out, [2]string{p.Name, p.Name})
 	}
 	return out
 }
 
-// brokerStackComponent is the stack component that scenario target
-// "broker" faults: the broker's first stack process (RocketMQ's proxy
-// with its embedded broker, the RabbitMQ node, a plug's main process).
-func brokerStackComponent(broker string, s brokerplug.Settings) (string, error) {
+// brokerStackProcess is the process that scenario target "broker" faults:
+// the broker's first stack process (RocketMQ's proxy with its embedded
+// broker, the RabbitMQ node, a plug's main process, the first node of a
+// plug's cluster mode), as a name and its pid file (a stack component's,
+// or an absolute path).
+func brokerStackProcess(broker string, s brokerplug.Settings) (name, pidFile string, err error) {
 	procs := stackProcesses(broker, s)
-	if len(procs) == 0 || procs[0][1] == "" || filepath.IsAbs(procs[0][1]) {
-		return "", fmt.Errorf("broker %s has no process of the local stack to fault", broker)
+	if len(procs) == 0 || procs[0][1] == "" {
+		return "", "", fmt.Errorf("broker %s has no process of the local stack to fault", broker)
 	}
-	return procs[0][1], nil
+	if filepath.IsAbs(procs[0][1]) {
+		return procs[0][0], procs[0][1], nil
+	}
+	dir, err := stackDir()
+	if err != nil {
+		return "", "", err
+	}
+	return procs[0][1], filepath.Join(dir, "run", procs[0][1]+".pid"), nil
 }
 
 // rocketMQStackProcesses names the local stack's RocketMQ processes: the

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/seckill-dev/seckill/adapters/kafka"
 )
 
 // TestRocketMQStackProcesses: without SECKILL_ROCKETMQ_CLUSTER_DIR the
@@ -63,5 +65,29 @@ func TestListensOn(t *testing.T) {
 	}
 	if listensOn(os.Getpid(), strconv.Itoa(port+1)) || listensOn(os.Getpid(), "x") {
 		t.Errorf("listensOn found a port this process does not listen on")
+	}
+}
+
+// TestPluggedClusterProcesses: with SECKILL_STACK_BROKER_CLUSTER naming
+// the Kafka plug, the broker's processes are its cluster mode's three
+// nodes by absolute pid file path, and scenario target "broker" faults
+// the first node; without it, the single node of the default stack.
+func TestPluggedClusterProcesses(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SECKILL_STACK_DIR", dir)
+	t.Setenv("SECKILL_STACK_BROKER_CLUSTER", "")
+	name, file, err := brokerStackProcess(kafka.PlugName, nil)
+	if err != nil || name != "kafka" || file != filepath.Join(dir, "run", "kafka.pid") {
+		t.Fatalf("default stack: %q %q %v", name, file, err)
+	}
+	t.Setenv("SECKILL_STACK_BROKER_CLUSTER", kafka.PlugName)
+	run := filepath.Join(dir, "kafka-cluster", "run")
+	want := [][2]string{{"kafka-n1", filepath.Join(run, "kafka-n1.pid")}, {"kafka-n2", filepath.Join(run, "kafka-n2.pid")},
+		{"kafka-n3", filepath.Join(run, "kafka-n3.pid")}}
+	if got := stackProcesses(kafka.PlugName, nil); !slices.Equal(got, want) {
+		t.Fatalf("cluster mode: %v, want %v", got, want)
+	}
+	if name, file, err = brokerStackProcess(kafka.PlugName, nil); err != nil || name != "kafka-n1" || file != want[0][1] {
+		t.Fatalf("cluster mode: faults %q %q %v, want kafka-n1", name, file, err)
 	}
 }

@@ -51,7 +51,11 @@ func (c *cli) withBrokerCluster(ctx context.Context, cfg devstack.Config, broker
 	if err != nil {
 		return nil, fmt.Errorf("%s-cluster: %w", broker, err)
 	}
-	return devstack.OverrideExports(exports, cs.ClusterExports()), nil
+	// The shell that evaluates the exports keeps the cluster mode chosen:
+	// a later `up` from it (a chaos run restarting a node it killed) brings
+	// the cluster's nodes up too, and the tools find their pid files.
+	selected := devstack.Export{Name: "SECKILL_STACK_BROKER_CLUSTER", Value: broker}
+	return devstack.OverrideExports(exports, append(cs.ClusterExports(), selected)), nil
 }
 
 // statusBrokerCluster prints the status of broker's cluster mode.
