@@ -21,6 +21,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/api"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // answersOptions are the flags of `seckill-bench answers`.
@@ -72,11 +73,11 @@ func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer sc.Close()
-	redisPID, err := stackPID("redis")
+	redisPID, err := benchenv.StackPID("redis")
 	if err != nil {
 		return err
 	}
-	db := strconv.Itoa(sc.cfg.Redis.DB)
+	db := strconv.Itoa(sc.Config.Redis.DB)
 	modes := []answerMode{
 		{name: "service: sold-out answer"},
 		{name: "floor: bare answer", floorArgs: []string{}},
@@ -127,9 +128,9 @@ func parseAnswersOptions(args []string) (answersOptions, error) {
 // o.calls measured ones, and stops the server. offset keeps the buyers of
 // every mode and run apart (a token is new to the server that verifies
 // it, as in the sold-out phase of a sale).
-func answerRun(ctx context.Context, sc *scratch, o answersOptions, m answerMode, exe, self string, redisPID, offset int) (answerFigures, error) {
+func answerRun(ctx context.Context, sc *benchenv.Scratch, o answersOptions, m answerMode, exe, self string, redisPID, offset int) (answerFigures, error) {
 	activityID := benchActivityID()
-	var in *instance
+	var in *benchenv.Instance
 	var err error
 	if m.floorArgs == nil {
 		if in, err = startSaleService(ctx, sc, exe, o.out); err != nil {
@@ -138,22 +139,20 @@ func answerRun(ctx context.Context, sc *scratch, o answersOptions, m answerMode,
 	} else if in, err = startAnswerFloor(ctx, self, o.out, m.floorArgs); err != nil {
 		return answerFigures{}, err
 	}
-	defer func() { in.stop(); _ = in.logFile.Close() }()
-	base := "http://" + in.api
-	in.mu.Lock()
-	pid := in.cmd.Process.Pid
-	in.mu.Unlock()
+	defer func() { in.Stop(); _ = in.LogFile.Close() }()
+	base := "http://" + in.API
+	pid := in.PID()
 	if m.floorArgs == nil {
 		// One unit: the first warm-up call takes it, every later call is
 		// answered sold out.
 		adminHTTP := &http.Client{Timeout: 10 * time.Second}
-		if err := createSaleActivity(ctx, adminHTTP, base, []byte(sc.cfg.AuthSecret), activityID, 1, time.Hour, 1); err != nil {
+		if err := createSaleActivity(ctx, adminHTTP, base, []byte(sc.Config.AuthSecret), activityID, 1, time.Hour, 1); err != nil {
 			return answerFigures{}, fmt.Errorf("create the activity: %w", err)
 		}
 	}
 	load := func(n, from int) (*saleLoad, error) {
 		l, err := newSaleLoad(saleOptions{Stock: 1, Buyers: n, Attempts: 1, Clients: o.clients, Protocol: o.protocol, userOffset: from},
-			base, []byte(sc.cfg.AuthSecret), activityID)
+			base, []byte(sc.Config.AuthSecret), activityID)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +170,7 @@ func answerRun(ctx context.Context, sc *scratch, o answersOptions, m answerMode,
 // children), Redis and this process spent meanwhile by its answers; every
 // answer must be SOLD_OUT.
 func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFigures, error) {
-	cpu, err := startCPUMeter(meteredProc{pid: pid, tree: true}, meteredProc{pid: redisPID}, selfProc())
+	cpu, err := benchenv.StartCPUMeter(benchenv.MeteredProc{PID: pid, Tree: true}, benchenv.MeteredProc{PID: redisPID}, benchenv.SelfProc())
 	if err != nil {
 		return answerFigures{}, err
 	}
@@ -182,7 +181,7 @@ func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFi
 	}
 	wall := time.Since(t0)
 	answers := l.counts[0].Load() + l.counts[1].Load() + l.counts[2].Load() + l.counts[3].Load()
-	per, err := cpu.perUnit(answers)
+	per, err := cpu.PerUnit(answers)
 	if err != nil {
 		return answerFigures{}, err
 	}
@@ -217,20 +216,20 @@ func writeAnswerMedians(w io.Writer, modes []answerMode, results [][]answerFigur
 
 // startAnswerFloor starts `seckill-bench answer-floor` (this binary) on a
 // free loopback port with args and waits until it serves.
-func startAnswerFloor(ctx context.Context, self, dir string, args []string) (*instance, error) {
-	in, err := newInstance("answer-floor", self, dir)
+func startAnswerFloor(ctx context.Context, self, dir string, args []string) (*benchenv.Instance, error) {
+	in, err := benchenv.NewInstance("answer-floor", self, dir)
 	if err != nil {
 		return nil, err
 	}
-	in.args = append([]string{"answer-floor", "--addr", in.api}, args...)
-	if err := in.start(); err != nil {
-		_ = in.logFile.Close()
+	in.Args = append([]string{"answer-floor", "--addr", in.API}, args...)
+	if err := in.Start(); err != nil {
+		_ = in.LogFile.Close()
 		return nil, err
 	}
-	if err := waitReady(ctx, "http://"+in.api+"/readyz", 30*time.Second); err != nil {
-		in.stop()
-		_ = in.logFile.Close()
-		return nil, fmt.Errorf("floor server: %w (log: %s)", err, in.logFile.Name())
+	if err := waitReady(ctx, "http://"+in.API+"/readyz", 30*time.Second); err != nil {
+		in.Stop()
+		_ = in.LogFile.Close()
+		return nil, fmt.Errorf("floor server: %w (log: %s)", err, in.LogFile.Name())
 	}
 	return in, nil
 }
@@ -248,7 +247,7 @@ func answerFloor(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	h := &floorHandler{}
 	if *db >= 0 {
-		cfg, _, err := loadConfig()
+		cfg, _, err := benchenv.LoadConfig()
 		if err != nil {
 			return err
 		}

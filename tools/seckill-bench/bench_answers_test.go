@@ -11,6 +11,7 @@ import (
 
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // TestFloorAnswerIsTheSoldOutAnswer checks that the floor server's answer
@@ -22,7 +23,7 @@ func TestFloorAnswerIsTheSoldOutAnswer(t *testing.T) {
 	mux.Handle(seckillv1connect.NewOrderServiceHandler(&floorHandler{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	client := seckillv1connect.NewOrderServiceClient(srv.Client(), srv.URL, connect.WithCodec(saleJSONCodec{}))
+	client := seckillv1connect.NewOrderServiceClient(srv.Client(), srv.URL, connect.WithCodec(benchenv.SaleJSONCodec{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := client.PlaceOrder(ctx, connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: "sale-1-0"}))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-dev/seckill/ports"
 
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
@@ -71,15 +72,15 @@ func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
 	if *n < 1 || *runs < 1 || *senders < 1 || *batch < 1 || *concurrency < 1 || *idle <= 0 {
 		return errors.New("--messages, --runs, --senders, --batch and --concurrency must be positive, --idle above 0")
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "seckill-bench broker: %s, %d cores, %d messages per kind, %d senders, consumer batch %d x %d\n\n",
-		brokerText(cfg), runtime.NumCPU(), *n, *senders, *batch, *concurrency)
+		benchenv.BrokerText(cfg), runtime.NumCPU(), *n, *senders, *batch, *concurrency)
 	results := make([][]float64, len(brokerKinds)) // broker µs per message, idle subtracted, per run
 	for run := 1; run <= *runs; run++ {
-		env, err := newBenchEnv(ctx, cfg, log)
+		env, err := benchenv.NewNamespace(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
@@ -126,7 +127,7 @@ func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // brokerKindRun publishes n messages of kind k into env and consumes them.
-func brokerKindRun(ctx context.Context, env *benchNamespace, pids []int, k brokerKind, n, senders, batch, concurrency int,
+func brokerKindRun(ctx context.Context, env *benchenv.Namespace, pids []int, k brokerKind, n, senders, batch, concurrency int,
 	log *slog.Logger) (brokerRun, error) {
 	var r brokerRun
 	pub, closePub, err := env.Publisher(ctx, 5*time.Second, log)
@@ -276,9 +277,9 @@ func brokerPIDs(procs [][2]string) ([]int, error) {
 		var pid int
 		var err error
 		if filepath.IsAbs(p[1]) {
-			pid, err = pidFromFile(p[1])
+			pid, err = benchenv.PIDFromFile(p[1])
 		} else {
-			pid, err = stackPID(p[1])
+			pid, err = benchenv.StackPID(p[1])
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"runtime"
 	"slices"
 	"sync"
@@ -28,6 +25,7 @@ import (
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/pgcpu"
 )
 
@@ -57,7 +55,7 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
@@ -73,7 +71,7 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 		cfg.Postgres.DSN = config.Secret(pair.Primary.URL("postgres"))
 		fmt.Fprintf(stdout, "PostgreSQL: a private primary (port %d) with a %s standby (port %d)\n", pair.Primary.Port, o.standby, pair.Standby.Port)
 	}
-	rc, releaseRedis, err := scratchRedis(ctx, cfg, 0)
+	rc, releaseRedis, err := benchenv.ScratchRedis(ctx, cfg, 0)
 	if err != nil {
 		return err
 	}
@@ -136,7 +134,7 @@ func parseConsumeFlags(args []string) (consumeOptions, error) {
 // and how the best compares with the ceiling.
 func compareBatches(ctx context.Context, stdout io.Writer, cfg config.Config, rc *goredis.Client, log *slog.Logger, o consumeOptions) error {
 	fmt.Fprintf(stdout, "seckill-bench consume: %s, %d cores, %d messages per mode for one hot SKU, %d concurrent transactions, PostgreSQL pool %d, fresh database\n\n",
-		brokerText(cfg), runtime.NumCPU(), o.n, o.concurrency, cfg.Postgres.MaxConns)
+		benchenv.BrokerText(cfg), runtime.NumCPU(), o.n, o.concurrency, cfg.Postgres.MaxConns)
 	fmt.Fprintln(stdout, consumeHeader())
 	var best float64
 	for _, batch := range o.batches {
@@ -195,7 +193,7 @@ type consumeSetup struct {
 // PostgreSQL used while the mode was measured.
 func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log *slog.Logger, run consumeRun) (consumeResult, error) {
 	s := &consumeSetup{cfg: cfg, log: log}
-	dsn, dropDB, err := scratchDatabase(ctx, string(cfg.Postgres.DSN), log)
+	dsn, dropDB, err := benchenv.ScratchDatabase(ctx, string(cfg.Postgres.DSN), log)
 	if err != nil {
 		return consumeResult{}, err
 	}
@@ -250,11 +248,11 @@ func (s *consumeSetup) measureDirect(ctx context.Context, run consumeRun) (consu
 	s.checkpoint(ctx)
 	const topic, group = "direct", "direct"
 	handler := application.NewCreateOrders(s.store, s.rs, s.acts, s.fp, s.log, group, s.policy)
-	pg, err := stackMeteredProc("postgres", true)
+	pg, err := benchenv.StackMeteredProc("postgres", true)
 	if err != nil {
 		return consumeResult{}, err
 	}
-	cpu, err := startCPUMeter(selfProc(), pg)
+	cpu, err := benchenv.StartCPUMeter(benchenv.SelfProc(), pg)
 	if err != nil {
 		return consumeResult{}, err
 	}
@@ -268,7 +266,7 @@ func (s *consumeSetup) measureDirect(ctx context.Context, run consumeRun) (consu
 	}
 	elapsed := time.Since(start)
 	pgCores := -1.0
-	if per, err := cpu.perUnit(int64(created)); err == nil {
+	if per, err := cpu.PerUnit(int64(created)); err == nil {
 		run.report(fmt.Sprintf("handler alone, CPU per order: %.0f µs (this process %.0f, PostgreSQL %.0f)", per[0]+per[1], per[0], per[1]))
 		pgCores = per[1] * float64(created) / 1e6 / elapsed.Seconds()
 	} else {
@@ -283,7 +281,7 @@ func (s *consumeSetup) measureDirect(ctx context.Context, run consumeRun) (consu
 // metered, and returns what was measured; the limiter's last state goes
 // to run's notes.
 func (s *consumeSetup) measureThroughBroker(ctx context.Context, run consumeRun) (consumeResult, error) {
-	env, err := newBenchEnv(ctx, s.cfg, s.log)
+	env, err := benchenv.NewNamespace(ctx, s.cfg, s.log)
 	if err != nil {
 		return consumeResult{}, err
 	}
@@ -333,7 +331,7 @@ func (s *consumeSetup) measureThroughBroker(ctx context.Context, run consumeRun)
 // handler on the mode's store and, when run.adaptive, the adaptive limits
 // it runs under. It returns the consumer's run function and the limits
 // (nil when not adaptive).
-func (s *consumeSetup) orderConsumer(env *benchNamespace, run consumeRun) (func(context.Context) error, *application.ConsumerLimits, error) {
+func (s *consumeSetup) orderConsumer(env *benchenv.Namespace, run consumeRun) (func(context.Context) error, *application.ConsumerLimits, error) {
 	sub, _ := ports.SubscriptionOf(ports.GroupOrderCreate)
 	handler := application.NewCreateOrders(s.store, s.rs, s.acts, s.fp, s.log, env.Group(sub.Group), s.policy)
 	var limit ports.ConcurrencyLimit
@@ -476,50 +474,6 @@ func checkOrders(ctx context.Context, store *postgres.Store, act ports.Activity,
 	return "hold (orders = stock, final stock 0)"
 }
 
-// scratchDatabase creates an empty database next to the one dsn names,
-// migrates it and returns its DSN and a function that drops it, so that
-// every run measures the same table sizes.
-func scratchDatabase(ctx context.Context, dsn string, log *slog.Logger) (string, func(), error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", nil, fmt.Errorf("parse SECKILL_PG_DSN: %w", err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "seckill_bench_" + hex.EncodeToString(b)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return "", nil, err
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create scratch database (the role needs CREATEDB): %w", err)
-	}
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			log.Warn("drop scratch database", "database", name, "error", err)
-			return
-		}
-		defer func() { _ = c.Close(context.Background()) }()
-		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			log.Warn("drop scratch database", "database", name, "error", err)
-		}
-	}
-	u.Path = "/" + name
-	m, err := postgres.NewMigrator(u.String(), log)
-	if err != nil {
-		drop()
-		return "", nil, err
-	}
-	defer func() { _ = m.Close() }()
-	if _, err := m.Up(ctx); err != nil {
-		drop()
-		return "", nil, err
-	}
-	return u.String(), drop, nil
-}
-
 // checkpoint flushes the WAL of earlier work so that a measurement does
 // not pay for a checkpoint caused by the previous one.
 func checkpoint(ctx context.Context, dsn string) error {
@@ -536,7 +490,7 @@ func checkpoint(ctx context.Context, dsn string) error {
 // its pid file and the backends) at cores CPUs (pgcpu.CapPostgres); the
 // caller restores it.
 func capStackPostgres(cores float64) (*pgcpu.Cap, error) {
-	pid, err := stackPID("postgres") // the postmaster, as the stack recorded it
+	pid, err := benchenv.StackPID("postgres") // the postmaster, as the stack recorded it
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-dev/seckill/application"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
@@ -61,15 +62,15 @@ func (r consumeResult) String() string {
 // postgresMeter reads the CPU of the local stack's PostgreSQL (the
 // postmaster and its backends) over one measured mode; a nil meter (the
 // stack's pid file unreadable, or a reading failed) reads nothing.
-type postgresMeter struct{ m *cpuMeter }
+type postgresMeter struct{ m *benchenv.CPUMeter }
 
 // startPostgresMeter starts reading PostgreSQL's CPU; when it cannot, it
 // says so in log and returns a meter that reads nothing.
 func startPostgresMeter(log *slog.Logger) postgresMeter {
-	pg, err := stackMeteredProc("postgres", true)
+	pg, err := benchenv.StackMeteredProc("postgres", true)
 	if err == nil {
-		var m *cpuMeter
-		if m, err = startCPUMeter(pg); err == nil {
+		var m *benchenv.CPUMeter
+		if m, err = benchenv.StartCPUMeter(pg); err == nil {
 			return postgresMeter{m: m}
 		}
 	}
@@ -105,7 +106,7 @@ func (r consumeRun) report(s string) {
 func consumeSweep(ctx context.Context, stdout io.Writer, cfg config.Config, rc *goredis.Client, log *slog.Logger, base consumeRun,
 	levels []int) error {
 	fmt.Fprintf(stdout, "seckill-bench consume --sweep: %s, %d cores, %d messages per mode for one hot SKU, batch %d, PostgreSQL pool %d, "+
-		"delay inside each transaction %v, fresh database per mode\n\n", brokerText(cfg), runtime.NumCPU(), base.n, base.batch,
+		"delay inside each transaction %v, fresh database per mode\n\n", benchenv.BrokerText(cfg), runtime.NumCPU(), base.n, base.batch,
 		cfg.Postgres.MaxConns, base.slow)
 	fmt.Fprintln(stdout, consumeHeader())
 	var best consumeResult
@@ -192,13 +193,13 @@ func btoi(b bool) int {
 
 // cpuCores is the CPU a cpuMeter's first process used since its start,
 // in cores: CPU seconds over the wall-clock seconds of wall.
-func cpuCores(m *cpuMeter, wall time.Duration) (float64, error) {
+func cpuCores(m *benchenv.CPUMeter, wall time.Duration) (float64, error) {
 	if wall <= 0 {
 		return 0, errors.New("cpu meter: no time measured")
 	}
-	now, err := m.read()
+	now, err := m.Read()
 	if err != nil {
 		return 0, err
 	}
-	return float64(now[0]-m.start[0]) / procstat.ClockTicks / wall.Seconds(), nil
+	return float64(now[0]-m.Start[0]) / procstat.ClockTicks / wall.Seconds(), nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // eventsOptions are the flags of `seckill-bench events`.
@@ -116,21 +117,21 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
 	cfg.Events.MaxStreams = max(cfg.Events.MaxStreams, o.subscribers+8)
-	sc, err := newScratch(ctx, cfg, log, 300)
+	sc, err := benchenv.NewScratch(ctx, cfg, log, 300)
 	if err != nil {
 		return err
 	}
 	defer sc.Close()
-	cfg = sc.cfg
+	cfg = sc.Config
 	// The reconciler would find the bench's orders without Redis
 	// reservations; it is not part of what is measured.
 	cfg.Workers.ReconcileInterval = 0
-	store, err := postgres.Open(ctx, postgres.Config{DSN: sc.dsn, MaxConns: 8}, prometheus.NewRegistry(), log)
+	store, err := postgres.Open(ctx, postgres.Config{DSN: sc.DSN, MaxConns: 8}, prometheus.NewRegistry(), log)
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	nOrders := (o.events + 2) / 3
 	r.res.Events = 3 * nOrders
 	fmt.Fprintf(stdout, "seckill-bench events: %s, %d cores (GOMAXPROCS %d), %d events in the store (%d paid orders), %d rounds, fresh database\n\n",
-		brokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), r.res.Events, nOrders, o.rounds)
+		benchenv.BrokerText(cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), r.res.Events, nOrders, o.rounds)
 	if err := r.fillStore(ctx, nOrders); err != nil {
 		return err
 	}
@@ -223,9 +224,9 @@ func (r *eventsRun) measureOnService(ctx context.Context, stdout io.Writer) erro
 	}
 	defer cleanup()
 	if r.opts.subscribers == 0 {
-		keepWorkers(app, "backlog-gate", "sent-marker", "event-tail", "event-sequencer")
+		benchenv.KeepWorkers(app, "backlog-gate", "sent-marker", "event-tail", "event-sequencer")
 	}
-	base, stop, err := startInProcess(ctx, app, "events")
+	base, stop, err := benchenv.StartInProcess(ctx, app, "events")
 	if err != nil {
 		return err
 	}

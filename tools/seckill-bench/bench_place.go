@@ -22,13 +22,13 @@ import (
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
-	"github.com/seckill-dev/seckill/adapters/testkit/redisdb"
 	"github.com/seckill-dev/seckill/bootstrap"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // placeResult is one measured level.
@@ -80,7 +80,7 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
@@ -88,20 +88,20 @@ func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
 	// the service's database (the reconciler would find them without their
 	// Redis inventory), and the benchmark never scans or slows the
 	// service's keyspace.
-	sc, err := newScratch(ctx, cfg, log, 300)
+	sc, err := benchenv.NewScratch(ctx, cfg, log, 300)
 	if err != nil {
 		return err
 	}
 	defer sc.Close()
-	cfg, rc := sc.cfg, sc.redis
+	cfg, rc := sc.Config, sc.Redis
 	app, cleanup, err := bootstrap.NewApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	// The hot path alone: order creation is measured by `seckill-bench consume`.
-	keepWorkers(app, "backlog-gate", "sent-marker")
-	base, stop, err := startInProcess(ctx, app, "place")
+	benchenv.KeepWorkers(app, "backlog-gate", "sent-marker")
+	base, stop, err := benchenv.StartInProcess(ctx, app, "place")
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func parsePlaceFlags(args []string) (placeOptions, error) {
 func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
 	o := r.opts
 	fmt.Fprintf(r.stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
-		brokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, r.cfg.Broker.Neutral.SendTimeout)
+		benchenv.BrokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, r.cfg.Broker.Neutral.SendTimeout)
 	fmt.Fprintf(r.stdout, "%-34s %8s %10s %10s %10s %8s\n", "measurement", "clients", "per sec", "p50", "p99", "errors")
 
 	if o.cpuProfile != "" {
@@ -261,10 +261,10 @@ func (r *placeRun) measureCeilings(ctx context.Context, results []placeResult) e
 // returns the measure.
 func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store, n int) (reserveResult, error) {
 	o := r.opts
-	var cpu *cpuMeter
-	rp, cpuErr := stackMeteredProc("redis", false)
+	var cpu *benchenv.CPUMeter
+	rp, cpuErr := benchenv.StackMeteredProc("redis", false)
 	if cpuErr == nil {
-		cpu, cpuErr = startCPUMeter(rp, selfProc())
+		cpu, cpuErr = benchenv.StartCPUMeter(rp, benchenv.SelfProc())
 	}
 	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: o.ceilingClients})
 	if err != nil {
@@ -273,7 +273,7 @@ func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store
 	cpuNote := ""
 	if cpuErr == nil {
 		var per []float64
-		if per, cpuErr = cpu.perUnit(int64(rr.Calls)); cpuErr == nil {
+		if per, cpuErr = cpu.PerUnit(int64(rr.Calls)); cpuErr == nil {
 			cpuNote = fmt.Sprintf("CPU per reserve call: Redis %.1f µs, this process %.1f µs", per[0], per[1])
 		}
 	}
@@ -436,15 +436,4 @@ func naivePurchase(ctx context.Context, pool *pgxpool.Pool, user int64) (err err
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-// scratchRedis leases a Redis logical database of its own for a
-// benchmark (never the service's, SECKILL_REDIS_DB) and returns a client
-// bound to it with poolSize connections; release empties and returns it.
-func scratchRedis(ctx context.Context, cfg config.Config, poolSize int) (*goredis.Client, func(), error) {
-	l, err := redisdb.Claim(ctx, goredis.Options{Addr: cfg.Redis.Addr, Password: string(cfg.Redis.Password), PoolSize: poolSize}, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l.Client, func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
 }

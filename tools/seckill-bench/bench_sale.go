@@ -36,6 +36,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
@@ -87,9 +88,9 @@ type saleOptions struct {
 // the sampler and the note on the sampled processes.
 type saleRun struct {
 	o          saleOptions
-	sc         *scratch
+	sc         *benchenv.Scratch
 	log        *slog.Logger
-	svc        *instance
+	svc        *benchenv.Instance
 	secret     []byte
 	base       string
 	activityID int64
@@ -137,22 +138,22 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer func() {
-		svc.stop()
-		_ = svc.logFile.Close()
+		svc.Stop()
+		_ = svc.LogFile.Close()
 	}()
-	r := &saleRun{o: o, sc: sc, log: log, svc: svc, secret: []byte(sc.cfg.AuthSecret), base: "http://" + svc.api,
+	r := &saleRun{o: o, sc: sc, log: log, svc: svc, secret: []byte(sc.Config.AuthSecret), base: "http://" + svc.API,
 		activityID: benchActivityID(), adminHTTP: &http.Client{Timeout: 10 * time.Second}, stdout: stdout}
 	if err := createSaleActivity(ctx, r.adminHTTP, r.base, r.secret, r.activityID, int64(o.Stock), time.Hour, 1); err != nil {
 		return fmt.Errorf("create the sale's activity: %w", err)
 	}
-	if r.pool, err = pgxpool.New(ctx, sc.dsn); err != nil {
+	if r.pool, err = pgxpool.New(ctx, sc.DSN); err != nil {
 		return fmt.Errorf("connect to the scratch database: %w", err)
 	}
 	defer r.pool.Close()
 
 	fmt.Fprintf(stdout, "seckill-bench sale: %s, %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
-		brokerText(sc.cfg), runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
-	fmt.Fprintf(stdout, "service log: %s\n", svc.logFile.Name())
+		benchenv.BrokerText(sc.Config), runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
+	fmt.Fprintf(stdout, "service log: %s\n", svc.LogFile.Name())
 
 	if r.load, err = newSaleLoad(o, r.base, r.secret, r.activityID); err != nil {
 		return err
@@ -177,18 +178,16 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 // (with pair) the private PostgreSQL pair's processes, and the note on
 // them.
 func (r *saleRun) setSampler(pair *pgpair.Pair) {
-	r.svc.mu.Lock()
-	servicePID := r.svc.cmd.Process.Pid
-	r.svc.mu.Unlock()
-	procs, procNote := saleProcesses(servicePID, r.sc.env.StackProcesses())
+	servicePID := r.svc.PID()
+	procs, procNote := saleProcesses(servicePID, r.sc.Env.StackProcesses())
 	if pair != nil {
 		procs = pairProcesses(procs, pair)
 		procNote += fmt.Sprintf("; PostgreSQL is a private primary with a %s standby (postgres and postgres standby)", r.o.PGStandby)
 	}
 	r.procNote = procNote
-	r.smp = &saleSampler{load: r.load, pool: r.pool, activityID: r.activityID, metricsURL: "http://" + r.svc.ops + "/metrics",
+	r.smp = &saleSampler{load: r.load, pool: r.pool, activityID: r.activityID, metricsURL: "http://" + r.svc.Ops + "/metrics",
 		procs: procs, http: &http.Client{Timeout: 400 * time.Millisecond}, progress: os.Stderr,
-		tty: isTerminal(os.Stderr), holdsDelayed: holdsDelayed(r.sc.cfg.Broker.Name)}
+		tty: isTerminal(os.Stderr), holdsDelayed: holdsDelayed(r.sc.Config.Broker.Name)}
 }
 
 // sell runs the sale: the sampler (in a goroutine it owns) and the CPU
@@ -230,7 +229,7 @@ func (r *saleRun) sell(ctx context.Context) (time.Time, saleSettle, error) {
 // themselves, as in `seckill-bench place`), the ceilings.
 func (r *saleRun) result(ctx context.Context, loadEnd time.Time, settled saleSettle) (saleResult, error) {
 	o, smp := r.o, r.smp
-	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Broker: r.sc.env.Broker(), Cores: runtime.NumCPU(),
+	res := saleResult{Settings: o, Command: strings.Join(os.Args, " "), Broker: r.sc.Env.Broker(), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), StartedAt: smp.t0, ActivityID: r.activityID, Processes: smp.names(),
 		ProcessNote: r.procNote, Series: smp.series}
 	sum, err := summarizeSale(ctx, r.pool, r.load, smp, r.activityID, loadEnd, settled)
@@ -245,7 +244,7 @@ func (r *saleRun) result(ctx context.Context, loadEnd time.Time, settled saleSet
 
 	// The ceilings, once the service is gone: they have the machine to
 	// themselves, as in `seckill-bench place`.
-	r.svc.stop()
+	r.svc.Stop()
 	sum.Ceilings, err = measureSaleCeilings(ctx, r.sc, r.log, o)
 	if err != nil {
 		return res, err
@@ -339,28 +338,28 @@ func protocolText(o saleOptions) string {
 // startSaleService starts one `seckill serve` (every worker and consumer)
 // on the scratch stack and waits until it is live and ready. Its log goes
 // to service.log in dir.
-func startSaleService(ctx context.Context, sc *scratch, exe, dir string) (*instance, error) {
-	cfg := sc.cfg
-	in, err := newInstance("service", exe, dir,
-		"SECKILL_PG_DSN="+sc.dsn, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
-		"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace, "SECKILL_INSTANCE_ID=sale-"+sc.env.Prefix(),
+func startSaleService(ctx context.Context, sc *benchenv.Scratch, exe, dir string) (*benchenv.Instance, error) {
+	cfg := sc.Config
+	in, err := benchenv.NewInstance("service", exe, dir,
+		"SECKILL_PG_DSN="+sc.DSN, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
+		"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace, "SECKILL_INSTANCE_ID=sale-"+sc.Env.Prefix(),
 		"SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")
 	if err != nil {
 		return nil, err
 	}
-	in.env = append(in.env, sc.env.ServiceEnv()...)
-	in.cleanEnv = in.env
-	if err := in.start(); err != nil {
-		_ = in.logFile.Close()
+	in.Env = append(in.Env, sc.Env.ServiceEnv()...)
+	in.CleanEnv = in.Env
+	if err := in.Start(); err != nil {
+		_ = in.LogFile.Close()
 		return nil, err
 	}
-	if err := in.waitLive(ctx); err != nil {
-		in.stop()
+	if err := in.WaitLive(ctx); err != nil {
+		in.Stop()
 		return nil, err
 	}
-	if err := waitReady(ctx, "http://"+in.ops+"/readyz", 60*time.Second); err != nil {
-		in.stop()
-		return nil, fmt.Errorf("service: %w (log: %s)", err, in.logFile.Name())
+	if err := waitReady(ctx, "http://"+in.Ops+"/readyz", 60*time.Second); err != nil {
+		in.Stop()
+		return nil, fmt.Errorf("service: %w (log: %s)", err, in.LogFile.Name())
 	}
 	return in, nil
 }
@@ -369,7 +368,7 @@ func startSaleService(ctx context.Context, sc *scratch, exe, dir string) (*insta
 func waitReady(ctx context.Context, url string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		res, err := httpGet(ctx, url)
+		res, err := benchenv.HTTPGet(ctx, url)
 		if err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -429,12 +428,12 @@ func newSaleLoad(o saleOptions, base string, secret []byte, activityID int64) (*
 	if o.Protocol == "grpc" {
 		opts = append(opts, connect.WithGRPC())
 	} else {
-		opts = append(opts, connect.WithCodec(saleJSONCodec{}))
+		opts = append(opts, connect.WithCodec(benchenv.SaleJSONCodec{}))
 	}
 	l := &saleLoad{opts: o, transport: tr, activityID: activityID, otherByCode: map[string]int{},
 		firstSeen: make(map[string]time.Time, o.Stock), all: make(latencies, 0, o.Buyers*o.Attempts),
 		answeredAt: make([]time.Time, 0, o.Buyers*o.Attempts),
-		client:     seckillv1connect.NewOrderServiceClient(&http.Client{Transport: wholeBodyTransport{next: tr}}, base, opts...)}
+		client:     seckillv1connect.NewOrderServiceClient(&http.Client{Transport: benchenv.WholeBodyTransport{Next: tr}}, base, opts...)}
 	// Tokens are minted, and their headers built, before the clock
 	// starts: signing is the client's cost, not the service's.
 	l.auth = make([]string, o.Buyers)
@@ -648,9 +647,9 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 		var pid int
 		var err error
 		if filepath.IsAbs(file) { // a pid file outside $SECKILL_STACK_DIR/run (the RocketMQ cluster mode)
-			pid, err = pidFromFile(file)
+			pid, err = benchenv.PIDFromFile(file)
 		} else {
-			pid, err = stackPID(file)
+			pid, err = benchenv.StackPID(file)
 		}
 		if err != nil {
 			missing = append(missing, name)
@@ -680,22 +679,22 @@ func pairProcesses(procs []*saleProcess, pair *pgpair.Pair) []*saleProcess {
 // subprocesses: the configuration, the seckill binary beside this one, the
 // output directory out and a scratch stack (redisPool as newScratch); the
 // caller closes the scratch stack.
-func serviceScratch(ctx context.Context, out string, redisPool int, pgDSN string) (*scratch, string, *slog.Logger, error) {
-	cfg, log, err := loadConfig()
+func serviceScratch(ctx context.Context, out string, redisPool int, pgDSN string) (*benchenv.Scratch, string, *slog.Logger, error) {
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return nil, "", nil, err
 	}
 	if pgDSN != "" {
 		cfg.Postgres.DSN = config.Secret(pgDSN)
 	}
-	exe, err := serviceBinary()
+	exe, err := benchenv.ServiceBinary()
 	if err != nil {
 		return nil, "", nil, err
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, "", nil, fmt.Errorf("create the output directory: %w", err)
 	}
-	sc, err := newScratch(ctx, cfg, log, redisPool)
+	sc, err := benchenv.NewScratch(ctx, cfg, log, redisPool)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -962,7 +961,7 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 	deadline := time.Now().Add(settle)
 	for {
 		if !st.backlog {
-			_, _, open, err := resolveIDs(ctx, pool, ids)
+			_, _, open, err := benchenv.ResolveIDs(ctx, pool, ids)
 			if err != nil {
 				return st, fmt.Errorf("wait for the backlog: %w", err)
 			}
@@ -1165,7 +1164,7 @@ func (s *saleSummary) readBooks(ctx context.Context, pool *pgxpool.Pool, ids []s
 		}
 		s.DrainSeconds = max(0, last.Sub(loadEnd).Seconds())
 	}
-	_, rejected, _, err := resolveIDs(ctx, pool, ids)
+	_, rejected, _, err := benchenv.ResolveIDs(ctx, pool, ids)
 	if err != nil {
 		return fmt.Errorf("count rejections: %w", err)
 	}
@@ -1251,12 +1250,12 @@ type invariantCheck struct {
 // and I5 are named as not checked on their own.
 func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleLoad, activityID int64, stock int) ([]invariantCheck, error) {
 	ids, _ := load.acceptedIDs()
-	books, err := readSaleBooks(ctx, pool, activityID, ids)
+	books, err := benchenv.ReadSaleBooks(ctx, pool, activityID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check the invariants: %w", err)
 	}
-	live, noStock, dupUsers, dupEffects := books.live, books.noStock, books.dupUsers, books.dupEffects
-	orders, rejected, open, err := resolveIDs(ctx, pool, ids)
+	live, noStock, dupUsers, dupEffects := books.Live, books.NoStock, books.DupUsers, books.DupEffects
+	orders, rejected, open, err := benchenv.ResolveIDs(ctx, pool, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check the invariants: %w", err)
 	}
@@ -1356,9 +1355,9 @@ func (c *saleCeilings) rate(s saleSummary) {
 // measureSaleCeilings measures the reserve script alone (EVALSHA on the
 // scratch Redis database) and a bare synchronous send loop to the scratch
 // order-create topic, as `seckill-bench place` does.
-func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o saleOptions) (saleCeilings, error) {
+func measureSaleCeilings(ctx context.Context, sc *benchenv.Scratch, log *slog.Logger, o saleOptions) (saleCeilings, error) {
 	c := saleCeilings{Clients: o.CeilingClients}
-	store, err := redis.New(sc.redis, redis.Config{Namespace: sc.cfg.Redis.Namespace}, nil, log)
+	store, err := redis.New(sc.Redis, redis.Config{Namespace: sc.Config.Redis.Namespace}, nil, log)
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}
@@ -1368,7 +1367,7 @@ func measureSaleCeilings(ctx context.Context, sc *scratch, log *slog.Logger, o s
 	}
 	c.ReservePerSec, c.ReserveP50Ms, c.ReserveP99Ms = rr.PerSecond, float64(rr.P50)/1e6, float64(rr.P99)/1e6
 
-	pub, closePub, err := sc.env.Publisher(ctx, sc.cfg.Broker.Neutral.SendTimeout, log)
+	pub, closePub, err := sc.Env.Publisher(ctx, sc.Config.Broker.Neutral.SendTimeout, log)
 	if err != nil {
 		return c, fmt.Errorf("send ceiling: %w", err)
 	}
@@ -1400,13 +1399,4 @@ func writeSaleSummary(w io.Writer, r saleResult) {
 		}
 		fmt.Fprintf(w, "%-4s %-36s %10s  %s\n", c.ID, c.Name, v, c.Detail)
 	}
-}
-
-// httpGet is a GET bound by ctx.
-func httpGet(ctx context.Context, url string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	return http.DefaultClient.Do(req)
 }

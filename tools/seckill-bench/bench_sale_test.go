@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // syntheticSaleResult is a sale of 60 seconds with made-up but plausible
@@ -275,7 +278,7 @@ func TestSaleJSONCodecWritesWhatProtojsonReads(t *testing.T) {
 		{ActivityId: 7, SkuId: 9223372036854775807, RequestId: `a "quoted" \ id ü`},
 		{ActivityId: 0, SkuId: 1, RequestId: "sale-0-0"},
 	} {
-		b, err := saleJSONCodec{}.Marshal(req)
+		b, err := benchenv.SaleJSONCodec{}.Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,12 +291,12 @@ func TestSaleJSONCodecWritesWhatProtojsonReads(t *testing.T) {
 		}
 	}
 	res := &seckillv1.PlaceOrderResponse{OrderId: "o-1", Status: seckillv1.OrderStatus_ORDER_STATUS_QUEUING}
-	b, err := saleJSONCodec{}.Marshal(res)
+	b, err := benchenv.SaleJSONCodec{}.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
 	}
 	back := &seckillv1.PlaceOrderResponse{}
-	if err := (saleJSONCodec{}).Unmarshal(append(b[:len(b)-1:len(b)-1], []byte(`,"unknownField":1}`)...), back); err != nil {
+	if err := (benchenv.SaleJSONCodec{}).Unmarshal(append(b[:len(b)-1:len(b)-1], []byte(`,"unknownField":1}`)...), back); err != nil {
 		t.Fatalf("an answer with an unknown field: %v", err)
 	}
 	if !proto.Equal(back, res) {
@@ -307,4 +310,37 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// TestSaleProcessesReadPidFiles: the processes a sale meters are the
+// service, the load generator and the broker's processes whose pid files
+// (absolute paths, as of the RocketMQ cluster mode) exist; those without
+// one, and the stack's redis and postgres when SECKILL_STACK_DIR has no
+// pid file for them, are named in the note.
+func TestSaleProcessesReadPidFiles(t *testing.T) {
+	t.Setenv("SECKILL_STACK_DIR", t.TempDir())
+	run := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(os.Getpid())
+	for _, name := range []string{"proxy", "broker-a", "broker-b"} { // namesrv.pid missing
+		if err := os.WriteFile(filepath.Join(run, name+".pid"), []byte(pid+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broker := [][2]string{{"broker proxy", filepath.Join(run, "proxy.pid")}, {"broker-a", filepath.Join(run, "broker-a.pid")},
+		{"broker-b", filepath.Join(run, "broker-b.pid")}, {"namesrv", filepath.Join(run, "namesrv.pid")}}
+	procs, note := saleProcesses(1, broker)
+	var names []string
+	for _, p := range procs {
+		names = append(names, p.name)
+		if p.name == "broker-a" && p.pid != os.Getpid() {
+			t.Errorf("broker-a pid %d, want %d", p.pid, os.Getpid())
+		}
+	}
+	if !slices.Equal(names, []string{"service", "load generator", "broker proxy", "broker-a", "broker-b"}) ||
+		note != "not measured (no pid file under $SECKILL_STACK_DIR/run, or not the process in use): namesrv, redis, postgres" {
+		t.Fatalf("saleProcesses: %v; note %q", names, note)
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // timeoutsOptions are the flags of `seckill-bench timeouts`.
@@ -90,16 +91,16 @@ func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
-	sc, err := newScratch(ctx, cfg, log, 0)
+	sc, err := benchenv.NewScratch(ctx, cfg, log, 0)
 	if err != nil {
 		return err
 	}
 	defer sc.Close()
-	cfg, dsn, rc := sc.cfg, sc.dsn, sc.redis
+	cfg, dsn, rc := sc.Config, sc.DSN, sc.Redis
 	cfg.Workers.ReconcileInterval = o.reconcile
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -197,7 +198,7 @@ func runAppInBackground(ctx context.Context, app *bootstrap.App) (string, func()
 func (r *timeoutsRun) sell(ctx context.Context) (timeoutsSale, error) {
 	o := r.opts
 	fmt.Fprintf(r.stdout, "seckill-bench timeouts: %s, %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
-		brokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.units, o.sellOver, o.clients, o.paymentTimeout, onOff(o.reconcile))
+		benchenv.BrokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.units, o.sellOver, o.clients, o.paymentTimeout, onOff(o.reconcile))
 	s := timeoutsSale{act: ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(o.units),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: o.paymentTimeout, ReservationTTL: 10 * time.Minute}}

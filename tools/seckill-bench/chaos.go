@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -37,6 +36,7 @@ import (
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // chaosScenarios are the faults `seckill-bench chaos` knows: kill-X sends
@@ -109,7 +109,7 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("unknown scenario %q: %w", s, flag.ErrHelp)
 		}
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
@@ -118,12 +118,12 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("scenario %s faults a RocketMQ process, but SECKILL_BROKER is %s: %w", s, cfg.Broker.Name, flag.ErrHelp)
 		}
 	}
-	exe, err := serviceBinary()
+	exe, err := benchenv.ServiceBinary()
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "seckill-bench chaos: %s, %d units, %d buyers, %d clients, two service instances, outage %s\n\n",
-		brokerText(cfg), *stock, *buyers, *clients, *down)
+		benchenv.BrokerText(cfg), *stock, *buyers, *clients, *down)
 	fmt.Fprintf(stdout, "%-19s %12s %8s %9s %9s %5s %10s %10s %6s %9s %8s\n", "scenario", "acknowledged", "created", "released",
 		"oversell", "lost", "dup-users", "dup-effect", "drift", "recovery", "crashes")
 	var failed []string
@@ -132,13 +132,13 @@ func chaos(ctx context.Context, args []string, stdout io.Writer) error {
 			buyers: *buyers, clients: *clients, down: *down, settle: *settle, stackScript: *stackScript,
 			crashTarget: *crashTarget}
 		if *private {
-			if run.redis, err = startPrivateRedis(ctx); err != nil {
+			if run.redis, err = benchenv.StartPrivateRedis(ctx); err != nil {
 				return fmt.Errorf("scenario %s: %w", name, err)
 			}
 		}
 		r, err := runChaosScenario(ctx, run)
 		if run.redis != nil {
-			run.redis.stop()
+			run.redis.Stop()
 		}
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
@@ -180,7 +180,7 @@ type chaosRun struct {
 	// acked counts the acknowledged buyers of the running sale.
 	acked *atomic.Int64
 	// redis, when set, is the scenario's own Redis (--private-redis).
-	redis *privateRedis
+	redis *benchenv.PrivateRedis
 	// crashTarget ends crash-consumers' crash phase: once this many
 	// consumer processes crashed, every instance runs without failpoints.
 	crashTarget int64
@@ -223,182 +223,29 @@ func (r chaosResult) row() string {
 		r.oversell, r.lost, r.dupUsers, r.dupEffects, r.drift, rec, r.crashes)
 }
 
-// instance is one `seckill serve` process of the scenario.
-type instance struct {
-	name     string
-	api, ops string
-	env      []string
-	cleanEnv []string // env without failpoints (crash-consumers after its crash phase)
-	exe      string
-	// args are the command line after exe; nil: "serve".
-	args     []string
-	logFile  *os.File
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
-	stopping atomic.Bool
-}
-
-func (in *instance) start() error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	args := in.args
-	if args == nil {
-		args = []string{"serve"}
-	}
-	cmd := exec.Command(in.exe, args...) //nolint:noctx // the instance outlives any request: chaos stops it by PID
-	cmd.Env = in.env
-	cmd.Stdout, cmd.Stderr = in.logFile, in.logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", in.name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	in.cmd, in.done = cmd, done
-	return nil
-}
-
-// signal sends sig to the running process.
-func (in *instance) signal(sig syscall.Signal) error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.cmd.Process.Signal(sig)
-}
-
-// superviseCrashes restarts the instance whenever it exits until stop is
-// called or ctx ends, counting the restarts in crashes. Once crashes
-// reaches target the instance restarts with cleanEnv (no failpoints); it
-// stops supervising after limit restarts.
-func (in *instance) superviseCrashes(ctx context.Context, crashes *atomic.Int64, target, limit int64) {
-	for ctx.Err() == nil && !in.stopping.Load() && crashes.Load() < limit {
-		in.mu.Lock()
-		done := in.done
-		in.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-		}
-		if in.stopping.Load() {
-			return
-		}
-		if crashes.Add(1) >= target {
-			in.mu.Lock()
-			in.env = in.cleanEnv
-			in.mu.Unlock()
-		}
-		if err := in.start(); err != nil {
-			return
-		}
-	}
-}
-
-// stop ends the process (SIGTERM, then SIGKILL after 15 s) and waits.
-func (in *instance) stop() {
-	in.stopping.Store(true)
-	in.mu.Lock()
-	cmd, done := in.cmd, in.done
-	in.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
-
-// killAndWait sends SIGKILL and waits for the process to be gone.
-func (in *instance) killAndWait() {
-	in.mu.Lock()
-	cmd, done := in.cmd, in.done
-	in.mu.Unlock()
-	_ = cmd.Process.Kill()
-	<-done
-}
-
-// waitLive waits until the operations listener answers /livez.
-func (in *instance) waitLive(ctx context.Context) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		res, err := httpGet(ctx, "http://"+in.ops+"/livez")
-		if err == nil {
-			_ = res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s did not come up within 60 s (log: %s)", in.name, in.logFile.Name())
-}
-
-// newInstance prepares (does not start) the `seckill serve` named name:
-// exe with the environment of this process, listeners on free loopback
-// ports (SECKILL_HTTP_ADDR, SECKILL_OPS_ADDR) and env after them, its
-// output in logDir/<name>.log (the caller closes it).
-func newInstance(name, exe, logDir string, env ...string) (*instance, error) {
-	api, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	ops, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	lf, err := os.Create(filepath.Join(logDir, name+".log"))
-	if err != nil {
-		return nil, fmt.Errorf("create the log of %s: %w", name, err)
-	}
-	in := &instance{name: name, api: api, ops: ops, exe: exe, logFile: lf,
-		// The load generator is one client address: no per-address limit.
-		env: append(append(os.Environ(), "SECKILL_HTTP_ADDR="+api, "SECKILL_OPS_ADDR="+ops, "SECKILL_CLIENT_RATE=0"), env...)}
-	in.cleanEnv = in.env
-	return in, nil
-}
-
 // chaosInstances prepares (does not start) the two `seckill serve`
 // instances of a chaos run on the scratch namespace env, PostgreSQL at
 // pgDSN and Redis at redisAddr (database redisDB): no per-client rate
 // limit, warnings only in their logs under logDir (the caller closes
 // each instance's logFile).
-func chaosInstances(exe, logDir string, env *benchNamespace, pgDSN, redisAddr string, redisDB int) ([]*instance, error) {
-	var instances []*instance
+func chaosInstances(exe, logDir string, env *benchenv.Namespace, pgDSN, redisAddr string, redisDB int) ([]*benchenv.Instance, error) {
+	var instances []*benchenv.Instance
 	for i := range 2 {
-		in, err := newInstance(fmt.Sprintf("service-%d", i), exe, logDir,
+		in, err := benchenv.NewInstance(fmt.Sprintf("service-%d", i), exe, logDir,
 			"SECKILL_PG_DSN="+pgDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(redisDB),
 			"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
 			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")
 		if err != nil {
 			for _, made := range instances {
-				_ = made.logFile.Close()
+				_ = made.LogFile.Close()
 			}
 			return nil, err
 		}
-		in.env = append(in.env, env.ServiceEnv()...)
-		in.cleanEnv = in.env
+		in.Env = append(in.Env, env.ServiceEnv()...)
+		in.CleanEnv = in.Env
 		instances = append(instances, in)
 	}
 	return instances, nil
-}
-
-// freeAddr returns a loopback address with a free port.
-func freeAddr() (string, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
 }
 
 // buyerAnswer is what one buyer was finally told.
@@ -429,7 +276,7 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 	}
 	sale := &chaosSale{r: r, instances: instances, secret: []byte(r.cfg.AuthSecret), httpc: &http.Client{Timeout: 10 * time.Second},
 		activityID: benchActivityID()}
-	if err := createSaleActivity(ctx, sale.httpc, "http://"+instances[1].api, sale.secret, sale.activityID, int64(r.stock), time.Hour, 1); err != nil {
+	if err := createSaleActivity(ctx, sale.httpc, "http://"+instances[1].API, sale.secret, sale.activityID, int64(r.stock), time.Hour, 1); err != nil {
 		return res, err
 	}
 	backAt, err := sale.sellUnderFault(ctx, action, w.fp, func(f func()) { cleanups = append(cleanups, f) })
@@ -455,7 +302,7 @@ type chaosWorld struct {
 	rc        *goredis.Client
 	redisAddr string
 	redisDB   int
-	env       *benchNamespace
+	env       *benchenv.Namespace
 	fp        *faultproxy.Proxy // nil without a connection fault
 }
 
@@ -477,21 +324,21 @@ func newChaosWorld(ctx context.Context, r *chaosRun, deferred func(func())) (*ch
 		r.pair = pair
 		cfg.Postgres.DSN = config.Secret(pair.Primary.URL("postgres")) // the scratch database is made on the primary
 	}
-	sc, err := newScratch(ctx, cfg, r.log, 8)
+	sc, err := benchenv.NewScratch(ctx, cfg, r.log, 8)
 	if err != nil {
 		return nil, err
 	}
 	deferred(sc.Close)
-	w := &chaosWorld{dsn: sc.dsn, rc: sc.redis, env: sc.env, redisAddr: r.cfg.Redis.Addr}
+	w := &chaosWorld{dsn: sc.DSN, rc: sc.Redis, env: sc.Env, redisAddr: r.cfg.Redis.Addr}
 	if r.pair != nil {
 		if err := w.followPair(ctx, r.pair, action); err != nil {
 			return nil, err
 		}
 	}
 	if r.redis != nil {
-		private := goredis.NewClient(&goredis.Options{Addr: r.redis.addr()})
+		private := goredis.NewClient(&goredis.Options{Addr: r.redis.Addr()})
 		deferred(func() { _ = private.Close() })
-		w.rc, w.redisAddr = private, r.redis.addr()
+		w.rc, w.redisAddr = private, r.redis.Addr()
 	}
 	w.redisDB = w.rc.Options().DB
 	if target == "rediscluster" {
@@ -561,7 +408,7 @@ func (w *chaosWorld) throughFaultProxy(target string, deferred func(func())) err
 // startChaosInstances starts the two service instances on the world
 // (each consumer crash-prone in the crash scenario) and waits until they
 // are live; it hands their stop and log close to defer.
-func startChaosInstances(ctx context.Context, r chaosRun, w *chaosWorld, action string, deferred func(func())) ([]*instance, error) {
+func startChaosInstances(ctx context.Context, r chaosRun, w *chaosWorld, action string, deferred func(func())) ([]*benchenv.Instance, error) {
 	logDir, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
 		return nil, err
@@ -571,22 +418,22 @@ func startChaosInstances(ctx context.Context, r chaosRun, w *chaosWorld, action 
 		return nil, err
 	}
 	for _, in := range instances {
-		deferred(func() { _ = in.logFile.Close() })
+		deferred(func() { _ = in.LogFile.Close() })
 		if action == "crash" {
 			// One message per transaction and one transaction at a time
 			// (a pool budget of 0.04 of 32 connections: concurrency 1):
 			// each crash hits the message being processed, not twenty
 			// others held beside it, so crashes exhaust no retry budget.
-			in.cleanEnv = append(in.env, "SECKILL_CONSUMER_BATCH=1", "SECKILL_PG_CONSUMER_BUDGET=0.04")
-			in.env = append(slices.Clip(in.cleanEnv), "SECKILL_FAILPOINTS="+consumerCrashes)
+			in.CleanEnv = append(in.Env, "SECKILL_CONSUMER_BATCH=1", "SECKILL_PG_CONSUMER_BUDGET=0.04")
+			in.Env = append(slices.Clip(in.CleanEnv), "SECKILL_FAILPOINTS="+consumerCrashes)
 		}
-		if err := in.start(); err != nil {
+		if err := in.Start(); err != nil {
 			return nil, err
 		}
-		deferred(in.stop)
+		deferred(in.Stop)
 	}
 	for _, in := range instances {
-		if err := in.waitLive(ctx); err != nil {
+		if err := in.WaitLive(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -596,7 +443,7 @@ func startChaosInstances(ctx context.Context, r chaosRun, w *chaosWorld, action 
 // chaosSale is one scenario's sale.
 type chaosSale struct {
 	r          chaosRun
-	instances  []*instance
+	instances  []*benchenv.Instance
 	secret     []byte
 	httpc      *http.Client
 	activityID int64
@@ -613,7 +460,7 @@ func (s *chaosSale) sellUnderFault(ctx context.Context, action string, fp *fault
 	r := s.r
 	bases := make([]string, len(s.instances))
 	for i, in := range s.instances {
-		bases[i] = "http://" + in.api
+		bases[i] = "http://" + in.API
 	}
 	s.answers = make([]buyerAnswer, r.buyers)
 	var next, acknowledged atomic.Int64
@@ -638,7 +485,7 @@ func (s *chaosSale) sellUnderFault(ctx context.Context, action string, fp *fault
 		superviseCtx, stopSupervising := context.WithCancel(ctx)
 		deferred(stopSupervising)
 		for _, in := range s.instances {
-			go in.superviseCrashes(superviseCtx, &s.crashes, r.crashTarget, 5000)
+			go in.SuperviseCrashes(superviseCtx, &s.crashes, r.crashTarget, 5000)
 		}
 	}
 	for acknowledged.Load() < int64(r.stock/3) && saleCtx.Err() == nil {
@@ -665,7 +512,7 @@ func (s *chaosSale) settle(ctx context.Context, pool *pgxpool.Pool, rc *goredis.
 	deadline := time.Now().Add(r.settle)
 	for {
 		var err error
-		res.created, res.released, res.lost, err = resolveIDs(ctx, pool, ids)
+		res.created, res.released, res.lost, err = benchenv.ResolveIDs(ctx, pool, ids)
 		if err != nil {
 			return err
 		}
@@ -684,9 +531,9 @@ func (s *chaosSale) settle(ctx context.Context, pool *pgxpool.Pool, rc *goredis.
 	// Oversell: more live orders than units (PostgreSQL's books), or
 	// buyers told "accepted" whose order then found no stock (the entry's
 	// books: Redis acknowledged more than it had).
-	books, err := readSaleBooks(ctx, pool, s.activityID, ids)
-	res.oversell = int(max(0, books.live-int64(r.stock)) + books.noStock)
-	res.dupUsers, res.dupEffects = int(books.dupUsers), int(books.dupEffects)
+	books, err := benchenv.ReadSaleBooks(ctx, pool, s.activityID, ids)
+	res.oversell = int(max(0, books.Live-int64(r.stock)) + books.NoStock)
+	res.dupUsers, res.dupEffects = int(books.DupUsers), int(books.DupEffects)
 	if err == nil {
 		res.drift, err = chaosDrift(ctx, s.httpc, s.instances, s.secret, s.activityID)
 	}
@@ -705,14 +552,14 @@ func (s *chaosSale) settle(ctx context.Context, pool *pgxpool.Pool, rc *goredis.
 // chaosDrift is the I6 drift of the scenario's activity as the service's
 // own stock report (AdminService.GetStockReport) computes it, asked of the
 // first instance that answers.
-func chaosDrift(ctx context.Context, httpc *http.Client, instances []*instance, secret []byte, activityID int64) (int64, error) {
+func chaosDrift(ctx context.Context, httpc *http.Client, instances []*benchenv.Instance, secret []byte, activityID int64) (int64, error) {
 	var errs []error
 	for _, in := range instances {
-		rep, err := stockReport(ctx, httpc, "http://"+in.api, secret, activityID)
+		rep, err := stockReport(ctx, httpc, "http://"+in.API, secret, activityID)
 		if err == nil {
 			return rep.GetDrift(), nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", in.name, err))
+		errs = append(errs, fmt.Errorf("%s: %w", in.Name, err))
 	}
 	return 0, fmt.Errorf("stock report: %w", errors.Join(errs...))
 }
@@ -864,31 +711,21 @@ func createActivityFor(ctx context.Context, httpc *http.Client, base string, sec
 // failpoints by a clean one (SIGKILL, restarted by its supervisor) and
 // returns when all instances run clean and live: the moment the last
 // crash is over, from which recovery counts.
-func endCrashPhase(ctx context.Context, r chaosRun, instances []*instance, crashes *atomic.Int64) (time.Time, error) {
+func endCrashPhase(ctx context.Context, r chaosRun, instances []*benchenv.Instance, crashes *atomic.Int64) (time.Time, error) {
 	deadline := time.Now().Add(r.down + r.settle)
 	for crashes.Load() < r.crashTarget && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, in := range instances {
-		in.mu.Lock()
-		crashy := !slices.Equal(in.env, in.cleanEnv)
-		in.env = in.cleanEnv
-		in.mu.Unlock()
-		if crashy {
-			_ = in.signal(syscall.SIGKILL)
+		if in.DropFailpoints() {
+			_ = in.Signal(syscall.SIGKILL)
 		}
 	}
 	for _, in := range instances {
-		for {
-			in.mu.Lock()
-			clean := slices.Equal(in.cmd.Env, in.cleanEnv)
-			in.mu.Unlock()
-			if clean || ctx.Err() != nil {
-				break
-			}
+		for !in.RunsClean() && ctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if err := in.waitLive(ctx); err != nil {
+		if err := in.WaitLive(ctx); err != nil {
 			return time.Time{}, err
 		}
 	}
@@ -897,7 +734,7 @@ func endCrashPhase(ctx context.Context, r chaosRun, instances []*instance, crash
 
 // injectFault applies the scenario's fault and returns when the
 // component was back.
-func injectFault(ctx context.Context, r chaosRun, instances []*instance, fp *faultproxy.Proxy, crashes *atomic.Int64) (time.Time, error) {
+func injectFault(ctx context.Context, r chaosRun, instances []*benchenv.Instance, fp *faultproxy.Proxy, crashes *atomic.Int64) (time.Time, error) {
 	action, target, _ := strings.Cut(r.scenario, "-")
 	if action == "crash" {
 		return endCrashPhase(ctx, r, instances, crashes)
@@ -939,20 +776,20 @@ func faultConnections(r chaosRun, fp *faultproxy.Proxy, action string) time.Time
 
 // faultService pauses (SIGSTOP, the outage, SIGCONT) or kills and
 // restarts the victim instance, and returns when it is live again.
-func faultService(ctx context.Context, r chaosRun, victim *instance, action string) (time.Time, error) {
+func faultService(ctx context.Context, r chaosRun, victim *benchenv.Instance, action string) (time.Time, error) {
 	if action == "pause" {
-		if err := victim.signal(syscall.SIGSTOP); err != nil {
+		if err := victim.Signal(syscall.SIGSTOP); err != nil {
 			return time.Time{}, err
 		}
 		time.Sleep(r.down)
-		return time.Now(), victim.signal(syscall.SIGCONT)
+		return time.Now(), victim.Signal(syscall.SIGCONT)
 	}
-	victim.killAndWait()
+	victim.KillAndWait()
 	time.Sleep(r.down)
-	if err := victim.start(); err != nil {
+	if err := victim.Start(); err != nil {
 		return time.Time{}, err
 	}
-	if err := victim.waitLive(ctx); err != nil {
+	if err := victim.WaitLive(ctx); err != nil {
 		return time.Time{}, err
 	}
 	return time.Now(), nil
@@ -1013,14 +850,14 @@ func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (
 // node of its cluster mode when the stack runs that).
 func faultedPID(r chaosRun, target *string) (int, error) {
 	if *target != "broker" {
-		return stackPID(*target)
+		return benchenv.StackPID(*target)
 	}
-	name, file, err := brokerStackProcess(r.cfg.Broker.Name, r.cfg.Broker.Settings)
+	name, file, err := benchenv.BrokerStackProcess(r.cfg.Broker.Name, r.cfg.Broker.Settings)
 	if err != nil {
 		return 0, err
 	}
 	*target = name
-	pid, err := pidFromFile(file)
+	pid, err := benchenv.PIDFromFile(file)
 	if err != nil {
 		return 0, fmt.Errorf("pid of %s: %w", name, err)
 	}
@@ -1067,18 +904,9 @@ func failoverRedis(ctx context.Context, r chaosRun, switchover bool) (time.Time,
 	return time.Now(), nil
 }
 
-// stackDir is the local stack's state directory.
-func stackDir() (string, error) {
-	dir := os.Getenv("SECKILL_STACK_DIR")
-	if dir == "" {
-		return "", errors.New("SECKILL_STACK_DIR is not set: run through `make chaos` or eval \"$(deploy/local/stack.sh env)\"")
-	}
-	return dir, nil
-}
-
 // redisAOFDir is the local stack's Redis append-only directory.
 func redisAOFDir() (string, error) {
-	dir, err := stackDir()
+	dir, err := benchenv.StackDir()
 	if err != nil {
 		return "", err
 	}
@@ -1140,57 +968,28 @@ func faultPrivateRedis(ctx context.Context, r chaosRun, action string) (time.Tim
 	p := r.redis
 	switch action {
 	case "pause":
-		p.mu.Lock()
-		proc := p.cmd.Process
-		p.mu.Unlock()
-		if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
 			return time.Time{}, err
 		}
 		time.Sleep(r.down)
-		return time.Now(), proc.Signal(syscall.SIGCONT)
+		return time.Now(), p.Signal(syscall.SIGCONT)
 	case "restore":
-		snapshot, err := copyDir(p.aofDir())
+		snapshot, err := copyDir(p.AofDir())
 		if err != nil {
 			return time.Time{}, err
 		}
 		defer func() { _ = os.RemoveAll(snapshot) }()
 		r.sellOnAfterSnapshot()
-		p.kill()
-		if err := replaceDir(p.aofDir(), snapshot); err != nil {
+		p.Kill()
+		if err := replaceDir(p.AofDir(), snapshot); err != nil {
 			return time.Time{}, err
 		}
 	default:
-		p.kill()
+		p.Kill()
 		time.Sleep(r.down)
 	}
-	if err := p.start(ctx); err != nil {
+	if err := p.Start(ctx); err != nil {
 		return time.Time{}, err
 	}
 	return time.Now(), nil
-}
-
-// stackPID reads the pid the local stack recorded for component.
-func stackPID(component string) (int, error) {
-	dir, err := stackDir()
-	if err != nil {
-		return 0, err
-	}
-	pid, err := pidFromFile(filepath.Join(dir, "run", component+".pid"))
-	if err != nil {
-		return 0, fmt.Errorf("pid of %s: %w", component, err)
-	}
-	return pid, nil
-}
-
-// pidFromFile reads the pid a pid file holds.
-func pidFromFile(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
-	}
-	return pid, nil
 }

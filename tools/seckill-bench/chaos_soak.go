@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // soakFaults are the faults `chaos soak` may rotate through: the chaos
@@ -96,12 +97,12 @@ func parseSoakOptions(args []string) (soakOptions, error) {
 // instances.
 type soakRig struct {
 	cfg       config.Config
-	sc        *scratch
-	redis     *privateRedis
+	sc        *benchenv.Scratch
+	redis     *benchenv.PrivateRedis
 	redisDB   *goredis.Client
 	pgProxy   *faultproxy.Proxy
 	redisProx *faultproxy.Proxy
-	instances []*instance
+	instances []*benchenv.Instance
 	bases     []string
 	pool      *pgxpool.Pool
 	httpc     *http.Client
@@ -126,22 +127,22 @@ func startSoakRig(ctx context.Context, retention time.Duration) (rig *soakRig, e
 			rig.close()
 		}
 	}()
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return rig, err
 	}
 	rig.cfg, rig.secret = cfg, []byte(cfg.AuthSecret)
-	if rig.redis, err = startPrivateRedis(ctx); err != nil {
+	if rig.redis, err = benchenv.StartPrivateRedis(ctx); err != nil {
 		return rig, err
 	}
-	rig.closers = append(rig.closers, rig.redis.stop)
-	rig.redisDB = goredis.NewClient(&goredis.Options{Addr: rig.redis.addr()})
+	rig.closers = append(rig.closers, rig.redis.Stop)
+	rig.redisDB = goredis.NewClient(&goredis.Options{Addr: rig.redis.Addr()})
 	rig.closers = append(rig.closers, func() { _ = rig.redisDB.Close() })
-	if rig.sc, err = newScratch(ctx, cfg, log, 8); err != nil {
+	if rig.sc, err = benchenv.NewScratch(ctx, cfg, log, 8); err != nil {
 		return rig, err
 	}
 	rig.closers = append(rig.closers, rig.sc.Close)
-	if rig.pool, err = pgxpool.New(ctx, rig.sc.dsn+"&pool_max_conns=4"); err != nil {
+	if rig.pool, err = pgxpool.New(ctx, rig.sc.DSN+"&pool_max_conns=4"); err != nil {
 		return rig, err
 	}
 	rig.closers = append(rig.closers, rig.pool.Close)
@@ -155,7 +156,7 @@ func startSoakRig(ctx context.Context, retention time.Duration) (rig *soakRig, e
 // proxies puts a fault proxy in front of PostgreSQL and of Redis and
 // returns the DSN through the PostgreSQL one.
 func (r *soakRig) proxies() (string, error) {
-	u, err := url.Parse(r.sc.dsn)
+	u, err := url.Parse(r.sc.DSN)
 	if err != nil {
 		return "", err
 	}
@@ -163,7 +164,7 @@ func (r *soakRig) proxies() (string, error) {
 		return "", err
 	}
 	r.closers = append(r.closers, func() { _ = r.pgProxy.Close() })
-	if r.redisProx, err = faultproxy.New(r.redis.addr()); err != nil {
+	if r.redisProx, err = faultproxy.New(r.redis.Addr()); err != nil {
 		return "", err
 	}
 	r.closers = append(r.closers, func() { _ = r.redisProx.Close() })
@@ -174,7 +175,7 @@ func (r *soakRig) proxies() (string, error) {
 }
 
 func (r *soakRig) startInstances(ctx context.Context, pgDSN string, retention time.Duration) error {
-	exe, err := serviceBinary()
+	exe, err := benchenv.ServiceBinary()
 	if err != nil {
 		return err
 	}
@@ -183,22 +184,22 @@ func (r *soakRig) startInstances(ctx context.Context, pgDSN string, retention ti
 		return err
 	}
 	r.logDir = logDir
-	if r.instances, err = chaosInstances(exe, logDir, r.sc.env, pgDSN, r.redisProx.Addr(), 0); err != nil {
+	if r.instances, err = chaosInstances(exe, logDir, r.sc.Env, pgDSN, r.redisProx.Addr(), 0); err != nil {
 		return err
 	}
 	for _, in := range r.instances {
-		r.closers = append(r.closers, func() { _ = in.logFile.Close() })
-		in.env = append(in.env, "SECKILL_REQUEST_CLAIM_TTL="+retention.String(), "SECKILL_RESERVATION_RETENTION="+retention.String(),
+		r.closers = append(r.closers, func() { _ = in.LogFile.Close() })
+		in.Env = append(in.Env, "SECKILL_REQUEST_CLAIM_TTL="+retention.String(), "SECKILL_RESERVATION_RETENTION="+retention.String(),
 			"SECKILL_ORDER_VIEW_TTL="+retention.String())
-		in.cleanEnv = in.env
-		if err := in.start(); err != nil {
+		in.CleanEnv = in.Env
+		if err := in.Start(); err != nil {
 			return err
 		}
-		r.closers = append(r.closers, in.stop)
-		r.bases = append(r.bases, "http://"+in.api)
+		r.closers = append(r.closers, in.Stop)
+		r.bases = append(r.bases, "http://"+in.API)
 	}
 	for _, in := range r.instances {
-		if err := in.waitLive(ctx); err != nil {
+		if err := in.WaitLive(ctx); err != nil {
 			return err
 		}
 	}
@@ -276,7 +277,7 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.faults = rig.usableFaults(o.faults); len(o.faults) == 0 {
 		return fmt.Errorf("no fault of the list applies to broker %s: %w", rig.cfg.Broker.Name, flag.ErrHelp)
 	}
-	res := soakResult{Command: o.command, StartedAt: time.Now(), Broker: brokerText(rig.cfg), Cores: runtime.NumCPU(),
+	res := soakResult{Command: o.command, StartedAt: time.Now(), Broker: benchenv.BrokerText(rig.cfg), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Duration: o.duration.String(), Retention: o.retention.String()}
 	fmt.Fprintf(stdout, "seckill-bench chaos soak: %s; a sale of %d units to %d buyers every %s, a fault every %s (%s), for %s; Redis retentions %s\nservice logs (kept): %s\n\n",
 		res.Broker, o.stock, o.buyers, o.saleEvery, o.faultEvery, strings.Join(o.faults, ", "), o.duration, o.retention, rig.logDir)

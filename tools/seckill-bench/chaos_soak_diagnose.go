@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/ports"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // diagnoseLogLines is how many of the last lines of each instance's log a
@@ -116,16 +117,16 @@ func (s *soak) diagnoseReleases(ctx context.Context, b *strings.Builder, activit
 
 // diagnoseInstance writes the consumers section of the instance's status
 // page and the last lines of its log.
-func (s *soak) diagnoseInstance(ctx context.Context, b *strings.Builder, in *instance) {
-	fmt.Fprintf(b, "  %s consumers: %s\n", in.name, instanceConsumers(ctx, s.rig.httpc, in.ops))
-	data, err := os.ReadFile(in.logFile.Name())
+func (s *soak) diagnoseInstance(ctx context.Context, b *strings.Builder, in *benchenv.Instance) {
+	fmt.Fprintf(b, "  %s consumers: %s\n", in.Name, instanceConsumers(ctx, s.rig.httpc, in.Ops))
+	data, err := os.ReadFile(in.LogFile.Name())
 	if err != nil {
-		fmt.Fprintf(b, "  %s log: %v\n", in.name, err)
+		fmt.Fprintf(b, "  %s log: %v\n", in.Name, err)
 		return
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	lines = lines[max(0, len(lines)-diagnoseLogLines):]
-	fmt.Fprintf(b, "  %s log (last %d lines):\n", in.name, len(lines))
+	fmt.Fprintf(b, "  %s log (last %d lines):\n", in.Name, len(lines))
 	for _, l := range lines {
 		fmt.Fprintf(b, "    %s\n", l)
 	}

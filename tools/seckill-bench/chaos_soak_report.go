@@ -48,7 +48,7 @@ func (s *soak) sample(ctx context.Context) {
 func (s *soak) takeSample(ctx context.Context) (soakSample, error) {
 	smp := soakSample{T: s.since(time.Now())}
 	in := s.rig.instances[1]
-	g, err := scrapeGauges(ctx, s.rig.httpc, "http://"+in.ops+"/metrics", "go_goroutines", "process_resident_memory_bytes", "process_open_fds")
+	g, err := scrapeGauges(ctx, s.rig.httpc, "http://"+in.Ops+"/metrics", "go_goroutines", "process_resident_memory_bytes", "process_open_fds")
 	if err != nil {
 		return smp, err
 	}

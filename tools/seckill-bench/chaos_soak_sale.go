@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/adapters/api"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // sale runs one activity of the soak from at: it creates the activity,
@@ -132,7 +133,7 @@ func (s *soak) waitRest(ctx context.Context, activityID int64, answers []buyerAn
 // reservation pending, no release in flight and no drift, or err says
 // what it shows.
 func (s *soak) restState(ctx context.Context, activityID int64, ids []string) (open int, created int64, err error) {
-	if _, _, open, err = resolveIDs(ctx, s.rig.pool, ids); err != nil {
+	if _, _, open, err = benchenv.ResolveIDs(ctx, s.rig.pool, ids); err != nil {
 		return 0, 0, err
 	}
 	if err := s.rig.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status NOT IN ('PAID', 'CANCELED')`,
@@ -225,7 +226,7 @@ func (p *soakProbe) activity(ctx context.Context, s *soak) soakActivity {
 	var open int
 	for {
 		var err error
-		if _, _, open, err = resolveIDs(ctx, s.rig.pool, ids); err != nil {
+		if _, _, open, err = benchenv.ResolveIDs(ctx, s.rig.pool, ids); err != nil {
 			a.Error = err.Error()
 			return a
 		}

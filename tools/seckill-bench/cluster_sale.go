@@ -34,6 +34,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
 )
 
@@ -130,12 +131,12 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.stock <= 0 || o.buyers <= 0 || o.clients <= 0 || o.apis <= 0 || o.workers <= 0 || o.payShare < 0 || o.payShare > 1 {
 		return fmt.Errorf("--stock, --buyers, --clients, --api and --workers must be > 0 and --pay-share in [0, 1]: %w", flag.ErrHelp)
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}
 	run := clusterSaleRun{opts: o, cfg: cfg, log: log, progress: os.Stderr}
-	if run.exe, err = serviceBinary(); err != nil {
+	if run.exe, err = benchenv.ServiceBinary(); err != nil {
 		return err
 	}
 	// The Redis Cluster when the stack exports it, else the single Redis
@@ -221,7 +222,7 @@ func clusterStackProcs(stackDir, clusterDir string, redisCluster bool) []stackPr
 // it did: the API instances' answers counted by the buyers, the workers'
 // handled deliveries read from their /metrics (summed over restarts).
 type clusterInstance struct {
-	*instance
+	*benchenv.Instance
 	role string
 	// calls and accepted are the PlaceOrder calls this API instance
 	// answered and those it acknowledged.
@@ -296,12 +297,12 @@ func (r clusterSaleResult) violations() int64 {
 func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, error) {
 	res := clusterSaleResult{}
 	o := r.opts
-	env, err := newBenchEnv(ctx, r.cfg, r.log)
+	env, err := benchenv.NewNamespace(ctx, r.cfg, r.log)
 	if err != nil {
 		return res, err
 	}
 	defer env.Close()
-	dsn, dropDB, err := scratchDatabase(ctx, string(r.cfg.Postgres.DSN), r.log)
+	dsn, dropDB, err := benchenv.ScratchDatabase(ctx, string(r.cfg.Postgres.DSN), r.log)
 	if err != nil {
 		return res, err
 	}
@@ -315,8 +316,8 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	all, err := r.startInstances(ctx, env, dsn, ns, &res)
 	defer func() {
 		for _, in := range all {
-			in.stop()
-			_ = in.logFile.Close()
+			in.Stop()
+			_ = in.LogFile.Close()
 		}
 	}()
 	if err != nil {
@@ -324,7 +325,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	}
 	httpc := &http.Client{Timeout: 10 * time.Second}
 	s := &clusterSaleRound{r: r, res: &res, httpc: httpc, secret: []byte(r.cfg.AuthSecret), activityID: benchActivityID()}
-	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].api, s.secret, s.activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
+	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].API, s.secret, s.activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
 		return res, err
 	}
 	redisBefore, err := redisScriptCalls(ctx, rc)
@@ -341,7 +342,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 	}
 	defer s.pool.Close()
 	for _, in := range res.apis {
-		s.bases = append(s.bases, "http://"+in.api)
+		s.bases = append(s.bases, "http://"+in.API)
 	}
 	stopPaying, err := s.startPayer(ctx)
 	if err != nil {
@@ -366,7 +367,7 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 // scratch database dsn, Redis namespace ns and broker namespace env, and
 // waits until each is live and ready. It returns every instance it
 // started, also on an error, for the caller to stop.
-func (r clusterSaleRun) startInstances(ctx context.Context, env *benchNamespace, dsn, ns string, res *clusterSaleResult) ([]*clusterInstance, error) {
+func (r clusterSaleRun) startInstances(ctx context.Context, env *benchenv.Namespace, dsn, ns string, res *clusterSaleResult) ([]*clusterInstance, error) {
 	logDir, err := os.MkdirTemp("", "seckill-cluster-sale-")
 	if err != nil {
 		return nil, err
@@ -374,7 +375,7 @@ func (r clusterSaleRun) startInstances(ctx context.Context, env *benchNamespace,
 	fmt.Fprintf(r.progress, "cluster-sale: service logs in %s\n", logDir)
 	start := func(role string, i int) (*clusterInstance, error) {
 		name := fmt.Sprintf("%s-%d", role, i)
-		in, err := newInstance(name, r.exe, logDir,
+		in, err := benchenv.NewInstance(name, r.exe, logDir,
 			"SECKILL_ROLE="+role, "SECKILL_PG_DSN="+dsn,
 			"SECKILL_REDIS_ADDR="+strings.Join(r.redisAddrs, ","), "SECKILL_REDIS_DB=0", "SECKILL_REDIS_NAMESPACE="+ns,
 			"SECKILL_INSTANCE_ID="+name+"-"+env.Prefix(),
@@ -382,14 +383,14 @@ func (r clusterSaleRun) startInstances(ctx context.Context, env *benchNamespace,
 		if err != nil {
 			return nil, err
 		}
-		in.env = append(in.env, env.ServiceEnv()...)
-		in.cleanEnv = in.env
-		if err := in.start(); err != nil {
-			_ = in.logFile.Close()
+		in.Env = append(in.Env, env.ServiceEnv()...)
+		in.CleanEnv = in.Env
+		if err := in.Start(); err != nil {
+			_ = in.LogFile.Close()
 			return nil, err
 		}
-		ci := &clusterInstance{instance: in, role: role}
-		ci.cpu.pid = in.cmd.Process.Pid
+		ci := &clusterInstance{Instance: in, role: role}
+		ci.cpu.pid = in.PID()
 		return ci, nil
 	}
 	var all []*clusterInstance
@@ -407,13 +408,13 @@ func (r clusterSaleRun) startInstances(ctx context.Context, env *benchNamespace,
 		}
 	}
 	for _, in := range all {
-		if err := in.waitLive(ctx); err != nil {
+		if err := in.WaitLive(ctx); err != nil {
 			return all, err
 		}
 	}
 	for _, in := range all {
-		if err := waitReady(ctx, "http://"+in.ops+"/readyz", 90*time.Second); err != nil {
-			return all, fmt.Errorf("%s: %w (log: %s)", in.name, err, in.logFile.Name())
+		if err := waitReady(ctx, "http://"+in.Ops+"/readyz", 90*time.Second); err != nil {
+			return all, fmt.Errorf("%s: %w (log: %s)", in.Name, err, in.LogFile.Name())
 		}
 	}
 	return all, nil
@@ -551,7 +552,7 @@ func (s *clusterSaleRound) settle(ctx context.Context, atStart []float64, stopPa
 	var open int
 	for {
 		var err error
-		res.created, res.released, open, err = resolveIDs(ctx, s.pool, ids)
+		res.created, res.released, open, err = benchenv.ResolveIDs(ctx, s.pool, ids)
 		if err != nil {
 			return err
 		}
@@ -595,7 +596,7 @@ func (s *clusterSaleRound) waitAtRest(ctx context.Context) error {
 			s.activityID).Scan(&pending); err != nil {
 			return err
 		}
-		rep, repErr := stockReport(ctx, s.httpc, "http://"+s.res.apis[1%len(s.res.apis)].api, s.secret, s.activityID)
+		rep, repErr := stockReport(ctx, s.httpc, "http://"+s.res.apis[1%len(s.res.apis)].API, s.secret, s.activityID)
 		if (pending == 0 && repErr == nil && rep.GetDrift() == 0 && rep.GetReleasesInFlight() == 0) || time.Now().After(deadline) {
 			return nil
 		}
@@ -616,7 +617,7 @@ type meter struct {
 func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 	var out []*meter
 	for _, sp := range r.stackProcs {
-		pid, err := pidFromFile(sp.pidFile)
+		pid, err := benchenv.PIDFromFile(sp.pidFile)
 		if err != nil {
 			continue
 		}
@@ -628,7 +629,7 @@ func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 			t, alive := p.sample()
 			p.last = t
 			if !alive {
-				if next, err := pidFromFile(sp.pidFile); err == nil && next != p.pid {
+				if next, err := benchenv.PIDFromFile(sp.pidFile); err == nil && next != p.pid {
 					ended += t
 					p = &saleProcess{name: sp.name, pid: next, tree: sp.tree}
 					t, _ = p.sample()
@@ -639,7 +640,7 @@ func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 		}})
 	}
 	for _, in := range instances {
-		out = append(out, &meter{name: in.name, role: in.role, read: func() float64 {
+		out = append(out, &meter{name: in.Name, role: in.role, read: func() float64 {
 			in.cmu.Lock()
 			defer in.cmu.Unlock()
 			in.cpu.read()
@@ -677,15 +678,15 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 		v.cmu.Lock()
 		v.cpu.read()
 		v.cmu.Unlock()
-		v.killAndWait()
+		v.KillAndWait()
 		v.cmu.Lock()
 		v.killed = true
 		v.cmu.Unlock()
-		fmt.Fprintf(r.progress, "cluster-sale: killed %s (SIGKILL)\n", v.name)
+		fmt.Fprintf(r.progress, "cluster-sale: killed %s (SIGKILL)\n", v.Name)
 	}
 	var brokerPID int
 	if r.broker != nil {
-		pid, err := pidFromFile(r.broker.pidFile)
+		pid, err := benchenv.PIDFromFile(r.broker.pidFile)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("pid of %s: %w", r.broker.name, err)
 		}
@@ -707,11 +708,11 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 	time.Sleep(r.opts.down)
 	for _, v := range victims {
 		v.workerRestarted()
-		if err := v.start(); err != nil {
+		if err := v.Start(); err != nil {
 			return time.Time{}, err
 		}
 		v.cmu.Lock()
-		v.cpu.restartAs(v.cmd.Process.Pid)
+		v.cpu.restartAs(v.PID())
 		v.cmu.Unlock()
 	}
 	switch {
@@ -730,10 +731,10 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", r.broker.name)
 	}
 	for _, v := range victims {
-		if err := v.waitLive(ctx); err != nil {
+		if err := v.WaitLive(ctx); err != nil {
 			return time.Time{}, err
 		}
-		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", v.name)
+		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", v.Name)
 	}
 	return time.Now(), nil
 }
@@ -750,7 +751,7 @@ func (in *clusterInstance) workerRestarted() {
 // scrapeDeliveries reads the worker's mq_consume_total: all handled
 // deliveries and those of the order-create group.
 func (in *clusterInstance) scrapeDeliveries(ctx context.Context, httpc *http.Client) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.ops+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.Ops+"/metrics", nil)
 	if err != nil {
 		return
 	}
@@ -916,7 +917,7 @@ func (p *payer) call(ctx context.Context, c seckillv1connect.OrderServiceClient,
 func checkActivityInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, bases []string, secret []byte,
 	activityID int64, stock int, answers []buyerAnswer, open int) ([]invariantCheck, int, error) {
 	ids := acknowledgedIDs(answers)
-	books, err := readSaleBooks(ctx, pool, activityID, ids)
+	books, err := benchenv.ReadSaleBooks(ctx, pool, activityID, ids)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -945,12 +946,12 @@ func checkActivityInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *htt
 		i6.Violations = 1 // the sale is at rest: every instance's report failing is a failure here
 	}
 	checks := []invariantCheck{
-		{ID: "I1", Name: "no oversell", Checked: true, Violations: max(0, books.live-int64(stock)) + books.noStock,
-			Detail: fmt.Sprintf("%d live orders for %d units; %d acknowledged reservations found no final stock", books.live, stock, books.noStock)},
-		{ID: "I2", Name: "one live order per buyer", Checked: true, Violations: books.dupUsers,
-			Detail: fmt.Sprintf("%d users with more than one live order", books.dupUsers)},
-		{ID: "I3", Name: "one effect per message", Checked: true, Violations: books.dupEffects,
-			Detail: fmt.Sprintf("%d message ids with more than one ORDER_CREATED ledger entry", books.dupEffects)},
+		{ID: "I1", Name: "no oversell", Checked: true, Violations: max(0, books.Live-int64(stock)) + books.NoStock,
+			Detail: fmt.Sprintf("%d live orders for %d units; %d acknowledged reservations found no final stock", books.Live, stock, books.NoStock)},
+		{ID: "I2", Name: "one live order per buyer", Checked: true, Violations: books.DupUsers,
+			Detail: fmt.Sprintf("%d users with more than one live order", books.DupUsers)},
+		{ID: "I3", Name: "one effect per message", Checked: true, Violations: books.DupEffects,
+			Detail: fmt.Sprintf("%d message ids with more than one ORDER_CREATED ledger entry", books.DupEffects)},
 		{ID: "I4", Name: "one compensation per reservation", Checked: true, Violations: doubleRelease,
 			Detail: fmt.Sprintf("%d orders canceled (by their timeout or their buyer); %d reservations given back more than once", canceled, doubleRelease)},
 		{ID: "I5", Name: "a paid order is never canceled", Checked: true, Violations: paidCanceled,
@@ -985,7 +986,7 @@ func (r clusterSaleResult) writeHeader(w io.Writer, run clusterSaleRun) {
 		redisText = "Redis Cluster " + strings.Join(run.redisAddrs, ",")
 	}
 	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units in %d stock lanes, %d buyers, %d clients; %d API + %d worker instances; %s; %s\n",
-		o.stock, o.lanes, o.buyers, o.clients, o.apis, o.workers, redisText, brokerText(run.cfg))
+		o.stock, o.lanes, o.buyers, o.clients, o.apis, o.workers, redisText, benchenv.BrokerText(run.cfg))
 	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
 	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
 	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",
@@ -1013,7 +1014,7 @@ func (r clusterSaleResult) writeInstances(w io.Writer) {
 		calls += in.calls.Load()
 	}
 	for _, in := range r.apis {
-		fmt.Fprintf(w, "  %-10s %7d answers (%4.1f %%), %6d acknowledged%s\n", in.name, in.calls.Load(),
+		fmt.Fprintf(w, "  %-10s %7d answers (%4.1f %%), %6d acknowledged%s\n", in.Name, in.calls.Load(),
 			100*float64(in.calls.Load())/max(float64(calls), 1), in.accepted.Load(), killedText(in))
 	}
 	fmt.Fprintln(w, "worker instances (handled deliveries, all groups / order-create):")
@@ -1024,7 +1025,7 @@ func (r clusterSaleResult) writeInstances(w io.Writer) {
 	}
 	for _, in := range r.workers {
 		a, c := in.deliveries()
-		fmt.Fprintf(w, "  %-10s %7.0f (%4.1f %%) / %6.0f%s\n", in.name, a, 100*a/max(deliveries, 1), c, killedText(in))
+		fmt.Fprintf(w, "  %-10s %7.0f (%4.1f %%) / %6.0f%s\n", in.Name, a, 100*a/max(deliveries, 1), c, killedText(in))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/deploy/devstack"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // TestClusterSale is the bounded part of `make cluster-sale` that `make
@@ -46,7 +47,7 @@ func TestClusterSale(t *testing.T) {
 	// The end-to-end tests' send bound: make test runs packages in
 	// parallel on two cores.
 	t.Setenv("SECKILL_SEND_TIMEOUT", "500ms")
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestClusterSale(t *testing.T) {
 		opts: clusterSaleOptions{stock: 600, lanes: 3, buyers: 1800, clients: 16, apis: 3, workers: 2,
 			faults: []string{faultAPI, faultWorkers, faultBroker}, down: 3 * time.Second, settle: 120 * time.Second,
 			paymentTimeout: 8 * time.Second, payShare: 0.5},
-		cfg: cfg, log: log, exe: filepath.Join(filepath.Dir(bin), serviceName),
+		cfg: cfg, log: log, exe: filepath.Join(filepath.Dir(bin), benchenv.ServiceName),
 		redisAddrs: redisadapter.SplitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")),
 		broker: &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
 			// Brought back as a supervisor would: up to three starts, the
@@ -94,12 +95,12 @@ func TestClusterSale(t *testing.T) {
 	}
 	for _, in := range res.apis {
 		if in.accepted.Load() == 0 {
-			t.Errorf("%s acknowledged nothing: the client-side spread did not reach it", in.name)
+			t.Errorf("%s acknowledged nothing: the client-side spread did not reach it", in.Name)
 		}
 	}
 	for _, in := range res.workers {
 		if all, _ := in.deliveries(); all == 0 {
-			t.Errorf("%s handled no delivery", in.name)
+			t.Errorf("%s handled no delivery", in.Name)
 		}
 	}
 	if !strings.Contains(progress.String(), "killed broker-b") || !strings.Contains(progress.String(), "broker-b is back") {

@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
+	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 )
 
 // hotSKUOptions are the flags of `seckill-bench hot-sku`.
@@ -57,7 +58,7 @@ func hotSKU(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(addrs) == 0 {
 		return errors.New("hot-sku: SECKILL_REDIS_CLUSTER_ADDRS is not set: eval \"$(deploy/local/stack.sh up)\"")
 	}
-	cfg, log, err := loadConfig()
+	cfg, log, err := benchenv.LoadConfig()
 	if err != nil {
 		return err
 	}

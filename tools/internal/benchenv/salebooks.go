@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 import (
 	"context"
@@ -6,25 +6,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// saleBooks is what PostgreSQL holds about one activity after a sale (SKU
+// SaleBooks is what PostgreSQL holds about one activity after a sale (SKU
 // 1), the facts `seckill-bench sale` and `chaos` check their invariants on.
-type saleBooks struct {
-	// live orders (not CANCELED).
-	live int64
-	// noStock: accepted order ids rejected NO_FINAL_STOCK (the entry
+type SaleBooks struct {
+	// Live orders (not CANCELED).
+	Live int64
+	// NoStock: accepted order ids rejected NO_FINAL_STOCK (the entry
 	// acknowledged more than the stock).
-	noStock int64
-	// dupUsers: users with more than one live order (I2).
-	dupUsers int64
-	// dupEffects: message ids with more than one ORDER_CREATED ledger
+	NoStock int64
+	// DupUsers: users with more than one live order (I2).
+	DupUsers int64
+	// DupEffects: message ids with more than one ORDER_CREATED ledger
 	// entry (I3).
-	dupEffects int64
+	DupEffects int64
 }
 
-// readSaleBooks reads saleBooks for activityID; accepted are the order ids
+// ReadSaleBooks reads SaleBooks for activityID; accepted are the order ids
 // buyers were told.
-func readSaleBooks(ctx context.Context, pool *pgxpool.Pool, activityID int64, accepted []string) (saleBooks, error) {
-	var b saleBooks
+func ReadSaleBooks(ctx context.Context, pool *pgxpool.Pool, activityID int64, accepted []string) (SaleBooks, error) {
+	var b SaleBooks
 	err := pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM orders WHERE activity_id = $1 AND status <> 'CANCELED'),
 		       (SELECT count(*) FROM order_rejections WHERE order_id = ANY($2::text[]) AND reason = 'NO_FINAL_STOCK'),
@@ -32,13 +32,13 @@ func readSaleBooks(ctx context.Context, pool *pgxpool.Pool, activityID int64, ac
 		                              GROUP BY user_id HAVING count(*) > 1) d),
 		       (SELECT count(*) FROM (SELECT message_id FROM inventory_ledger WHERE activity_id = $1
 		                              AND reason = 'ORDER_CREATED' GROUP BY message_id HAVING count(*) > 1) d)`,
-		activityID, accepted).Scan(&b.live, &b.noStock, &b.dupUsers, &b.dupEffects)
+		activityID, accepted).Scan(&b.Live, &b.NoStock, &b.DupUsers, &b.DupEffects)
 	return b, err
 }
 
-// resolveIDs counts, of the order ids buyers were told, those that are
+// ResolveIDs counts, of the order ids buyers were told, those that are
 // orders, those that were rejected (released) and those that are neither.
-func resolveIDs(ctx context.Context, pool *pgxpool.Pool, ids []string) (orders, rejected, open int, err error) {
+func ResolveIDs(ctx context.Context, pool *pgxpool.Pool, ids []string) (orders, rejected, open int, err error) {
 	err = pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE o.order_id IS NOT NULL),
 		       count(*) FILTER (WHERE o.order_id IS NULL AND EXISTS (

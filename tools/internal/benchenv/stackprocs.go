@@ -1,6 +1,7 @@
-package main
+package benchenv
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -56,12 +57,12 @@ func pluggedStackProcesses(plug brokerplug.Plug) [][2]string {
 	return out
 }
 
-// brokerStackProcess is the process that scenario target "broker" faults:
+// BrokerStackProcess is the process that scenario target "broker" faults:
 // the broker's first stack process (RocketMQ's proxy with its embedded
 // broker, the RabbitMQ node, a plug's main process, the first node of a
 // plug's cluster mode), as a name and its pid file (a stack component's,
 // or an absolute path).
-func brokerStackProcess(broker string, s brokerplug.Settings) (name, pidFile string, err error) {
+func BrokerStackProcess(broker string, s brokerplug.Settings) (name, pidFile string, err error) {
 	procs := stackProcesses(broker, s)
 	if len(procs) == 0 || procs[0][1] == "" {
 		return "", "", fmt.Errorf("broker %s has no process of the local stack to fault", broker)
@@ -69,7 +70,7 @@ func brokerStackProcess(broker string, s brokerplug.Settings) (name, pidFile str
 	if filepath.IsAbs(procs[0][1]) {
 		return procs[0][0], procs[0][1], nil
 	}
-	dir, err := stackDir()
+	dir, err := StackDir()
 	if err != nil {
 		return "", "", err
 	}
@@ -99,7 +100,7 @@ func rocketMQStackProcesses() [][2]string {
 // the node the settings' URL points at (it listens on the URL's port): a
 // node outside the stack would otherwise be charged the stack's idle node.
 func rabbitMQStackProcesses(s brokerplug.Settings) [][2]string {
-	pid, err := stackPID("rabbitmq")
+	pid, err := StackPID("rabbitmq")
 	if err != nil {
 		return [][2]string{{"rabbitmq", "rabbitmq"}}
 	}
@@ -143,4 +144,39 @@ func listensOn(pid int, port string) bool {
 		}
 	}
 	return false
+}
+
+// StackDir is the local stack's state directory.
+func StackDir() (string, error) {
+	dir := os.Getenv("SECKILL_STACK_DIR")
+	if dir == "" {
+		return "", errors.New("SECKILL_STACK_DIR is not set: run through `make chaos` or eval \"$(deploy/local/stack.sh env)\"")
+	}
+	return dir, nil
+}
+
+// StackPID reads the pid the local stack recorded for component.
+func StackPID(component string) (int, error) {
+	dir, err := StackDir()
+	if err != nil {
+		return 0, err
+	}
+	pid, err := PIDFromFile(filepath.Join(dir, "run", component+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("pid of %s: %w", component, err)
+	}
+	return pid, nil
+}
+
+// PIDFromFile reads the pid a pid file holds.
+func PIDFromFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("%s: %q is not a pid", path, b)
+	}
+	return pid, nil
 }

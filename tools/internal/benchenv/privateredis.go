@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// privateRedis is a redis-server process of one chaos scenario, with its
+// PrivateRedis is a redis-server process of one chaos scenario, with its
 // own port and data directory (AOF everysec, as the local stack's), so a
 // scenario can kill and restore Redis without touching the stack's
 // (`seckill-bench chaos --private-redis`, the subset `make test` runs).
-type privateRedis struct {
+type PrivateRedis struct {
 	dir  string
 	port int
 	mu   sync.Mutex
@@ -28,9 +28,9 @@ type privateRedis struct {
 	done chan struct{}
 }
 
-// startPrivateRedis starts redis-server (from PATH) on a free loopback
+// StartPrivateRedis starts redis-server (from PATH) on a free loopback
 // port with a new data directory and waits until it answers.
-func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
+func StartPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
 	dir, err := os.MkdirTemp("", "seckill-chaos-redis-")
 	if err != nil {
 		return nil, err
@@ -42,20 +42,20 @@ func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	p := &privateRedis{dir: dir, port: port}
-	if err := p.start(ctx); err != nil {
+	p := &PrivateRedis{dir: dir, port: port}
+	if err := p.Start(ctx); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *privateRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+func (p *PrivateRedis) Addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
 
-func (p *privateRedis) aofDir() string { return filepath.Join(p.dir, "appendonlydir") }
+func (p *PrivateRedis) AofDir() string { return filepath.Join(p.dir, "appendonlydir") }
 
-// start runs the server and waits up to 10 s for a PONG.
-func (p *privateRedis) start(ctx context.Context) error {
+// Start runs the server and waits up to 10 s for a PONG.
+func (p *PrivateRedis) Start(ctx context.Context) error {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return fmt.Errorf("private redis: %w (deploy/local/stack.sh up installs it)", err)
@@ -72,7 +72,7 @@ func (p *privateRedis) start(ctx context.Context) error {
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1})
 	defer func() { _ = c.Close() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -86,8 +86,8 @@ func (p *privateRedis) start(ctx context.Context) error {
 	}
 }
 
-// kill sends SIGKILL and waits until the process is gone.
-func (p *privateRedis) kill() {
+// Kill sends SIGKILL and waits until the process is gone.
+func (p *PrivateRedis) Kill() {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
@@ -98,8 +98,15 @@ func (p *privateRedis) kill() {
 	<-done
 }
 
-// stop kills the server and removes its data.
-func (p *privateRedis) stop() {
-	p.kill()
+// Stop kills the server and removes its data.
+func (p *PrivateRedis) Stop() {
+	p.Kill()
 	_ = os.RemoveAll(p.dir)
+}
+
+// Signal sends sig to the running redis-server.
+func (p *PrivateRedis) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Signal(sig)
 }

@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// benchNamespace is the isolated broker namespace of one benchmark run on
+// Namespace is the isolated broker namespace of one benchmark run on
 // the broker SECKILL_BROKER chose: every topic and consumer group of the
 // service (and the dead-letter resources a whole service needs) under a
 // fresh prefix, deleted by Close. It is the broker plug's namespace
 // (brokerplug.Namespace) and the plug's own broker opened on it: the
 // benches reach the broker through ports.Publisher and ports.BatchHandler
 // and name no broker.
-type benchNamespace struct {
+type Namespace struct {
 	plug    brokerplug.Plug
 	ns      brokerplug.Namespace
 	neutral brokerplug.Neutral
@@ -43,9 +43,9 @@ type benchNamespace struct {
 // before it is dead-lettered.
 const benchRedeliveries = 5
 
-// newBenchEnv creates a namespace on the broker cfg.Broker.Name names
+// NewNamespace creates a namespace on the broker cfg.Broker.Name names
 // (SECKILL_BROKER, default the registry's first).
-func newBenchEnv(ctx context.Context, cfg config.Config, log *slog.Logger) (*benchNamespace, error) {
+func NewNamespace(ctx context.Context, cfg config.Config, log *slog.Logger) (*Namespace, error) {
 	plug, err := brokers.Lookup(cfg.Broker.Name)
 	if err != nil {
 		return nil, fmt.Errorf("SECKILL_BROKER: %w", err)
@@ -59,7 +59,7 @@ func newBenchEnv(ctx context.Context, cfg config.Config, log *slog.Logger) (*ben
 	if err != nil {
 		return nil, fmt.Errorf("the bench namespace: %w", err)
 	}
-	e := &benchNamespace{plug: plug, ns: ns, neutral: cfg.Broker.Neutral, log: log}
+	e := &Namespace{plug: plug, ns: ns, neutral: cfg.Broker.Neutral, log: log}
 	if e.base, err = e.open(cfg.Broker.Neutral.SendTimeout, log); err != nil {
 		e.Close()
 		return nil, err
@@ -68,25 +68,25 @@ func newBenchEnv(ctx context.Context, cfg config.Config, log *slog.Logger) (*ben
 }
 
 // Broker names the broker's plug (adapters/brokers).
-func (e *benchNamespace) Broker() string { return e.plug.Name() }
+func (e *Namespace) Broker() string { return e.plug.Name() }
 
 // Prefix is the namespace's name prefix.
-func (e *benchNamespace) Prefix() string { return e.ns.Prefix() }
+func (e *Namespace) Prefix() string { return e.ns.Prefix() }
 
 // Configure points cfg at the namespace (the broker and its prefix), for
 // a service built in process (bootstrap.NewApp).
-func (e *benchNamespace) Configure(cfg *config.Config) {
+func (e *Namespace) Configure(cfg *config.Config) {
 	cfg.Broker.Name, cfg.Broker.Settings = e.plug.Name(), e.ns.Settings()
 }
 
 // ServiceEnv is the environment a `seckill serve` subprocess needs to use
 // the namespace (appended after os.Environ(), so it wins).
-func (e *benchNamespace) ServiceEnv() []string { return e.ns.Env() }
+func (e *Namespace) ServiceEnv() []string { return e.ns.Env() }
 
 // open opens the plug's broker on the namespace with sends bounded by
 // sendTimeout, metrics in a registry of its own and no tracing; Close
 // closes it.
-func (e *benchNamespace) open(sendTimeout time.Duration, log *slog.Logger) (brokerplug.Broker, error) {
+func (e *Namespace) open(sendTimeout time.Duration, log *slog.Logger) (brokerplug.Broker, error) {
 	n := e.neutral
 	n.SendTimeout = sendTimeout
 	b, err := e.plug.Open(e.ns.Settings(), brokerplug.Deps{Neutral: n, Tracer: noop.NewTracerProvider(),
@@ -102,7 +102,7 @@ func (e *benchNamespace) open(sendTimeout time.Duration, log *slog.Logger) (brok
 
 // Publisher returns a started publisher into the namespace whose sends
 // wait at most sendTimeout; close it with the returned function.
-func (e *benchNamespace) Publisher(ctx context.Context, sendTimeout time.Duration, log *slog.Logger) (ports.Publisher, func(), error) {
+func (e *Namespace) Publisher(ctx context.Context, sendTimeout time.Duration, log *slog.Logger) (ports.Publisher, func(), error) {
 	b, err := e.open(sendTimeout, log)
 	if err != nil {
 		return nil, nil, err
@@ -115,13 +115,13 @@ func (e *benchNamespace) Publisher(ctx context.Context, sendTimeout time.Duratio
 
 // Group returns the physical name of business group g (the name the
 // inbox records).
-func (e *benchNamespace) Group(g ports.ConsumerGroup) string { return e.base.Group(g) }
+func (e *Namespace) Group(g ports.ConsumerGroup) string { return e.base.Group(g) }
 
 // Consumer returns the run loop of business group sub in the namespace:
 // it hands the group's messages to h, at most batch per call and at most
 // concurrency calls at a time (fewer while limit, when not nil, says so),
 // until its context ends.
-func (e *benchNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, limit ports.ConcurrencyLimit,
+func (e *Namespace) Consumer(sub ports.Subscription, h ports.BatchHandler, batch, concurrency int, limit ports.ConcurrencyLimit,
 	log *slog.Logger) (func(context.Context) error, error) {
 	b, err := e.open(e.neutral.SendTimeout, log)
 	if err != nil {
@@ -132,13 +132,13 @@ func (e *benchNamespace) Consumer(sub ports.Subscription, h ports.BatchHandler, 
 
 // StackProcesses names the broker's processes of the local stack whose
 // CPU `bench sale` samples (stackProcesses).
-func (e *benchNamespace) StackProcesses() [][2]string {
+func (e *Namespace) StackProcesses() [][2]string {
 	return stackProcesses(e.plug.Name(), e.ns.Settings())
 }
 
 // Close closes the brokers opened on the namespace and deletes it,
 // messages included; failures are logged.
-func (e *benchNamespace) Close() {
+func (e *Namespace) Close() {
 	e.mu.Lock()
 	opened := e.opened
 	e.opened = nil
@@ -153,7 +153,7 @@ func (e *benchNamespace) Close() {
 	}
 }
 
-// brokerText names the broker of cfg for a header line.
-func brokerText(cfg config.Config) string {
+// BrokerText names the broker of cfg for a header line.
+func BrokerText(cfg config.Config) string {
 	return "broker " + cfg.Broker.Name + " (" + cfg.Broker.Settings.Target() + ")"
 }

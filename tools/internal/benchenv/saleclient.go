@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 import (
 	"bytes"
@@ -13,26 +13,26 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 )
 
-// saleJSONCodec is the load generator's Connect JSON codec ("json"): it
+// SaleJSONCodec is the load generator's Connect JSON codec ("json"): it
 // writes a PlaceOrderRequest by appending its three fields, the same JSON
 // protojson writes (lowerCamelCase names, int64 as strings, zero fields
 // left out) without its reflection, and hands every other message, and
 // every answer, to protojson as connect.WithProtoJSON does. The service
 // reads the same request either way.
-type saleJSONCodec struct{}
+type SaleJSONCodec struct{}
 
 // Name is the codec's name on the wire (Content-Type application/json).
-func (saleJSONCodec) Name() string { return "json" }
+func (SaleJSONCodec) Name() string { return "json" }
 
 // IsBinary reports that JSON is text.
-func (saleJSONCodec) IsBinary() bool { return false }
+func (SaleJSONCodec) IsBinary() bool { return false }
 
 // Marshal encodes message as JSON.
-func (c saleJSONCodec) Marshal(message any) ([]byte, error) { return c.MarshalAppend(nil, message) }
+func (c SaleJSONCodec) Marshal(message any) ([]byte, error) { return c.MarshalAppend(nil, message) }
 
 // MarshalAppend appends the JSON of message to dst (connect reuses dst's
 // buffer from call to call).
-func (saleJSONCodec) MarshalAppend(dst []byte, message any) ([]byte, error) {
+func (SaleJSONCodec) MarshalAppend(dst []byte, message any) ([]byte, error) {
 	if r, ok := message.(*seckillv1.PlaceOrderRequest); ok && r.GetActivityId() > 0 && r.GetSkuId() > 0 && plainJSONString(r.GetRequestId()) {
 		dst = append(dst, `{"activityId":"`...)
 		dst = strconv.AppendInt(dst, r.GetActivityId(), 10)
@@ -51,7 +51,7 @@ func (saleJSONCodec) MarshalAppend(dst []byte, message any) ([]byte, error) {
 
 // Unmarshal decodes JSON into message with protojson, unknown fields
 // discarded, as connect.WithProtoJSON does.
-func (saleJSONCodec) Unmarshal(data []byte, message any) error {
+func (SaleJSONCodec) Unmarshal(data []byte, message any) error {
 	m, ok := message.(proto.Message)
 	if !ok {
 		return fmt.Errorf("sale codec: %T is not a protobuf message", message)
@@ -80,21 +80,21 @@ func plainJSONString(s string) bool {
 // memory.
 const maxWholeBody = 64 << 10
 
-// wholeBodyTransport sends a request whose body has a known length of at
+// WholeBodyTransport sends a request whose body has a known length of at
 // most maxWholeBody from memory, so that net/http writes its headers and
 // body in one write (it flushes the headers on their own before a body it
 // cannot tell is in memory, as connect's unary body is): one system call
 // and one TCP segment per call instead of two, on both ends. Other
 // requests (streams, unknown length) pass through unchanged.
-type wholeBodyTransport struct {
-	next http.RoundTripper
+type WholeBodyTransport struct {
+	Next http.RoundTripper
 }
 
 // RoundTrip implements http.RoundTripper. It does not change req: a
 // shallow copy carries the in-memory body.
-func (t wholeBodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t WholeBodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 || req.ContentLength > maxWholeBody {
-		return t.next.RoundTrip(req)
+		return t.Next.RoundTrip(req)
 	}
 	buf := make([]byte, req.ContentLength)
 	_, err := io.ReadFull(req.Body, buf)
@@ -107,5 +107,5 @@ func (t wholeBodyTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	out := req.WithContext(req.Context())
 	out.Body = io.NopCloser(bytes.NewReader(buf))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
-	return t.next.RoundTrip(out)
+	return t.Next.RoundTrip(out)
 }

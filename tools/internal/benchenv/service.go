@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 import (
 	"context"
@@ -13,20 +13,20 @@ import (
 	"github.com/seckill-dev/seckill/bootstrap/config"
 )
 
-// serviceName is the file name of the service binary (bootstrap/cmd/seckill).
-const serviceName = "seckill"
+// ServiceName is the file name of the service binary (bootstrap/cmd/seckill).
+const ServiceName = "seckill"
 
-// serviceBinary returns the service binary that sale and chaos start as
+// ServiceBinary returns the service binary that sale and chaos start as
 // `seckill serve`: the seckill executable in the directory of this one
 // (bin/seckill beside bin/seckill-bench, as make build-bench leaves them).
 // Without it the error says how to build it.
-func serviceBinary() (string, error) {
+func ServiceBinary() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("find the seckill-bench executable: %w", err)
 	}
 	dir := filepath.Dir(exe)
-	p := filepath.Join(dir, serviceName)
+	p := filepath.Join(dir, ServiceName)
 	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return "", fmt.Errorf("no service binary %s beside %s: build it there (make build-bench, or go build -o %s/ ./bootstrap/cmd/seckill)",
 			p, exe, dir)
@@ -34,10 +34,10 @@ func serviceBinary() (string, error) {
 	return p, nil
 }
 
-// loadConfig reads the SECKILL_* environment as the service does and fills
+// LoadConfig reads the SECKILL_* environment as the service does and fills
 // in the instance id. The per-client-address limit is off: the load
 // generator is one address sending thousands of calls a second.
-func loadConfig() (config.Config, *slog.Logger, error) {
+func LoadConfig() (config.Config, *slog.Logger, error) {
 	cfg, err := config.Load(os.LookupEnv)
 	if err != nil {
 		return config.Config{}, nil, err
@@ -50,10 +50,10 @@ func loadConfig() (config.Config, *slog.Logger, error) {
 	return cfg, bootstrap.LoggerFor(cfg), nil
 }
 
-// startInProcess runs app (a service built in this process) until stop is
+// StartInProcess runs app (a service built in this process) until stop is
 // called and returns its API's base URL; stop waits for the service to end
 // and reports an error it stopped with on stderr, naming the bench.
-func startInProcess(ctx context.Context, app *bootstrap.App, bench string) (base string, stop func(), err error) {
+func StartInProcess(ctx context.Context, app *bootstrap.App, bench string) (base string, stop func(), err error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -72,8 +72,8 @@ func startInProcess(ctx context.Context, app *bootstrap.App, bench string) (base
 	}
 }
 
-// keepWorkers keeps only the named workers of app.
-func keepWorkers(app *bootstrap.App, names ...string) {
+// KeepWorkers keeps only the named workers of app.
+func KeepWorkers(app *bootstrap.App, names ...string) {
 	var keep []bootstrap.Worker
 	for _, w := range app.Workers {
 		if slices.Contains(names, w.Name) {
