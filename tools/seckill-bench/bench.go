@@ -35,6 +35,3 @@ func intList(s string) ([]int, error) {
 	}
 	return out, nil
 }
-
-// benchActivityID returns an activity id no earlier run used.
-func benchActivityID() int64 { return time.Now().UnixNano() / 1000 }

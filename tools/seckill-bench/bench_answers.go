@@ -22,6 +22,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // answersOptions are the flags of `seckill-bench answers`.
@@ -129,7 +130,7 @@ func parseAnswersOptions(args []string) (answersOptions, error) {
 // every mode and run apart (a token is new to the server that verifies
 // it, as in the sold-out phase of a sale).
 func answerRun(ctx context.Context, sc *benchenv.Scratch, o answersOptions, m answerMode, exe, self string, redisPID, offset int) (answerFigures, error) {
-	activityID := benchActivityID()
+	activityID := salekit.BenchActivityID()
 	var in *benchenv.Instance
 	var err error
 	if m.floorArgs == nil {
@@ -146,7 +147,7 @@ func answerRun(ctx context.Context, sc *benchenv.Scratch, o answersOptions, m an
 		// One unit: the first warm-up call takes it, every later call is
 		// answered sold out.
 		adminHTTP := &http.Client{Timeout: 10 * time.Second}
-		if err := createSaleActivity(ctx, adminHTTP, base, []byte(sc.Config.AuthSecret), activityID, 1, time.Hour, 1); err != nil {
+		if err := salekit.CreateSaleActivity(ctx, adminHTTP, base, []byte(sc.Config.AuthSecret), activityID, 1, time.Hour, 1); err != nil {
 			return answerFigures{}, fmt.Errorf("create the activity: %w", err)
 		}
 	}
@@ -199,7 +200,7 @@ func writeAnswerMedians(w io.Writer, modes []answerMode, results [][]answerFigur
 		for i, f := range fs {
 			xs[i] = pick(f)
 		}
-		return median(xs)
+		return salekit.Median(xs)
 	}
 	fmt.Fprintf(w, "\nmedians of %d runs:\n", len(results[0]))
 	fmt.Fprintf(w, "%-39s %10s %10s %10s %12s\n", "mode", "server µs", "Redis µs", "server+Redis", "answers/s")
@@ -226,7 +227,7 @@ func startAnswerFloor(ctx context.Context, self, dir string, args []string) (*be
 		_ = in.LogFile.Close()
 		return nil, err
 	}
-	if err := waitReady(ctx, "http://"+in.API+"/readyz", 30*time.Second); err != nil {
+	if err := salekit.WaitReady(ctx, "http://"+in.API+"/readyz", 30*time.Second); err != nil {
 		in.Stop()
 		_ = in.LogFile.Close()
 		return nil, fmt.Errorf("floor server: %w (log: %s)", err, in.LogFile.Name())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // brokerKind is one kind of message an order makes the broker carry,
@@ -118,7 +119,7 @@ func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nbroker CPU per message, idle subtracted (median of %d runs; runs):\n", *runs)
 	var floor float64
 	for i, k := range brokerKinds {
-		m := median(results[i])
+		m := salekit.Median(results[i])
 		floor += m
 		fmt.Fprintf(stdout, "  %-24s %8.0f µs  %v\n", k.name, m, roundAll(results[i]))
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/pgcpu"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // consumeOptions are the flags of `seckill-bench consume`.
@@ -209,7 +210,7 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 	}
 	s.acts = application.NewActivities(s.store)
 	admin := application.NewAdmin(s.store, s.rs, s.acts, nil, nil, log)
-	s.act = ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(run.n),
+	s.act = ports.Activity{ActivityID: salekit.BenchActivityID(), SKUID: 1, Stock: int64(run.n),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
 	if _, err := admin.CreateActivity(ctx, "system:bench", s.act); err != nil {

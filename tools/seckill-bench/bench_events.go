@@ -30,6 +30,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // eventsOptions are the flags of `seckill-bench events`.
@@ -140,7 +141,7 @@ func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
 	r := &eventsRun{opts: o, cfg: cfg, log: log, store: store}
 	r.res = eventsResult{Bench: "events", Broker: cfg.Broker.Name, CPUs: runtime.NumCPU(), Rounds: o.rounds,
 		LiveTargetRate: o.liveRate, SaleSubscribers: o.subscribers, LoadBefore: loadAverage()}
-	r.actID = benchActivityID()
+	r.actID = salekit.BenchActivityID()
 	nOrders := (o.events + 2) / 3
 	r.res.Events = 3 * nOrders
 	fmt.Fprintf(stdout, "seckill-bench events: %s, %d cores (GOMAXPROCS %d), %d events in the store (%d paid orders), %d rounds, fresh database\n\n",
@@ -288,7 +289,7 @@ func (r *eventsRun) measureCatchUp(ctx context.Context, client seckillv1connect.
 	if r.opts.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	r.res.CatchUpDirectMed, r.res.CatchUpAPIMed = median(r.res.CatchUpDirect), median(r.res.CatchUpAPI)
+	r.res.CatchUpDirectMed, r.res.CatchUpAPIMed = salekit.Median(r.res.CatchUpDirect), salekit.Median(r.res.CatchUpAPI)
 	return nil
 }
 
@@ -701,7 +702,7 @@ func saleWithSubscribers(ctx context.Context, app *bootstrap.App, store *postgre
 	secret []byte, o eventsOptions, res *eventsResult) error {
 	for r := range o.rounds {
 		for _, subs := range []int{0, o.subscribers} {
-			act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
+			act := ports.Activity{ActivityID: salekit.BenchActivityID(), SKUID: 1, Stock: 10_000_000,
 				StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 				PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
 			if _, err := app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
@@ -730,7 +731,7 @@ func saleWithSubscribers(ctx context.Context, app *bootstrap.App, store *postgre
 				"errors", pr.errs, "events_delivered", n)
 		}
 	}
-	res.SaleRateNoneMed, res.SaleRateWithMed = median(res.SaleRateNone), median(res.SaleRateWith)
+	res.SaleRateNoneMed, res.SaleRateWithMed = salekit.Median(res.SaleRateNone), salekit.Median(res.SaleRateWith)
 	return nil
 }
 

@@ -29,6 +29,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // placeResult is one measured level.
@@ -157,7 +158,7 @@ func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
 		}
 	}
 	// The running service's buyers: users far from the benchmark's own.
-	liveUsers := benchActivityID()%1_000_000*1_000_000 + 1_000_000_000_000
+	liveUsers := salekit.BenchActivityID()%1_000_000*1_000_000 + 1_000_000_000_000
 	if o.beside != "" {
 		res, err := placeLevel(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers, o.besideClients, o.duration)
 		if err != nil {
@@ -186,7 +187,7 @@ func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
 // and prints that row after it. It returns the level's result.
 func (r *placeRun) measureLevel(ctx context.Context, clients int, withLive bool, liveUsers int64) (placeResult, error) {
 	o := r.opts
-	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: 10_000_000,
+	act := ports.Activity{ActivityID: salekit.BenchActivityID(), SKUID: 1, Stock: 10_000_000,
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
 	if _, err := r.app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
@@ -266,7 +267,7 @@ func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store
 	if cpuErr == nil {
 		cpu, cpuErr = benchenv.StartCPUMeter(rp, benchenv.SelfProc())
 	}
-	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: n, Clients: o.ceilingClients})
+	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: salekit.BenchActivityID(), SKUID: 1, Reservations: n, Clients: o.ceilingClients})
 	if err != nil {
 		return rr, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -37,7 +36,9 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // The outcomes a PlaceOrder answer is counted under. Other errors are
@@ -142,8 +143,8 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		_ = svc.LogFile.Close()
 	}()
 	r := &saleRun{o: o, sc: sc, log: log, svc: svc, secret: []byte(sc.Config.AuthSecret), base: "http://" + svc.API,
-		activityID: benchActivityID(), adminHTTP: &http.Client{Timeout: 10 * time.Second}, stdout: stdout}
-	if err := createSaleActivity(ctx, r.adminHTTP, r.base, r.secret, r.activityID, int64(o.Stock), time.Hour, 1); err != nil {
+		activityID: salekit.BenchActivityID(), adminHTTP: &http.Client{Timeout: 10 * time.Second}, stdout: stdout}
+	if err := salekit.CreateSaleActivity(ctx, r.adminHTTP, r.base, r.secret, r.activityID, int64(o.Stock), time.Hour, 1); err != nil {
 		return fmt.Errorf("create the sale's activity: %w", err)
 	}
 	if r.pool, err = pgxpool.New(ctx, sc.DSN); err != nil {
@@ -240,7 +241,7 @@ func (r *saleRun) result(ctx context.Context, loadEnd time.Time, settled saleSet
 	if err != nil {
 		return res, err
 	}
-	res.Violations = violationCount(res.Invariants)
+	res.Violations = chaos.ViolationCount(res.Invariants)
 
 	// The ceilings, once the service is gone: they have the machine to
 	// themselves, as in `seckill-bench place`.
@@ -357,33 +358,11 @@ func startSaleService(ctx context.Context, sc *benchenv.Scratch, exe, dir string
 		in.Stop()
 		return nil, err
 	}
-	if err := waitReady(ctx, "http://"+in.Ops+"/readyz", 60*time.Second); err != nil {
+	if err := salekit.WaitReady(ctx, "http://"+in.Ops+"/readyz", 60*time.Second); err != nil {
 		in.Stop()
 		return nil, fmt.Errorf("service: %w (log: %s)", err, in.LogFile.Name())
 	}
 	return in, nil
-}
-
-// waitReady polls url until it answers 200 or within passes.
-func waitReady(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		res, err := benchenv.HTTPGet(ctx, url)
-		if err == nil {
-			_ = res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready within %s", within)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // saleLoad drives the buyers and collects every answer.
@@ -617,26 +596,14 @@ func (l *saleLoad) acceptedIDs() ([]string, time.Time) {
 	return ids, last
 }
 
-// saleProcess is a process whose CPU time the sampler reads from
-// /proc/<pid>/stat.
-type saleProcess struct {
-	name string
-	pid  int
-	// tree adds the live children (PostgreSQL's backends under the
-	// postmaster) and the reaped ones (the parent's cutime and cstime).
-	tree        bool
-	first, last uint64 // clock ticks at the first and the latest sample
-	gone        bool
-}
-
 // saleProcesses lists the processes to measure: the service, this
 // process (the load generator and sampler), and the local stack's
 // components found in $SECKILL_STACK_DIR/run: the broker's processes
 // (display name, pid file base name or absolute pid file path; no file:
 // not the broker in use),
 // Redis and PostgreSQL. The note says which could not be measured.
-func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) {
-	procs := []*saleProcess{{name: "service", pid: servicePID}, {name: "load generator", pid: os.Getpid()}}
+func saleProcesses(servicePID int, broker [][2]string) ([]*benchenv.SampledProcess, string) {
+	procs := []*benchenv.SampledProcess{{Name: "service", PID: servicePID}, {Name: "load generator", PID: os.Getpid()}}
 	var missing []string
 	for _, c := range append(slices.Clone(broker), [2]string{"redis", "redis"}, [2]string{"postgres", "postgres"}) {
 		name, file := c[0], c[1]
@@ -655,7 +622,7 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 			missing = append(missing, name)
 			continue
 		}
-		procs = append(procs, &saleProcess{name: name, pid: pid, tree: name == "postgres"})
+		procs = append(procs, &benchenv.SampledProcess{Name: name, PID: pid, Tree: name == "postgres"})
 	}
 	note := ""
 	if len(missing) > 0 {
@@ -669,10 +636,10 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*saleProcess, string) 
 
 // pairProcesses replaces the stack's PostgreSQL in procs by the pair's
 // primary and adds its standby, each with its backends.
-func pairProcesses(procs []*saleProcess, pair *pgpair.Pair) []*saleProcess {
-	procs = slices.DeleteFunc(procs, func(p *saleProcess) bool { return p.name == "postgres" })
-	return append(procs, &saleProcess{name: "postgres", pid: pair.Primary.PID(), tree: true},
-		&saleProcess{name: "postgres standby", pid: pair.Standby.PID(), tree: true})
+func pairProcesses(procs []*benchenv.SampledProcess, pair *pgpair.Pair) []*benchenv.SampledProcess {
+	procs = slices.DeleteFunc(procs, func(p *benchenv.SampledProcess) bool { return p.Name == "postgres" })
+	return append(procs, &benchenv.SampledProcess{Name: "postgres", PID: pair.Primary.PID(), Tree: true},
+		&benchenv.SampledProcess{Name: "postgres standby", PID: pair.Standby.PID(), Tree: true})
 }
 
 // serviceScratch prepares a bench that starts `seckill serve`
@@ -701,20 +668,6 @@ func serviceScratch(ctx context.Context, out string, redisPool int, pgDSN string
 	return sc, exe, log, nil
 }
 
-// sample reads the process's ticks; it reports false once the process is
-// gone (its last reading is kept).
-func (p *saleProcess) sample() (uint64, bool) {
-	if p.gone {
-		return p.last, false
-	}
-	t, err := procstat.ProcessTicks(p.pid, p.tree)
-	if err != nil {
-		p.gone = true
-		return p.last, false
-	}
-	return t, true
-}
-
 // saleSampler records the time series of the sale.
 type saleSampler struct {
 	load       *saleLoad
@@ -725,7 +678,7 @@ type saleSampler struct {
 	// not owed before then (pgtest.OwedOutbox).
 	holdsDelayed bool
 	metricsURL   string
-	procs        []*saleProcess
+	procs        []*benchenv.SampledProcess
 	http         *http.Client
 	progress     io.Writer
 	tty          bool
@@ -778,11 +731,11 @@ func (s *saleSampler) begin(t0 time.Time) {
 	s.t0, s.lastAt = t0, t0
 	s.phase.Store("sale")
 	for _, p := range s.procs {
-		t, ok := p.sample()
+		t, ok := p.Sample()
 		if !ok {
 			continue
 		}
-		p.first, p.last = t, t
+		p.First, p.Last = t, t
 	}
 }
 
@@ -813,7 +766,7 @@ func (s *saleSampler) finish() {
 func (s *saleSampler) names() []string {
 	out := make([]string, len(s.procs))
 	for i, p := range s.procs {
-		out[i] = p.name
+		out[i] = p.Name
 	}
 	return out
 }
@@ -848,19 +801,19 @@ func (s *saleSampler) take(ctx context.Context) {
 	if err != nil {
 		smp.OutboxUnpublished = -1
 	}
-	if g, err := scrapeGauges(ctx, s.http, s.metricsURL, metricUnresolvedAge, metricUnresolved, metricPendingAge); err == nil {
+	if g, err := salekit.ScrapeGauges(ctx, s.http, s.metricsURL, metricUnresolvedAge, metricUnresolved, metricPendingAge); err == nil {
 		s.mu.Lock()
 		s.gauges = g
 		s.mu.Unlock()
 		smp.BacklogAgeSeconds, smp.Unresolved, smp.MQPendingAgeSeconds = g[metricUnresolvedAge], g[metricUnresolved], g[metricPendingAge]
 	}
 	for _, p := range s.procs {
-		t, ok := p.sample()
+		t, ok := p.Sample()
 		if !ok {
 			continue
 		}
-		smp.CPUCores[p.name] = float64(t-p.last) / procstat.ClockTicks / dt
-		p.last = t
+		smp.CPUCores[p.Name] = float64(t-p.Last) / procstat.ClockTicks / dt
+		p.Last = t
 	}
 	s.series = append(s.series, smp)
 	s.lastAt, s.lastCnt, s.lastOrds = now, cnt, smp.Orders
@@ -888,36 +841,6 @@ func (s *saleSampler) unresolved() (float64, bool) {
 	defer s.mu.Unlock()
 	v, ok := s.gauges[metricUnresolved]
 	return v, ok
-}
-
-// scrapeGauges reads the named unlabelled gauges from a Prometheus text
-// exposition.
-func scrapeGauges(ctx context.Context, c *http.Client, url string, names ...string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = res.Body.Close() }()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", url, res.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !slices.Contains(names, name) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
-			out[name] = v
-		}
-	}
-	return out, sc.Err()
 }
 
 // isTerminal reports whether f is a character device (a terminal).
@@ -1021,19 +944,19 @@ func startCPUProfile(path string) (stop func() error, err error) {
 
 // saleResult is everything result.json holds.
 type saleResult struct {
-	Settings    saleOptions      `json:"settings"`
-	Command     string           `json:"command"`
-	Broker      string           `json:"broker"`
-	Cores       int              `json:"cores"`
-	GoVersion   string           `json:"go_version"`
-	StartedAt   time.Time        `json:"started_at"`
-	ActivityID  int64            `json:"activity_id"`
-	Processes   []string         `json:"processes"`
-	ProcessNote string           `json:"process_note,omitempty"`
-	Series      []saleSample     `json:"series"`
-	Summary     saleSummary      `json:"summary"`
-	Invariants  []invariantCheck `json:"invariants"`
-	Violations  int64            `json:"violations"`
+	Settings    saleOptions              `json:"settings"`
+	Command     string                   `json:"command"`
+	Broker      string                   `json:"broker"`
+	Cores       int                      `json:"cores"`
+	GoVersion   string                   `json:"go_version"`
+	StartedAt   time.Time                `json:"started_at"`
+	ActivityID  int64                    `json:"activity_id"`
+	Processes   []string                 `json:"processes"`
+	ProcessNote string                   `json:"process_note,omitempty"`
+	Series      []saleSample             `json:"series"`
+	Summary     saleSummary              `json:"summary"`
+	Invariants  []salekit.InvariantCheck `json:"invariants"`
+	Violations  int64                    `json:"violations"`
 }
 
 // saleSummary holds the figures of the whole sale. Times are seconds;
@@ -1188,11 +1111,11 @@ func (s *saleSummary) addCPU(smp *saleSampler, accepted int) {
 	s.MeasuredSeconds = smp.lastAt.Sub(smp.t0).Seconds()
 	var total float64
 	for _, p := range smp.procs {
-		sec := float64(p.last-p.first) / procstat.ClockTicks
-		s.CPUSeconds[p.name] = sec
+		sec := float64(p.Last-p.First) / procstat.ClockTicks
+		s.CPUSeconds[p.Name] = sec
 		total += sec
 		if accepted > 0 {
-			s.CPUMicrosPerOrder[p.name] = sec * 1e6 / float64(accepted)
+			s.CPUMicrosPerOrder[p.Name] = sec * 1e6 / float64(accepted)
 		}
 	}
 	if accepted > 0 {
@@ -1235,20 +1158,11 @@ func (s *saleSummary) addSellingCPU(smp *saleSampler, accepted int) {
 	}
 }
 
-// invariantCheck is one invariant's verdict on the sale.
-type invariantCheck struct {
-	ID         string `json:"id"`
-	Name       string `json:"name"`
-	Checked    bool   `json:"checked"`
-	Violations int64  `json:"violations"`
-	Detail     string `json:"detail"`
-}
-
 // checkSaleInvariants checks docs/invariants.md on the settled sale:
 // I1-I3, I6 and I7 from the scratch database, the client's answers and
 // the service's stock report (AdminService.GetStockReport, a read); I4
 // and I5 are named as not checked on their own.
-func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleLoad, activityID int64, stock int) ([]invariantCheck, error) {
+func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleLoad, activityID int64, stock int) ([]salekit.InvariantCheck, error) {
 	ids, _ := load.acceptedIDs()
 	books, err := benchenv.ReadSaleBooks(ctx, pool, activityID, ids)
 	if err != nil {
@@ -1263,9 +1177,9 @@ func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Cl
 	twoOrders, changedRetry := load.twoOrders, load.changedRetry
 	load.mu.Unlock()
 
-	rep, repErr := stockReport(ctx, httpc, base, secret, activityID)
-	i6 := stockCheck(rep, repErr)
-	return []invariantCheck{
+	rep, repErr := salekit.StockReport(ctx, httpc, base, secret, activityID)
+	i6 := salekit.StockCheck(rep, repErr)
+	return []salekit.InvariantCheck{
 		{ID: "I1", Name: "no oversell", Checked: true, Violations: max(0, live-int64(stock)) + noStock,
 			Detail: fmt.Sprintf("%d live orders for %d units; %d accepted reservations found no final stock", live, stock, noStock)},
 		{ID: "I2", Name: "one live order per buyer", Checked: true, Violations: dupUsers + int64(twoOrders),
@@ -1281,47 +1195,6 @@ func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Cl
 		{ID: "API", Name: "a retried request_id keeps its answer", Checked: true, Violations: int64(changedRetry),
 			Detail: fmt.Sprintf("%d retries of an accepted request_id refused", changedRetry)},
 	}, nil
-}
-
-// stockCheck is I6 from the service's stock report: the books of Redis and
-// of PostgreSQL each add up to the initial stock. Without a report (err)
-// it is not checked and says why.
-func stockCheck(rep *seckillv1.StockReport, err error) invariantCheck {
-	i6 := invariantCheck{ID: "I6", Name: "stock is conserved at rest"}
-	if err != nil {
-		i6.Detail = "not checked: stock report: " + err.Error()
-		return i6
-	}
-	drift, pgBook := rep.GetDrift(), rep.GetInitialStock()-rep.GetPgFinalStock()-rep.GetNonCanceledOrders()
-	i6.Checked = true
-	i6.Violations = abs64(drift) + abs64(pgBook) + max(0, -rep.GetRedisAvailable())
-	i6.Detail = fmt.Sprintf("initial %d = Redis available %d + pending %d + live orders %d + releases in flight %d (drift %d); PostgreSQL final stock %d + live orders = initial (off by %d)",
-		rep.GetInitialStock(), rep.GetRedisAvailable(), rep.GetPendingReservations(), rep.GetNonCanceledOrders(),
-		rep.GetReleasesInFlight(), drift, rep.GetPgFinalStock(), pgBook)
-	return i6
-}
-
-func abs64(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-// stockReport reads the I6 terms through AdminService.GetStockReport.
-func stockReport(ctx context.Context, httpc *http.Client, base string, secret []byte, activityID int64) (*seckillv1.StockReport, error) {
-	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	admin := seckillv1connect.NewAdminServiceClient(httpc, base)
-	req := connect.NewRequest(&seckillv1.GetStockReportRequest{ActivityId: activityID, SkuId: 1})
-	req.Header().Set("Authorization", "Bearer "+tok)
-	res, err := admin.GetStockReport(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return res.Msg.GetReport(), nil
 }
 
 // saleCeilings are the ceilings measured after the sale.
@@ -1361,7 +1234,7 @@ func measureSaleCeilings(ctx context.Context, sc *benchenv.Scratch, log *slog.Lo
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}
-	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: benchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
+	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: salekit.BenchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-dev/seckill/adapters/testkit/chromium"
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // syntheticSaleResult is a sale of 60 seconds with made-up but plausible
@@ -70,7 +71,7 @@ func syntheticSaleResult() saleResult {
 		CPUSeconds:        map[string]float64{"service": 20, "redis": 5},
 		CPUMicrosPerOrder: map[string]float64{"service": 2000, "redis": 500}, CPUMicrosPerOrderAll: 2500,
 		Ceilings: saleCeilings{Clients: 64, ReservePerSec: 30000, SendPerSec: 20000, MinPerSec: 20000, SellingRatio: 0.0625, CallsRatio: 0.25}}
-	r.Invariants = []invariantCheck{{ID: "I1", Name: "no oversell", Checked: true, Detail: "10000 live orders for 10000 units"},
+	r.Invariants = []salekit.InvariantCheck{{ID: "I1", Name: "no oversell", Checked: true, Detail: "10000 live orders for 10000 units"},
 		{ID: "I5", Name: "a paid order is never canceled", Detail: "not exercised"}}
 	return r
 }
@@ -334,9 +335,9 @@ func TestSaleProcessesReadPidFiles(t *testing.T) {
 	procs, note := saleProcesses(1, broker)
 	var names []string
 	for _, p := range procs {
-		names = append(names, p.name)
-		if p.name == "broker-a" && p.pid != os.Getpid() {
-			t.Errorf("broker-a pid %d, want %d", p.pid, os.Getpid())
+		names = append(names, p.Name)
+		if p.Name == "broker-a" && p.PID != os.Getpid() {
+			t.Errorf("broker-a pid %d, want %d", p.PID, os.Getpid())
 		}
 	}
 	if !slices.Equal(names, []string{"service", "load generator", "broker proxy", "broker-a", "broker-b"}) ||

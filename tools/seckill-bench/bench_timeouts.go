@@ -30,6 +30,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // timeoutsOptions are the flags of `seckill-bench timeouts`.
@@ -199,7 +200,7 @@ func (r *timeoutsRun) sell(ctx context.Context) (timeoutsSale, error) {
 	o := r.opts
 	fmt.Fprintf(r.stdout, "seckill-bench timeouts: %s, %d cores (GOMAXPROCS %d), %d units sold over %s by %d buyers, payment timeout %s, reconciler %s\n\n",
 		benchenv.BrokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.units, o.sellOver, o.clients, o.paymentTimeout, onOff(o.reconcile))
-	s := timeoutsSale{act: ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(o.units),
+	s := timeoutsSale{act: ports.Activity{ActivityID: salekit.BenchActivityID(), SKUID: 1, Stock: int64(o.units),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: o.paymentTimeout, ReservationTTL: 10 * time.Minute}}
 	if _, err := r.app.Admin.CreateActivity(ctx, "system:bench", s.act); err != nil {
@@ -463,7 +464,7 @@ func cancelCeiling(ctx context.Context, cfg config.Config, dsn string, rs *redis
 	}
 	policy := application.CompensationPolicy{MaxAttempts: 5, Window: time.Hour}
 	acts := application.NewActivities(store)
-	act := ports.Activity{ActivityID: benchActivityID(), SKUID: 1, Stock: int64(n),
+	act := ports.Activity{ActivityID: salekit.BenchActivityID(), SKUID: 1, Stock: int64(n),
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: time.Second, ReservationTTL: time.Hour}
 	if _, err := application.NewAdmin(store, rs, acts, nil, nil, log).CreateActivity(ctx, "system:bench", act); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill/tools/internal/chaos"
 )
 
 // TestChaosSubset is the bounded part of `make chaos` that `make test`
@@ -105,7 +107,7 @@ func TestChaosSoakShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res soakResult
+	var res chaos.SoakResult
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +128,12 @@ func TestChaosSoakShort(t *testing.T) {
 	if len(res.Faults) != 2 || res.Faults[0].Name != "kill-redis" || res.Faults[1].Name != "kill-service" {
 		t.Errorf("faults %+v: want kill-redis then kill-service\n%s", res.Faults, text)
 	}
-	if len(res.Samples) == 0 || len(res.Trends) != len(soakMeasures) {
+	if len(res.Samples) == 0 || len(res.Trends) != len(chaos.SoakMeasures) {
 		t.Errorf("%d samples, %d trends\n%s", len(res.Samples), len(res.Trends), text)
 	}
 	for _, tr := range res.Trends {
-		if tr.Verdict != trendShort {
-			t.Errorf("%s: verdict %q on a 90 s run, want %q", tr.Name, tr.Verdict, trendShort)
+		if tr.Verdict != chaos.TrendShort {
+			t.Errorf("%s: verdict %q on a 90 s run, want %q", tr.Name, tr.Verdict, chaos.TrendShort)
 		}
 	}
 	t.Logf("\n%s", text)

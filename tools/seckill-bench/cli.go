@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
+	"github.com/seckill-dev/seckill/tools/internal/chaos"
+	"github.com/seckill-dev/seckill/tools/internal/clustersale"
 )
 
 // cli is what the commands share: where they write.
@@ -123,7 +125,7 @@ benchmark, until SIGTERM.`, answerFloor)
 injected (processes killed or paused, connections delayed, black-holed or reset, consumers
 crashing), then check every buyer's answers against PostgreSQL and print one row per
 scenario. It fails when an invariant is violated. It kills and restarts processes of the
-local stack: never run it beside make test. chaos soak runs an hour of sales under faults.`, chaos)
+local stack: never run it beside make test. chaos soak runs an hour of sales under faults.`, chaos.Run)
 	chaosCmd.AddCommand(c.flagSetCmd("soak", "An hour of sales on two instances with a fault every five minutes; resource trends and a report",
 		`Run sales for an hour (a new activity every two minutes, with payments, buyer cancels and
 timeouts) on two service instances, a Redis of its own and the local stack's PostgreSQL and
@@ -132,7 +134,7 @@ at rest, measure the recovery after each fault (until the first order placed aft
 created) and sample the service's RSS, goroutines, open files, PostgreSQL connections and
 Redis memory and keys. It writes result.json and report.html and fails on a violation, a
 recovery over --max-recovery or a resource that grows. It kills and restarts processes of
-the local stack: never run it beside make test.`, chaosSoak))
+the local stack: never run it beside make test.`, chaos.Soak))
 	clikit.AddGroup(root, groupChaos, chaosCmd,
 		c.flagSetCmd("cluster-sale", "Sell one hot SKU through several API and worker instances on the Redis and RocketMQ clusters; kills one of each and a broker",
 			`Run a hot-SKU sale on the distributed shape: API instances (seckill serve --role api) behind a
@@ -142,7 +144,7 @@ instance, one worker instance and one broker are killed and brought back; half t
 are paid, the others time out. It prints the invariants I1-I7, the share of the work per
 instance and Redis master, and the CPU per acknowledged order of every process. It fails
 when an invariant is violated. It kills and restarts a broker of the local stack's RocketMQ
-cluster: never run it beside make test.`, clusterSale),
+cluster: never run it beside make test.`, clustersale.Run),
 	)
 }
 

@@ -17,6 +17,7 @@ import (
 
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // hotSKUOptions are the flags of `seckill-bench hot-sku`.
@@ -65,7 +66,7 @@ func hotSKU(ctx context.Context, args []string, stdout io.Writer) error {
 	rc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: string(cfg.Redis.Password)})
 	defer func() { _ = rc.Close() }()
 	ns := fmt.Sprintf("hotsku%d", time.Now().UnixNano())
-	defer purgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
+	defer benchenv.PurgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
 	store, err := redisadapter.New(rc, redisadapter.Config{Namespace: ns}, nil, log)
 	if err != nil {
 		return err
@@ -154,11 +155,11 @@ func (r *hotSKURun) measure(ctx context.Context, round, i, n int, row *hotSKURow
 // one SKU's entry rate.
 func (r *hotSKURun) writeMedians(rows []hotSKURow) {
 	fmt.Fprintf(r.stdout, "\nmedians of %d rounds:\n", r.opts.rounds)
-	base := median(rows[0].hottest)
+	base := salekit.Median(rows[0].hottest)
 	for i, n := range r.opts.lanes {
-		h := median(rows[i].hottest)
+		h := salekit.Median(rows[i].hottest)
 		fmt.Fprintf(r.stdout, "  lanes %-3d %8.0f calls/s; busiest master %6.1f us CPU per call (%.2fx lanes %d); all masters %6.1f us\n",
-			n, median(rows[i].rate), h, base/max(h, 0.001), r.opts.lanes[0], median(rows[i].all))
+			n, salekit.Median(rows[i].rate), h, base/max(h, 0.001), r.opts.lanes[0], salekit.Median(rows[i].all))
 	}
 	fmt.Fprintln(r.stdout, "One SKU's entry rate is bounded by one core of its busiest master: about 1e6 / (busiest us per call) calls a second.")
 }
@@ -190,7 +191,7 @@ func lanePlacement(ctx context.Context, rc *goredis.ClusterClient, ns string, ac
 // mastersCPU reads each master's CPU seconds (used_cpu_sys + used_cpu_user
 // of INFO cpu), by address.
 func mastersCPU(ctx context.Context, rc goredis.UniversalClient) (map[string]float64, error) {
-	return sumMasterInfo(ctx, rc, "cpu", func(line string) float64 {
+	return benchenv.SumMasterInfo(ctx, rc, "cpu", func(line string) float64 {
 		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
 			if v, ok := strings.CutPrefix(line, f); ok {
 				x, _ := strconv.ParseFloat(v, 64)
@@ -199,14 +200,4 @@ func mastersCPU(ctx context.Context, rc goredis.UniversalClient) (map[string]flo
 		}
 		return 0
 	})
-}
-
-// median returns the median of v (0 for none).
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

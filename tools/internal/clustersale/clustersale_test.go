@@ -1,4 +1,4 @@
-package main
+package clustersale
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ func TestClusterSale(t *testing.T) {
 		t.Fatal("SECKILL_REDIS_CLUSTER_ADDRS is not set: run `make test` or eval \"$(deploy/local/stack.sh up)\"")
 	}
 	dir := t.TempDir()
-	bin := buildBinaries(t, ctx, dir)
+	exe := buildService(t, ctx, dir)
 	cs, ccfg := startPrivateRocketMQCluster(t, ctx)
 
 	proxy := fmt.Sprintf("127.0.0.1:%d", ccfg.ClusterProxyPort)
@@ -57,9 +58,9 @@ func TestClusterSale(t *testing.T) {
 		opts: clusterSaleOptions{stock: 600, lanes: 3, buyers: 1800, clients: 16, apis: 3, workers: 2,
 			faults: []string{faultAPI, faultWorkers, faultBroker}, down: 3 * time.Second, settle: 120 * time.Second,
 			paymentTimeout: 8 * time.Second, payShare: 0.5},
-		cfg: cfg, log: log, exe: filepath.Join(filepath.Dir(bin), benchenv.ServiceName),
+		config: cfg, log: log, exe: exe,
 		redisAddrs: redisadapter.SplitAddrs(os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")),
-		broker: &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
+		broker: &brokerFault{Name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
 			// Brought back as a supervisor would: up to three starts, the
 			// logs of a failed one kept in the test's output.
 			restart: func(ctx context.Context) error {
@@ -78,7 +79,7 @@ func TestClusterSale(t *testing.T) {
 	}
 	res, err := runClusterSale(ctx, run)
 	var report bytes.Buffer
-	res.write(&report, run)
+	res.Write(&report, run)
 	if err != nil {
 		t.Fatalf("cluster sale: %v\n%s\n%s", err, progress.String(), report.String())
 	}
@@ -114,7 +115,7 @@ func TestClusterSale(t *testing.T) {
 // stopped by PID when the test ends.
 func startPrivateRocketMQCluster(t *testing.T, ctx context.Context) (*devstack.Stack, devstack.Config) {
 	t.Helper()
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,5 +206,20 @@ func logTail(path string) string {
 	if err != nil {
 		return err.Error()
 	}
-	return path + ":\n" + tail(string(b), 4096)
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return path + ":\n" + string(b)
+}
+
+// buildService builds the service binary (bootstrap/cmd/seckill) into dir
+// and returns its path.
+func buildService(t *testing.T, ctx context.Context, dir string) string {
+	t.Helper()
+	exe := filepath.Join(dir, benchenv.ServiceName)
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", exe, "../../../bootstrap/cmd/seckill").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return exe
 }

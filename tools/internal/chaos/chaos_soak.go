@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"cmp"
@@ -24,6 +24,8 @@ import (
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/runreport"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // soakFaults are the faults `chaos soak` may rotate through: the chaos
@@ -206,8 +208,8 @@ func (r *soakRig) startInstances(ctx context.Context, pgDSN string, retention ti
 	return nil
 }
 
-// soakResult is result.json of a soak.
-type soakResult struct {
+// SoakResult is result.json of a soak.
+type SoakResult struct {
 	Command   string    `json:"command"`
 	StartedAt time.Time `json:"started_at"`
 	Broker    string    `json:"broker"`
@@ -226,17 +228,17 @@ type soakResult struct {
 
 // soakActivity is one sale of the soak and its invariants at rest.
 type soakActivity struct {
-	ID           int64            `json:"id"`
-	Probe        bool             `json:"probe,omitempty"`
-	StartedAtS   float64          `json:"started_at_s"`
-	Acknowledged int              `json:"acknowledged"`
-	Paid         int64            `json:"paid"`
-	Canceled     int              `json:"canceled"`
-	BuyerCancels int64            `json:"buyer_cancels"`
-	RestS        float64          `json:"rest_s"`
-	Invariants   []invariantCheck `json:"invariants"`
-	Violations   int64            `json:"violations"`
-	Error        string           `json:"error,omitempty"`
+	ID           int64                    `json:"id"`
+	Probe        bool                     `json:"probe,omitempty"`
+	StartedAtS   float64                  `json:"started_at_s"`
+	Acknowledged int                      `json:"acknowledged"`
+	Paid         int64                    `json:"paid"`
+	Canceled     int                      `json:"canceled"`
+	BuyerCancels int64                    `json:"buyer_cancels"`
+	RestS        float64                  `json:"rest_s"`
+	Invariants   []salekit.InvariantCheck `json:"invariants"`
+	Violations   int64                    `json:"violations"`
+	Error        string                   `json:"error,omitempty"`
 	// Diagnosis is what the soak read when the activity did not come to
 	// rest (soak.diagnose).
 	Diagnosis string `json:"diagnosis,omitempty"`
@@ -256,7 +258,7 @@ type soakFault struct {
 	Diagnosis string `json:"diagnosis,omitempty"`
 }
 
-// chaosSoak runs `seckill-bench chaos soak`: a new activity on sale every
+// Soak runs `seckill-bench chaos soak`: a new activity on sale every
 // saleEvery (buyers over spread, some orders paid, some canceled by their
 // buyer, the rest timing out), one fault of the list every faultEvery,
 // each activity's invariants once it is at rest, the recovery after each
@@ -264,7 +266,7 @@ type soakFault struct {
 // trend of each. It writes result.json and report.html and fails on an
 // invariant violated, a recovery over --max-recovery, or a resource that
 // grows.
-func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
+func Soak(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseSoakOptions(args)
 	if err != nil {
 		return err
@@ -277,7 +279,7 @@ func chaosSoak(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.faults = rig.usableFaults(o.faults); len(o.faults) == 0 {
 		return fmt.Errorf("no fault of the list applies to broker %s: %w", rig.cfg.Broker.Name, flag.ErrHelp)
 	}
-	res := soakResult{Command: o.command, StartedAt: time.Now(), Broker: benchenv.BrokerText(rig.cfg), Cores: runtime.NumCPU(),
+	res := SoakResult{Command: o.command, StartedAt: time.Now(), Broker: benchenv.BrokerText(rig.cfg), Cores: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Duration: o.duration.String(), Retention: o.retention.String()}
 	fmt.Fprintf(stdout, "seckill-bench chaos soak: %s; a sale of %d units to %d buyers every %s, a fault every %s (%s), for %s; Redis retentions %s\nservice logs (kept): %s\n\n",
 		res.Broker, o.stock, o.buyers, o.saleEvery, o.faultEvery, strings.Join(o.faults, ", "), o.duration, o.retention, rig.logDir)
@@ -305,7 +307,7 @@ func (r *soakRig) usableFaults(faults []string) []string {
 type soak struct {
 	o     soakOptions
 	rig   *soakRig
-	res   *soakResult
+	res   *SoakResult
 	out   io.Writer
 	t0    time.Time
 	mu    sync.Mutex // guards res and out
@@ -386,7 +388,7 @@ func (s *soak) record(a soakActivity) {
 	fmt.Fprint(s.out, a.Diagnosis)
 }
 
-func violatedIDs(checks []invariantCheck) string {
+func violatedIDs(checks []salekit.InvariantCheck) string {
 	var ids []string
 	for _, c := range checks {
 		if c.Violations > 0 {
@@ -439,7 +441,7 @@ func (s *soak) fault(ctx context.Context, name string) soakFault {
 func (s *soak) finish() error {
 	s.res.Trends = soakTrends(s.res.Samples, s.o.warmup.Seconds())
 	slices.SortFunc(s.res.Activities, func(a, b soakActivity) int { return cmp.Compare(a.StartedAtS, b.StartedAtS) })
-	jsonPath, htmlPath, err := writeReportFiles(s.o.out, s.res, newSoakPage(*s.res))
+	jsonPath, htmlPath, err := runreport.WriteFiles(s.o.out, s.res, newSoakPage(*s.res))
 	if err != nil {
 		return err
 	}

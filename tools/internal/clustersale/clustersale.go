@@ -1,4 +1,4 @@
-package main
+package clustersale
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -32,10 +30,9 @@ import (
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/ports"
-	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
-	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // The faults `seckill-bench cluster-sale` can inject mid-sale: SIGKILL of
@@ -66,7 +63,7 @@ type clusterSaleOptions struct {
 // stops it (SIGSTOP: its connections stay open, the name server keeps
 // routing to it) and lets it go on (SIGCONT).
 type brokerFault struct {
-	name    string
+	Name    string
 	pidFile string
 	restart func(ctx context.Context) error
 	hang    bool
@@ -78,7 +75,7 @@ type brokerFault struct {
 // stack whose CPU is measured.
 type clusterSaleRun struct {
 	opts       clusterSaleOptions
-	cfg        config.Config
+	config     config.Config
 	log        *slog.Logger
 	exe        string
 	redisAddrs []string
@@ -95,7 +92,7 @@ type stackProc struct {
 	tree                bool
 }
 
-// clusterSale runs a hot-SKU sale on the distributed shape: --api API
+// Run runs a hot-SKU sale on the distributed shape: --api API
 // instances behind a client-side spread, --workers worker instances, the
 // Redis Cluster and the two-broker RocketMQ cluster of the local stack
 // (make cluster-sale brings both up). Mid-sale one API instance, one
@@ -104,7 +101,7 @@ type stackProc struct {
 // the invariants, the per-instance share of the work and the CPU per
 // accepted order of every process, and fails when an invariant is
 // violated.
-func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("cluster-sale", flag.ContinueOnError)
 	o := clusterSaleOptions{}
 	fs.IntVar(&o.stock, "stock", 3000, "units of the hot SKU")
@@ -135,7 +132,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	run := clusterSaleRun{opts: o, cfg: cfg, log: log, progress: os.Stderr}
+	run := clusterSaleRun{opts: o, config: cfg, log: log, progress: os.Stderr}
 	if run.exe, err = benchenv.ServiceBinary(); err != nil {
 		return err
 	}
@@ -156,7 +153,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 			return errors.New("the broker faults need the RocketMQ cluster mode of the local stack (SECKILL_ROCKETMQ_CLUSTER_DIR is not set): run `make cluster-sale`, or --faults api,workers")
 		}
 		script := *stackScript
-		run.broker = &brokerFault{name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
+		run.broker = &brokerFault{Name: "broker-b", pidFile: filepath.Join(clusterDir, "run", "broker-b.pid"),
 			restart: func(ctx context.Context) error {
 				up := exec.CommandContext(ctx, script, "up")
 				up.Env = append(os.Environ(), "SECKILL_STACK_ROCKETMQ_CLUSTER=1")
@@ -172,7 +169,7 @@ func clusterSale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res.write(stdout, run)
+	res.Write(stdout, run)
 	if n := res.violations(); n > 0 {
 		return fmt.Errorf("%d invariant violation(s)", n)
 	}
@@ -260,7 +257,7 @@ func (c *procCPU) restartAs(pid int) {
 // clusterSaleResult is what a run measured and checked.
 type clusterSaleResult struct {
 	acknowledged, created, released, paid, timedOut int
-	invariants                                      []invariantCheck
+	invariants                                      []salekit.InvariantCheck
 	apis, workers                                   []*clusterInstance
 	redisCalls                                      map[string]int64 // scripts run per master during the run
 	// saleSeconds runs from the first buyer to the last acknowledgement,
@@ -297,22 +294,22 @@ func (r clusterSaleResult) violations() int64 {
 func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, error) {
 	res := clusterSaleResult{}
 	o := r.opts
-	env, err := benchenv.NewNamespace(ctx, r.cfg, r.log)
+	env, err := benchenv.NewNamespace(ctx, r.config, r.log)
 	if err != nil {
 		return res, err
 	}
 	defer env.Close()
-	dsn, dropDB, err := benchenv.ScratchDatabase(ctx, string(r.cfg.Postgres.DSN), r.log)
+	dsn, dropDB, err := benchenv.ScratchDatabase(ctx, string(r.config.Postgres.DSN), r.log)
 	if err != nil {
 		return res, err
 	}
 	defer dropDB()
-	rc := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: r.redisAddrs, Password: string(r.cfg.Redis.Password)})
+	rc := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: r.redisAddrs, Password: string(r.config.Redis.Password)})
 	defer func() { _ = rc.Close() }()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	ns := "cs" + hex.EncodeToString(b)
-	defer purgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
+	defer benchenv.PurgeClusterNamespace(context.WithoutCancel(ctx), rc, ns)
 	all, err := r.startInstances(ctx, env, dsn, ns, &res)
 	defer func() {
 		for _, in := range all {
@@ -324,8 +321,8 @@ func runClusterSale(ctx context.Context, r clusterSaleRun) (clusterSaleResult, e
 		return res, err
 	}
 	httpc := &http.Client{Timeout: 10 * time.Second}
-	s := &clusterSaleRound{r: r, res: &res, httpc: httpc, secret: []byte(r.cfg.AuthSecret), activityID: benchActivityID()}
-	if err := createSaleActivity(ctx, httpc, "http://"+res.apis[0].API, s.secret, s.activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
+	s := &clusterSaleRound{r: r, res: &res, httpc: httpc, secret: []byte(r.config.AuthSecret), activityID: salekit.BenchActivityID()}
+	if err := salekit.CreateSaleActivity(ctx, httpc, "http://"+res.apis[0].API, s.secret, s.activityID, int64(o.stock), o.paymentTimeout, o.lanes); err != nil {
 		return res, err
 	}
 	redisBefore, err := redisScriptCalls(ctx, rc)
@@ -413,7 +410,7 @@ func (r clusterSaleRun) startInstances(ctx context.Context, env *benchenv.Namesp
 		}
 	}
 	for _, in := range all {
-		if err := waitReady(ctx, "http://"+in.Ops+"/readyz", 90*time.Second); err != nil {
+		if err := salekit.WaitReady(ctx, "http://"+in.Ops+"/readyz", 90*time.Second); err != nil {
 			return all, fmt.Errorf("%s: %w (log: %s)", in.Name, err, in.LogFile.Name())
 		}
 	}
@@ -452,8 +449,8 @@ type clusterSaleRound struct {
 	bases      []string // the API instances' base URLs
 	pool       *pgxpool.Pool
 	meters     []*meter
-	pay        *payer
-	answers    []buyerAnswer
+	pay        *salekit.Payer
+	answers    []salekit.BuyerAnswer
 	// t0 is the first buyer's start; lastAck the last acknowledgement;
 	// backAt when every faulted process was back.
 	t0, lastAck, backAt time.Time
@@ -479,11 +476,10 @@ func (s *clusterSaleRound) startPayer(ctx context.Context) (stop func(), err err
 	if err != nil {
 		return nil, err
 	}
-	s.pay = &payer{httpc: s.httpc, bases: s.bases, pool: s.pool, activityID: s.activityID, to: s.r.opts.payShare, token: payTok,
-		tried: map[string]bool{}}
+	s.pay = &salekit.Payer{HTTP: s.httpc, Bases: s.bases, Pool: s.pool, ActivityID: s.activityID, To: s.r.opts.payShare, Token: payTok}
 	payCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.pay.run(payCtx) })
+	wg.Go(func() { s.pay.Run(payCtx) })
 	var once sync.Once
 	return func() { once.Do(func() { cancel(); wg.Wait() }) }, nil
 }
@@ -500,7 +496,7 @@ func (s *clusterSaleRound) sell(ctx context.Context) error {
 		}
 	}
 	s.t0 = time.Now()
-	s.answers = make([]buyerAnswer, o.buyers)
+	s.answers = make([]salekit.BuyerAnswer, o.buyers)
 	var next, acknowledged, lastAnswer, lastAck atomic.Int64
 	saleCtx, stopSale := context.WithTimeout(ctx, o.down+o.settle)
 	defer stopSale()
@@ -512,10 +508,10 @@ func (s *clusterSaleRound) sell(ctx context.Context) error {
 				if i >= o.buyers {
 					return
 				}
-				s.answers[i] = buyUntilDefinite(saleCtx, s.httpc, s.bases, s.secret, s.activityID, int64(2_000_000+i),
+				s.answers[i] = salekit.BuyUntilDefinite(saleCtx, s.httpc, s.bases, s.secret, s.activityID, int64(2_000_000+i),
 					fmt.Sprintf("cs-%d", i), countAnswer)
 				now := time.Now().UnixNano()
-				if s.answers[i].orderID != "" {
+				if s.answers[i].OrderID != "" {
 					acknowledged.Add(1)
 					lastAck.Store(now)
 				}
@@ -546,7 +542,7 @@ func (s *clusterSaleRound) sell(ctx context.Context) error {
 // checks I1-I7.
 func (s *clusterSaleRound) settle(ctx context.Context, atStart []float64, stopPaying func()) error {
 	o, res := s.r.opts, s.res
-	ids := acknowledgedIDs(s.answers)
+	ids := salekit.AcknowledgedIDs(s.answers)
 	res.acknowledged = len(ids)
 	deadline := time.Now().Add(o.settle)
 	var open int
@@ -576,12 +572,12 @@ func (s *clusterSaleRound) settle(ctx context.Context, atStart []float64, stopPa
 	res.lastOrderAfterLastAck = lastOrder.Sub(s.lastAck)
 	res.recovery = max(0, lastOrder.Sub(s.backAt))
 	stopPaying()
-	res.paid = int(s.pay.paid.Load())
+	res.paid = int(s.pay.Paid.Load())
 	if err := s.waitAtRest(ctx); err != nil {
 		return err
 	}
 	var err error
-	res.invariants, res.timedOut, err = checkActivityInvariants(ctx, s.pool, s.httpc, s.bases, s.secret, s.activityID, o.stock, s.answers, open)
+	res.invariants, res.timedOut, err = salekit.CheckActivityInvariants(ctx, s.pool, s.httpc, s.bases, s.secret, s.activityID, o.stock, s.answers, open)
 	return err
 }
 
@@ -596,7 +592,7 @@ func (s *clusterSaleRound) waitAtRest(ctx context.Context) error {
 			s.activityID).Scan(&pending); err != nil {
 			return err
 		}
-		rep, repErr := stockReport(ctx, s.httpc, "http://"+s.res.apis[1%len(s.res.apis)].API, s.secret, s.activityID)
+		rep, repErr := salekit.StockReport(ctx, s.httpc, "http://"+s.res.apis[1%len(s.res.apis)].API, s.secret, s.activityID)
 		if (pending == 0 && repErr == nil && rep.GetDrift() == 0 && rep.GetReleasesInFlight() == 0) || time.Now().After(deadline) {
 			return nil
 		}
@@ -623,17 +619,17 @@ func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 		}
 		// A process the run kills (the broker) comes back under a new pid
 		// in the same pid file: ended keeps the lifetimes that ended.
-		p := &saleProcess{name: sp.name, pid: pid, tree: sp.tree}
+		p := &benchenv.SampledProcess{Name: sp.name, PID: pid, Tree: sp.tree}
 		var ended uint64
 		out = append(out, &meter{name: sp.name, role: sp.role, read: func() float64 {
-			t, alive := p.sample()
-			p.last = t
+			t, alive := p.Sample()
+			p.Last = t
 			if !alive {
-				if next, err := benchenv.PIDFromFile(sp.pidFile); err == nil && next != p.pid {
+				if next, err := benchenv.PIDFromFile(sp.pidFile); err == nil && next != p.PID {
 					ended += t
-					p = &saleProcess{name: sp.name, pid: next, tree: sp.tree}
-					t, _ = p.sample()
-					p.last = t
+					p = &benchenv.SampledProcess{Name: sp.name, PID: next, Tree: sp.tree}
+					t, _ = p.Sample()
+					p.Last = t
 				}
 			}
 			return float64(ended+t) / procstat.ClockTicks
@@ -647,9 +643,9 @@ func (r clusterSaleRun) meters(instances []*clusterInstance) []*meter {
 			return float64(in.cpu.ended+in.cpu.last) / procstat.ClockTicks
 		}})
 	}
-	self := &saleProcess{name: "load generator", pid: os.Getpid()}
-	return append(out, &meter{name: self.name, role: "load", read: func() float64 {
-		t, _ := self.sample()
+	self := &benchenv.SampledProcess{Name: "load generator", PID: os.Getpid()}
+	return append(out, &meter{name: self.Name, role: "load", read: func() float64 {
+		t, _ := self.Sample()
 		return float64(t) / procstat.ClockTicks
 	}})
 }
@@ -688,7 +684,7 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 	if r.broker != nil {
 		pid, err := benchenv.PIDFromFile(r.broker.pidFile)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("pid of %s: %w", r.broker.name, err)
+			return time.Time{}, fmt.Errorf("pid of %s: %w", r.broker.Name, err)
 		}
 		sig, what := syscall.SIGKILL, "killed"
 		if r.broker.hang {
@@ -697,10 +693,10 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 			defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
 		}
 		if err := syscall.Kill(pid, sig); err != nil {
-			return time.Time{}, fmt.Errorf("%s %s (pid %d): %w", sig, r.broker.name, pid, err)
+			return time.Time{}, fmt.Errorf("%s %s (pid %d): %w", sig, r.broker.Name, pid, err)
 		}
 		brokerPID = pid
-		fmt.Fprintf(r.progress, "cluster-sale: %s %s (%s, pid %d)\n", what, r.broker.name, sig, pid)
+		fmt.Fprintf(r.progress, "cluster-sale: %s %s (%s, pid %d)\n", what, r.broker.Name, sig, pid)
 	}
 	if len(victims) == 0 && r.broker == nil {
 		return time.Now(), nil
@@ -718,17 +714,17 @@ func (r clusterSaleRun) injectClusterFaults(ctx context.Context, apis, workers [
 	switch {
 	case r.broker != nil && r.broker.hang:
 		if err := syscall.Kill(brokerPID, syscall.SIGCONT); err != nil {
-			return time.Time{}, fmt.Errorf("SIGCONT %s (pid %d): %w", r.broker.name, brokerPID, err)
+			return time.Time{}, fmt.Errorf("SIGCONT %s (pid %d): %w", r.broker.Name, brokerPID, err)
 		}
-		fmt.Fprintf(r.progress, "cluster-sale: %s goes on (SIGCONT)\n", r.broker.name)
+		fmt.Fprintf(r.progress, "cluster-sale: %s goes on (SIGCONT)\n", r.broker.Name)
 	case r.broker != nil:
-		if err := waitGone(ctx, brokerPID); err != nil {
+		if err := salekit.WaitGone(ctx, brokerPID); err != nil {
 			return time.Time{}, err
 		}
 		if err := r.broker.restart(ctx); err != nil {
-			return time.Time{}, fmt.Errorf("restart %s: %w", r.broker.name, err)
+			return time.Time{}, fmt.Errorf("restart %s: %w", r.broker.Name, err)
 		}
-		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", r.broker.name)
+		fmt.Fprintf(r.progress, "cluster-sale: %s is back\n", r.broker.Name)
 	}
 	for _, v := range victims {
 		if err := v.WaitLive(ctx); err != nil {
@@ -793,179 +789,9 @@ func (in *clusterInstance) deliveries() (all, create float64) {
 	return in.baseAll + in.lastAll, in.baseCreate + in.lastCreate
 }
 
-// payer pays a share of the activity's orders through the payment side
-// (PayOrder with a payment-scoped token) as they are created, spread over
-// the API instances at bases; the others run into their payment timeout.
-// An order is chosen when the FNV hash of its id, read as a fraction of
-// 1, falls in [from, to), so the choice does not depend on timing. With
-// cancel set it cancels the chosen orders instead (CancelOrder with the
-// buyer's own token, signed with secret): two payers with disjoint
-// ranges pay some orders and cancel others.
-type payer struct {
-	httpc      *http.Client
-	bases      []string
-	pool       *pgxpool.Pool
-	activityID int64
-	from, to   float64
-	token      string
-	cancel     bool
-	secret     []byte
-	tried      map[string]bool
-	paid       atomic.Int64
-}
-
-// run pays the chosen orders every 300 ms until ctx ends, then once more.
-func (p *payer) run(ctx context.Context) {
-	for {
-		p.pass(context.WithoutCancel(ctx))
-		select {
-		case <-ctx.Done():
-			p.pass(context.WithoutCancel(ctx))
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
-// payable is one CREATED order and its buyer.
-type payable struct {
-	orderID string
-	userID  int64
-}
-
-// pass pays the chosen CREATED orders not tried yet.
-func (p *payer) pass(ctx context.Context) {
-	rows, err := p.pool.Query(ctx, `SELECT order_id, user_id FROM orders WHERE activity_id = $1 AND status = 'CREATED'`, p.activityID)
-	if err != nil {
-		return
-	}
-	var todo []payable
-	for rows.Next() {
-		var o payable
-		if rows.Scan(&o.orderID, &o.userID) == nil && !p.tried[o.orderID] && p.chosen(o.orderID) {
-			todo = append(todo, o)
-			p.tried[o.orderID] = true
-		}
-	}
-	rows.Close()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(todo) {
-					return
-				}
-				p.pay(ctx, i, todo[i])
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-func (p *payer) chosen(orderID string) bool {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(orderID))
-	f := float64(h.Sum32()%10_000) / 10_000
-	return f >= p.from && f < p.to
-}
-
-// pay pays (or cancels) one order, trying up to five instances while they
-// are unavailable; a definite refusal (the order expired meanwhile)
-// leaves it to its timeout.
-func (p *payer) pay(ctx context.Context, i int, o payable) {
-	for attempt := range 5 {
-		c := seckillv1connect.NewOrderServiceClient(p.httpc, p.bases[(i+attempt)%len(p.bases)])
-		err := p.call(ctx, c, o)
-		if err == nil {
-			p.paid.Add(1)
-			return
-		}
-		if code := connect.CodeOf(err); code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded {
-			return
-		}
-	}
-}
-
-// call makes the one PayOrder or CancelOrder call of o.
-func (p *payer) call(ctx context.Context, c seckillv1connect.OrderServiceClient, o payable) error {
-	if !p.cancel {
-		req := connect.NewRequest(&seckillv1.PayOrderRequest{OrderId: o.orderID, PaymentId: "pay-" + o.orderID})
-		req.Header().Set("Authorization", "Bearer "+p.token)
-		_, err := c.PayOrder(ctx, req)
-		return err
-	}
-	tok, err := api.MintToken(p.secret, o.userID, false, time.Hour, time.Now())
-	if err != nil {
-		return err
-	}
-	req := connect.NewRequest(&seckillv1.CancelOrderRequest{OrderId: o.orderID})
-	req.Header().Set("Authorization", "Bearer "+tok)
-	_, err = c.CancelOrder(ctx, req)
-	return err
-}
-
-// checkActivityInvariants checks I1-I7 (docs/invariants.md) on one
-// activity's sale at rest: the books in PostgreSQL, the buyers' answers
-// and the service's stock report, asked of the first instance at bases
-// that answers. open is the number of acknowledged ids that were neither
-// an order nor a rejection when the settle time ended. It also returns
-// the orders canceled (by their timeout or their buyer).
-func checkActivityInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, bases []string, secret []byte,
-	activityID int64, stock int, answers []buyerAnswer, open int) ([]invariantCheck, int, error) {
-	ids := acknowledgedIDs(answers)
-	books, err := benchenv.ReadSaleBooks(ctx, pool, activityID, ids)
-	if err != nil {
-		return nil, 0, err
-	}
-	var paidCanceled, doubleRelease, canceled, paid int64
-	if err := pool.QueryRow(ctx, `
-		SELECT (SELECT count(DISTINCT p.aggregate_id) FROM order_events p JOIN order_events c
-		          ON c.aggregate_id = p.aggregate_id AND c.event_type = 'ORDER_CANCELED'
-		         JOIN orders o ON o.order_id = p.aggregate_id AND o.activity_id = $1
-		         WHERE p.event_type = 'ORDER_PAID'),
-		       (SELECT count(*) FROM (SELECT reservation_id FROM inventory_ledger WHERE activity_id = $1
-		          AND delta > 0 GROUP BY reservation_id HAVING count(*) > 1) d),
-		       (SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELED'),
-		       (SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID')`,
-		activityID).Scan(&paidCanceled, &doubleRelease, &canceled, &paid); err != nil {
-		return nil, 0, fmt.Errorf("check the invariants: %w", err)
-	}
-	var rep *seckillv1.StockReport
-	var repErr error
-	for _, base := range bases {
-		if rep, repErr = stockReport(ctx, httpc, base, secret, activityID); repErr == nil {
-			break
-		}
-	}
-	i6 := stockCheck(rep, repErr)
-	if !i6.Checked {
-		i6.Violations = 1 // the sale is at rest: every instance's report failing is a failure here
-	}
-	checks := []invariantCheck{
-		{ID: "I1", Name: "no oversell", Checked: true, Violations: max(0, books.Live-int64(stock)) + books.NoStock,
-			Detail: fmt.Sprintf("%d live orders for %d units; %d acknowledged reservations found no final stock", books.Live, stock, books.NoStock)},
-		{ID: "I2", Name: "one live order per buyer", Checked: true, Violations: books.DupUsers,
-			Detail: fmt.Sprintf("%d users with more than one live order", books.DupUsers)},
-		{ID: "I3", Name: "one effect per message", Checked: true, Violations: books.DupEffects,
-			Detail: fmt.Sprintf("%d message ids with more than one ORDER_CREATED ledger entry", books.DupEffects)},
-		{ID: "I4", Name: "one compensation per reservation", Checked: true, Violations: doubleRelease,
-			Detail: fmt.Sprintf("%d orders canceled (by their timeout or their buyer); %d reservations given back more than once", canceled, doubleRelease)},
-		{ID: "I5", Name: "a paid order is never canceled", Checked: true, Violations: paidCanceled,
-			Detail: fmt.Sprintf("%d orders paid; %d paid orders with a cancel event", paid, paidCanceled)},
-		i6,
-		{ID: "I7", Name: "nothing acknowledged is lost", Checked: true, Violations: int64(open),
-			Detail: fmt.Sprintf("%d acknowledged order ids: every one an order or a rejection, %d neither", len(ids), open)},
-	}
-	return checks, int(canceled), nil
-}
-
-// write prints the run's report: the invariants, the per-instance share of
+// Write prints the run's report: the invariants, the per-instance share of
 // the work, Redis per master, and CPU per accepted order by process.
-func (r clusterSaleResult) write(w io.Writer, run clusterSaleRun) {
+func (r clusterSaleResult) Write(w io.Writer, run clusterSaleRun) {
 	r.writeHeader(w, run)
 	r.writeInvariants(w)
 	r.writeInstances(w)
@@ -986,7 +812,7 @@ func (r clusterSaleResult) writeHeader(w io.Writer, run clusterSaleRun) {
 		redisText = "Redis Cluster " + strings.Join(run.redisAddrs, ",")
 	}
 	fmt.Fprintf(w, "seckill-bench cluster-sale: %d units in %d stock lanes, %d buyers, %d clients; %d API + %d worker instances; %s; %s\n",
-		o.stock, o.lanes, o.buyers, o.clients, o.apis, o.workers, redisText, benchenv.BrokerText(run.cfg))
+		o.stock, o.lanes, o.buyers, o.clients, o.apis, o.workers, redisText, benchenv.BrokerText(run.config))
 	fmt.Fprintf(w, "faults at %.1fs (a third of the stock acknowledged): %s, down %s\n\n", r.faultAt.Seconds(), faults, o.down)
 	fmt.Fprintf(w, "acknowledged %d, orders %d, rejected %d; paid %d, canceled by timeout %d\n", r.acknowledged, r.created, r.released, r.paid, r.timedOut)
 	fmt.Fprintf(w, "selling: last acknowledgement at %.1fs (%.0f acknowledged/s), every buyer answered at %.1fs; last order %.2fs after the last acknowledgement, %.1fs after the faults healed\n\n",
@@ -1100,7 +926,7 @@ func killedText(in *clusterInstance) string {
 // redisScriptCalls reads, per master, how many scripts it ran
 // (INFO commandstats: evalsha and eval calls).
 func redisScriptCalls(ctx context.Context, rc goredis.UniversalClient) (map[string]int64, error) {
-	sums, err := sumMasterInfo(ctx, rc, "commandstats", func(line string) float64 {
+	sums, err := benchenv.SumMasterInfo(ctx, rc, "commandstats", func(line string) float64 {
 		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
 			if rest, ok := strings.CutPrefix(line, cmd); ok {
 				v, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
@@ -1114,49 +940,4 @@ func redisScriptCalls(ctx context.Context, rc goredis.UniversalClient) (map[stri
 		out[addr] = int64(v)
 	}
 	return out, err
-}
-
-// sumMasterInfo reads one INFO section of every master (of a cluster
-// client, or the one node) and sums value over its lines, by address.
-func sumMasterInfo(ctx context.Context, rc goredis.UniversalClient, section string, value func(line string) float64) (map[string]float64, error) {
-	var mu sync.Mutex
-	out := map[string]float64{}
-	err := forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
-		info, err := m.Info(ctx, section).Result()
-		if err != nil {
-			return err
-		}
-		var sum float64
-		for line := range strings.SplitSeq(info, "\n") {
-			sum += value(strings.TrimSpace(line))
-		}
-		mu.Lock()
-		out[m.Options().Addr] = sum
-		mu.Unlock()
-		return nil
-	})
-	return out, err
-}
-
-// purgeClusterNamespace deletes the run's keys on every master.
-func purgeClusterNamespace(ctx context.Context, rc goredis.UniversalClient, ns string) {
-	_ = forEachMaster(ctx, rc, func(ctx context.Context, m *goredis.Client) error {
-		it := m.Scan(ctx, 0, ns+":*", 1000).Iterator()
-		for it.Next(ctx) {
-			_ = m.Unlink(ctx, it.Val()).Err()
-		}
-		return it.Err()
-	})
-}
-
-// forEachMaster calls fn for every master of a cluster client, or once for
-// a single-node client.
-func forEachMaster(ctx context.Context, rc goredis.UniversalClient, fn func(context.Context, *goredis.Client) error) error {
-	switch c := rc.(type) {
-	case *goredis.ClusterClient:
-		return c.ForEachMaster(ctx, fn)
-	case *goredis.Client:
-		return fn(ctx, c)
-	}
-	return fmt.Errorf("redis client %T: neither a cluster nor a single node", rc)
 }

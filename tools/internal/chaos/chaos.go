@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,22 +20,17 @@ import (
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/seckill-dev/seckill/adapters/api"
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/adapters/testkit/rediscluster"
 	"github.com/seckill-dev/seckill/bootstrap/config"
-	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
-	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // chaosScenarios are the faults `seckill-bench chaos` knows: kill-X sends
@@ -84,12 +78,12 @@ const consumerCrashes = "consumer.in_tx=exit(0.1);consumer.after_commit=exit(0.1
 // connections through a fault proxy instead of to a process.
 var connectionFaults = map[string]bool{"delay": true, "blackhole": true, "reset": true}
 
-// chaos runs a sale against two service processes sharing the local stack
+// Run runs a sale against two service processes sharing the local stack
 // while one fault is injected per scenario, then checks the history of
 // every buyer's answers against PostgreSQL and prints one table row per
 // scenario. It fails when an invariant column is not 0. It kills and
 // restarts processes of the local stack: never run it beside `make test`.
-func chaos(ctx context.Context, args []string, stdout io.Writer) error {
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	list := fs.String("scenarios", strings.Join(chaosScenarios, ","), "comma-separated scenarios: "+strings.Join(chaosScenarios, ", "))
 	stock := fs.Int("stock", 1000, "units on sale per scenario")
@@ -248,12 +242,6 @@ func chaosInstances(exe, logDir string, env *benchenv.Namespace, pgDSN, redisAdd
 	return instances, nil
 }
 
-// buyerAnswer is what one buyer was finally told.
-type buyerAnswer struct {
-	orderID  string // set when acknowledged (QUEUING or later)
-	definite bool   // a definite answer arrived (acknowledged or refused)
-}
-
 // runChaosScenario runs one scenario: the world it needs (chaosWorld),
 // two service instances on it, the sale with the fault mid-way
 // (sellUnderFault) and the books at rest (settleChaos).
@@ -275,8 +263,8 @@ func runChaosScenario(ctx context.Context, r chaosRun) (chaosResult, error) {
 		return res, err
 	}
 	sale := &chaosSale{r: r, instances: instances, secret: []byte(r.cfg.AuthSecret), httpc: &http.Client{Timeout: 10 * time.Second},
-		activityID: benchActivityID()}
-	if err := createSaleActivity(ctx, sale.httpc, "http://"+instances[1].API, sale.secret, sale.activityID, int64(r.stock), time.Hour, 1); err != nil {
+		activityID: salekit.BenchActivityID()}
+	if err := salekit.CreateSaleActivity(ctx, sale.httpc, "http://"+instances[1].API, sale.secret, sale.activityID, int64(r.stock), time.Hour, 1); err != nil {
 		return res, err
 	}
 	backAt, err := sale.sellUnderFault(ctx, action, w.fp, func(f func()) { cleanups = append(cleanups, f) })
@@ -447,7 +435,7 @@ type chaosSale struct {
 	secret     []byte
 	httpc      *http.Client
 	activityID int64
-	answers    []buyerAnswer
+	answers    []salekit.BuyerAnswer
 	crashes    atomic.Int64
 }
 
@@ -462,7 +450,7 @@ func (s *chaosSale) sellUnderFault(ctx context.Context, action string, fp *fault
 	for i, in := range s.instances {
 		bases[i] = "http://" + in.API
 	}
-	s.answers = make([]buyerAnswer, r.buyers)
+	s.answers = make([]salekit.BuyerAnswer, r.buyers)
 	var next, acknowledged atomic.Int64
 	saleCtx, stopSale := context.WithTimeout(ctx, r.down+r.settle)
 	defer stopSale()
@@ -474,8 +462,8 @@ func (s *chaosSale) sellUnderFault(ctx context.Context, action string, fp *fault
 				if i >= r.buyers {
 					return
 				}
-				s.answers[i] = buyUntilDefinite(saleCtx, s.httpc, bases, s.secret, s.activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i), nil)
-				if s.answers[i].orderID != "" {
+				s.answers[i] = salekit.BuyUntilDefinite(saleCtx, s.httpc, bases, s.secret, s.activityID, int64(1_000_000+i), fmt.Sprintf("chaos-%d", i), nil)
+				if s.answers[i].OrderID != "" {
 					acknowledged.Add(1)
 				}
 			}
@@ -507,7 +495,7 @@ func (s *chaosSale) sellUnderFault(ctx context.Context, action string, fp *fault
 // last order after backAt) and the crashes.
 func (s *chaosSale) settle(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, backAt time.Time, res *chaosResult) error {
 	r := s.r
-	ids := acknowledgedIDs(s.answers)
+	ids := salekit.AcknowledgedIDs(s.answers)
 	res.acknowledged = len(ids)
 	deadline := time.Now().Add(r.settle)
 	for {
@@ -555,24 +543,13 @@ func (s *chaosSale) settle(ctx context.Context, pool *pgxpool.Pool, rc *goredis.
 func chaosDrift(ctx context.Context, httpc *http.Client, instances []*benchenv.Instance, secret []byte, activityID int64) (int64, error) {
 	var errs []error
 	for _, in := range instances {
-		rep, err := stockReport(ctx, httpc, "http://"+in.API, secret, activityID)
+		rep, err := salekit.StockReport(ctx, httpc, "http://"+in.API, secret, activityID)
 		if err == nil {
 			return rep.GetDrift(), nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", in.Name, err))
 	}
 	return 0, fmt.Errorf("stock report: %w", errors.Join(errs...))
-}
-
-// acknowledgedIDs are the order ids buyers were told.
-func acknowledgedIDs(answers []buyerAnswer) []string {
-	var ids []string
-	for _, a := range answers {
-		if a.orderID != "" {
-			ids = append(ids, a.orderID)
-		}
-	}
-	return ids
 }
 
 // reportDeadLetters prints the scenario's dead letters by consumer group
@@ -597,32 +574,32 @@ func reportDeadLetters(ctx context.Context, pool *pgxpool.Pool, w io.Writer) {
 // reportOpen prints, for up to five acknowledged orders that are neither
 // created nor released, their reservation in Redis and their messages in
 // the consumers' inbox: where they stopped.
-func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns string, answers []buyerAnswer, w io.Writer) {
+func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns string, answers []salekit.BuyerAnswer, w io.Writer) {
 	store, err := redisadapter.New(rc, redisadapter.Config{Namespace: ns}, nil, nil)
 	if err != nil {
 		return
 	}
 	shown := 0
 	for i, a := range answers {
-		if a.orderID == "" || shown == 5 {
+		if a.OrderID == "" || shown == 5 {
 			continue
 		}
 		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE order_id = $1`, a.orderID).Scan(&n); err != nil || n > 0 {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE order_id = $1`, a.OrderID).Scan(&n); err != nil || n > 0 {
 			continue
 		}
 		shown++
 		user := int64(1_000_000 + i)
-		ref, err := store.LookupOrder(ctx, user, a.orderID)
+		ref, err := store.LookupOrder(ctx, user, a.OrderID)
 		if err != nil {
-			fmt.Fprintf(w, "  open %s (user %d): no Redis lookup: %v\n", a.orderID, user, err)
+			fmt.Fprintf(w, "  open %s (user %d): no Redis lookup: %v\n", a.OrderID, user, err)
 			continue
 		}
 		rsv, err := store.Get(ctx, ref)
-		fmt.Fprintf(w, "  open %s: reservation %s status %s send_attempt %d (err %v)\n", a.orderID,
+		fmt.Fprintf(w, "  open %s: reservation %s status %s send_attempt %d (err %v)\n", a.OrderID,
 			ref.ReservationID, rsv.Status, rsv.SendAttempt, err)
 		rows, err := pool.Query(ctx, `SELECT consumer_group, status, delivery_attempt, coalesce(detail, '') FROM consumer_inbox
-			WHERE order_id = $1 OR reservation_id = $2`, a.orderID, ref.ReservationID)
+			WHERE order_id = $1 OR reservation_id = $2`, a.OrderID, ref.ReservationID)
 		if err != nil {
 			continue
 		}
@@ -635,75 +612,6 @@ func reportOpen(ctx context.Context, pool *pgxpool.Pool, rc *goredis.Client, ns 
 		}
 		rows.Close()
 	}
-}
-
-// buyUntilDefinite places one buyer's order, spreading its attempts over
-// the service instances at bases (the buyer's id picks the first, each
-// retry the next: a client-side spread) and retrying the same request_id
-// until a definite answer (acknowledged, sold out, already purchased) or
-// ctx ends. answered, when not nil, is told the index of every instance
-// that answered a call itself (a connection refused or timed out is not
-// an answer) and whether it acknowledged.
-func buyUntilDefinite(ctx context.Context, httpc *http.Client, bases []string, secret []byte, activityID, user int64, requestID string,
-	answered func(instance int, acknowledged bool)) buyerAnswer {
-	tok, err := api.MintToken(secret, user, false, time.Hour, time.Now())
-	if err != nil {
-		return buyerAnswer{}
-	}
-	if answered == nil {
-		answered = func(int, bool) {}
-	}
-	backoff := 50 * time.Millisecond
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		i := (int(user) + attempt) % len(bases)
-		c := seckillv1connect.NewOrderServiceClient(httpc, bases[i])
-		req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: activityID, SkuId: 1, RequestId: requestID})
-		req.Header().Set("Authorization", "Bearer "+tok)
-		out, err := c.PlaceOrder(ctx, req)
-		if err == nil {
-			answered(i, true)
-			return buyerAnswer{orderID: out.Msg.GetOrderId(), definite: true}
-		}
-		switch connect.CodeOf(err) {
-		case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument, connect.CodePermissionDenied:
-			answered(i, false)
-			return buyerAnswer{definite: true}
-		case connect.CodeResourceExhausted, connect.CodeAborted:
-			answered(i, false) // answered, but not definitely
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff + rand.N(backoff)):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-	return buyerAnswer{}
-}
-
-// createSaleActivity creates activity id (SKU 1, stock units, selling from
-// a minute ago for an hour, reservations kept 10 minutes) through the
-// admin API at base.
-func createSaleActivity(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration, lanes int) error {
-	return createActivityFor(ctx, httpc, base, secret, id, stock, paymentTimeout, lanes, time.Hour)
-}
-
-// createActivityFor is createSaleActivity for an activity selling for
-// window from now.
-func createActivityFor(ctx context.Context, httpc *http.Client, base string, secret []byte, id, stock int64, paymentTimeout time.Duration,
-	lanes int, window time.Duration) error {
-	tok, err := api.MintToken(secret, 1, true, time.Hour, time.Now())
-	if err != nil {
-		return err
-	}
-	admin := seckillv1connect.NewAdminServiceClient(httpc, base)
-	now := time.Now()
-	req := connect.NewRequest(&seckillv1.CreateActivityRequest{ActivityId: id, SkuId: 1, Stock: stock,
-		StartsAt: timestamppb.New(now.Add(-time.Minute)), EndsAt: timestamppb.New(now.Add(window)),
-		PaymentTimeout: durationpb.New(paymentTimeout), ReservationTtl: durationpb.New(10 * time.Minute),
-		StockLanes: int32(lanes)}) //nolint:gosec // a flag bounded by the API (1..16)
-	req.Header().Set("Authorization", "Bearer "+tok)
-	_, err = admin.CreateActivity(ctx, req)
-	return err
 }
 
 // endCrashPhase waits until crashTarget consumer processes crashed (or the
@@ -828,7 +736,7 @@ func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (
 		return time.Time{}, fmt.Errorf("SIGKILL %s (pid %d): %w", target, pid, err)
 	}
 	if snapshot != "" {
-		if err := waitGone(ctx, pid); err != nil {
+		if err := salekit.WaitGone(ctx, pid); err != nil {
 			return time.Time{}, err
 		}
 		aof, _ := redisAOFDir()
@@ -934,18 +842,6 @@ func replaceDir(dir, snapshot string) error {
 	}
 	if err := os.CopyFS(dir, os.DirFS(snapshot)); err != nil {
 		return fmt.Errorf("restore %s: %w", dir, err)
-	}
-	return nil
-}
-
-// waitGone waits up to 5 s until process pid no longer exists.
-func waitGone(ctx context.Context, pid int) error {
-	for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(25 * time.Millisecond):
-		}
 	}
 	return nil
 }

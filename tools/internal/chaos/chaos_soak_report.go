@@ -1,8 +1,10 @@
-package main
+package chaos
 
 import (
 	"context"
 	"fmt"
+	"github.com/seckill-dev/seckill/tools/internal/runreport"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 	"html/template"
 	"io"
 	"strconv"
@@ -48,7 +50,7 @@ func (s *soak) sample(ctx context.Context) {
 func (s *soak) takeSample(ctx context.Context) (soakSample, error) {
 	smp := soakSample{T: s.since(time.Now())}
 	in := s.rig.instances[1]
-	g, err := scrapeGauges(ctx, s.rig.httpc, "http://"+in.Ops+"/metrics", "go_goroutines", "process_resident_memory_bytes", "process_open_fds")
+	g, err := salekit.ScrapeGauges(ctx, s.rig.httpc, "http://"+in.Ops+"/metrics", "go_goroutines", "process_resident_memory_bytes", "process_open_fds")
 	if err != nil {
 		return smp, err
 	}
@@ -107,7 +109,7 @@ func redisKeyCounts(ctx context.Context, rig *soakRig) (keys, persistent float64
 const (
 	trendFlat  = "flat"
 	trendGrows = "grows"
-	trendShort = "too short to tell"
+	TrendShort = "too short to tell"
 )
 
 // soakTrend is one resource over the soak after the warm-up: the slope
@@ -132,7 +134,7 @@ type soakMeasure struct {
 	get        func(soakSample) float64
 }
 
-var soakMeasures = []soakMeasure{
+var SoakMeasures = []soakMeasure{
 	{"service RSS", "MiB", 16, func(s soakSample) float64 { return s.RSSMiB }},
 	{"service goroutines", "goroutines", 50, func(s soakSample) float64 { return s.Goroutines }},
 	{"service open files", "files", 16, func(s soakSample) float64 { return s.OpenFiles }},
@@ -158,8 +160,8 @@ func soakTrends(samples []soakSample, warmup float64) []soakTrend {
 		}
 	}
 	var out []soakTrend
-	for _, m := range soakMeasures {
-		t := soakTrend{Name: m.name, Unit: m.unit, Samples: len(after), Verdict: trendShort}
+	for _, m := range SoakMeasures {
+		t := soakTrend{Name: m.name, Unit: m.unit, Samples: len(after), Verdict: TrendShort}
 		if len(after) >= 12 && after[len(after)-1].T-after[0].T >= minTrendSpan.Seconds() {
 			xs, ys := make([]float64, len(after)), make([]float64, len(after))
 			for i, s := range after {
@@ -167,14 +169,14 @@ func soakTrends(samples []soakSample, warmup float64) []soakTrend {
 			}
 			n := len(ys)
 			t.SlopePerHour = slope(xs, ys) * 3600
-			t.MiddleMedian, t.LastMedian = median(ys[n/3:2*n/3]), median(ys[2*n/3:])
+			t.MiddleMedian, t.LastMedian = salekit.Median(ys[n/3:2*n/3]), salekit.Median(ys[2*n/3:])
 			t.Verdict = trendFlat
 			if t.LastMedian > 1.1*t.MiddleMedian && t.LastMedian-t.MiddleMedian > m.floor {
 				t.Verdict = trendGrows
 			}
 		}
 		t.Detail = fmt.Sprintf("median %s in the middle third, %s in the last; slope %+.3g %s/h over %d samples",
-			tickLabel(t.MiddleMedian), tickLabel(t.LastMedian), t.SlopePerHour, m.unit, t.Samples)
+			runreport.TickLabel(t.MiddleMedian), runreport.TickLabel(t.LastMedian), t.SlopePerHour, m.unit, t.Samples)
 		out = append(out, t)
 	}
 	return out
@@ -211,8 +213,8 @@ func writeTrends(w io.Writer, trends []soakTrend) {
 // newSoakPage is the soak's report.html: the faults, the activities, the
 // invariants over every activity and one chart per resource with the
 // faults marked.
-func newSoakPage(r soakResult) reportPage {
-	p := reportPage{Title: "seckill-bench chaos soak",
+func newSoakPage(r SoakResult) runreport.Page {
+	p := runreport.Page{Title: "seckill-bench chaos soak",
 		Subtitle: fmt.Sprintf("%s; broker %s; Redis retentions %s; %d cores, %s; started %s", r.Duration, r.Broker, r.Retention,
 			r.Cores, r.GoVersion, r.StartedAt.UTC().Format(time.RFC3339)),
 		Command: r.Command, Invariants: soakInvariants(r.Activities), Violations: r.Violations}
@@ -235,22 +237,22 @@ func newSoakPage(r soakResult) reportPage {
 	for _, t := range r.Trends {
 		p.Rows = append(p.Rows, [2]string{t.Name, t.Verdict + ": " + t.Detail})
 	}
-	var markers []plotMarker
+	var markers []runreport.Marker
 	for _, f := range r.Faults {
-		markers = append(markers, plotMarker{X: f.AtS, Label: f.Name})
+		markers = append(markers, runreport.Marker{X: f.AtS, Label: f.Name})
 	}
 	xs := make([]float64, len(r.Samples))
 	for i, s := range r.Samples {
 		xs[i] = s.T
 	}
-	for _, m := range soakMeasures {
+	for _, m := range SoakMeasures {
 		ys := make([]float64, len(r.Samples))
 		for i, s := range r.Samples {
 			ys[i] = m.get(s)
 		}
-		c := plot{Name: strings.ReplaceAll(m.name, " ", "-"), Title: m.name, Unit: m.unit,
-			Lines: []plotLine{{Name: m.name, X: xs, Y: ys}}, Markers: markers}
-		p.Charts = append(p.Charts, reportChart{Name: c.Name, Title: c.Title, Caption: c.Unit, SVG: template.HTML(c.svg())}) //nolint:gosec // our own SVG
+		c := runreport.Plot{Name: strings.ReplaceAll(m.name, " ", "-"), Title: m.name, Unit: m.unit,
+			Lines: []runreport.Line{{Name: m.name, X: xs, Y: ys}}, Markers: markers}
+		p.Charts = append(p.Charts, runreport.Chart{Name: c.Name, Title: c.Title, Caption: c.Unit, SVG: template.HTML(c.SVG())}) //nolint:gosec // our own SVG
 	}
 	p.Notes = append(p.Notes,
 		"Recovery: from the moment the faulted component was back (restarted, resumed, connections passed again) until the first order placed after it was created in PostgreSQL (orders.created_at), by a probe buying on an activity of its own.",
@@ -261,8 +263,8 @@ func newSoakPage(r soakResult) reportPage {
 
 // soakInvariants folds every activity's checks into one row per
 // invariant: the violations summed, and the activities checked.
-func soakInvariants(acts []soakActivity) []invariantCheck {
-	var out []invariantCheck
+func soakInvariants(acts []soakActivity) []salekit.InvariantCheck {
+	var out []salekit.InvariantCheck
 	index := map[string]int{}
 	checked := map[string]int{}
 	for _, a := range acts {
@@ -271,7 +273,7 @@ func soakInvariants(acts []soakActivity) []invariantCheck {
 			if !ok {
 				i = len(out)
 				index[c.ID] = i
-				out = append(out, invariantCheck{ID: c.ID, Name: c.Name, Checked: c.Checked})
+				out = append(out, salekit.InvariantCheck{ID: c.ID, Name: c.Name, Checked: c.Checked})
 			}
 			out[i].Violations += c.Violations
 			if c.Checked {

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // sale runs one activity of the soak from at: it creates the activity,
@@ -18,7 +19,7 @@ import (
 // into the payment timeout), waits until the activity is at rest and
 // checks I1-I7 on it.
 func (s *soak) sale(ctx context.Context, at time.Time) soakActivity {
-	a := soakActivity{ID: benchActivityID(), StartedAtS: s.since(at)}
+	a := soakActivity{ID: salekit.BenchActivityID(), StartedAtS: s.since(at)}
 	if err := s.createActivity(ctx, a.ID, int64(s.o.stock), s.o.paymentTimeout, time.Hour); err != nil {
 		a.Error = err.Error()
 		return a
@@ -29,21 +30,21 @@ func (s *soak) sale(ctx context.Context, at time.Time) soakActivity {
 		return a
 	}
 	rig := s.rig
-	pay := &payer{httpc: rig.httpc, bases: rig.bases, pool: rig.pool, activityID: a.ID, to: s.o.payShare, token: payTok, tried: map[string]bool{}}
-	cancel := &payer{httpc: rig.httpc, bases: rig.bases, pool: rig.pool, activityID: a.ID, from: 1 - s.o.cancelShare, to: 1.1,
-		cancel: true, secret: rig.secret, tried: map[string]bool{}}
+	pay := &salekit.Payer{HTTP: rig.httpc, Bases: rig.bases, Pool: rig.pool, ActivityID: a.ID, To: s.o.payShare, Token: payTok}
+	cancel := &salekit.Payer{HTTP: rig.httpc, Bases: rig.bases, Pool: rig.pool, ActivityID: a.ID, From: 1 - s.o.cancelShare, To: 1.1,
+		Cancel: true, Secret: rig.secret}
 	actCtx, stopActing := context.WithCancel(ctx)
 	var acting sync.WaitGroup
-	for _, p := range []*payer{pay, cancel} {
+	for _, p := range []*salekit.Payer{pay, cancel} {
 		acting.Add(1)
-		go func() { defer acting.Done(); p.run(actCtx) }()
+		go func() { defer acting.Done(); p.Run(actCtx) }()
 	}
 	answers := s.buy(ctx, a.ID)
 	rest, open, err := s.waitRest(ctx, a.ID, answers)
 	stopActing()
 	acting.Wait()
 	a.RestS = rest.Sub(at).Seconds()
-	a.Acknowledged, a.Paid, a.BuyerCancels = len(acknowledgedIDs(answers)), pay.paid.Load(), cancel.paid.Load()
+	a.Acknowledged, a.Paid, a.BuyerCancels = len(salekit.AcknowledgedIDs(answers)), pay.Paid.Load(), cancel.Paid.Load()
 	if err != nil {
 		a.Error = err.Error()
 		if errors.Is(err, errNotAtRest) {
@@ -51,11 +52,11 @@ func (s *soak) sale(ctx context.Context, at time.Time) soakActivity {
 		}
 		return a
 	}
-	a.Invariants, a.Canceled, err = checkActivityInvariants(ctx, rig.pool, rig.httpc, rig.bases, rig.secret, a.ID, s.o.stock, answers, open)
+	a.Invariants, a.Canceled, err = salekit.CheckActivityInvariants(ctx, rig.pool, rig.httpc, rig.bases, rig.secret, a.ID, s.o.stock, answers, open)
 	if err != nil {
 		a.Error = err.Error()
 	}
-	a.Violations = violationCount(a.Invariants)
+	a.Violations = ViolationCount(a.Invariants)
 	return a
 }
 
@@ -65,7 +66,7 @@ func (s *soak) createActivity(ctx context.Context, id, stock int64, paymentTimeo
 	var err error
 	for attempt := 0; attempt < 120; attempt++ {
 		base := s.rig.bases[attempt%len(s.rig.bases)]
-		if err = createActivityFor(ctx, s.rig.httpc, base, s.rig.secret, id, stock, paymentTimeout, 1, window); err == nil {
+		if err = salekit.CreateActivityFor(ctx, s.rig.httpc, base, s.rig.secret, id, stock, paymentTimeout, 1, window); err == nil {
 			return nil
 		}
 		sleepUntil(ctx, time.Now().Add(500*time.Millisecond))
@@ -76,8 +77,8 @@ func (s *soak) createActivity(ctx context.Context, id, stock int64, paymentTimeo
 // buy has o.buyers buyers arrive evenly over o.spread, o.clients at a
 // time, each retrying its one request_id until a definite answer or until
 // spread plus settle passed.
-func (s *soak) buy(ctx context.Context, activityID int64) []buyerAnswer {
-	answers := make([]buyerAnswer, s.o.buyers)
+func (s *soak) buy(ctx context.Context, activityID int64) []salekit.BuyerAnswer {
+	answers := make([]salekit.BuyerAnswer, s.o.buyers)
 	buyCtx, cancel := context.WithTimeout(ctx, s.o.spread+s.o.settle)
 	defer cancel()
 	t0 := time.Now()
@@ -93,7 +94,7 @@ func (s *soak) buy(ctx context.Context, activityID int64) []buyerAnswer {
 					return
 				}
 				sleepUntil(buyCtx, t0.Add(time.Duration(i)*s.o.spread/time.Duration(s.o.buyers)))
-				answers[i] = buyUntilDefinite(buyCtx, s.rig.httpc, s.rig.bases, s.rig.secret, activityID, int64(1_000_000+i),
+				answers[i] = salekit.BuyUntilDefinite(buyCtx, s.rig.httpc, s.rig.bases, s.rig.secret, activityID, int64(1_000_000+i),
 					fmt.Sprintf("soak-%d-%d", activityID, i), nil)
 			}
 		}()
@@ -110,9 +111,9 @@ var errNotAtRest = errors.New("not at rest")
 // out), no reservation pending, no release in flight and no drift in the
 // stock report. It gives up after the payment timeout plus settle and
 // returns the acknowledged ids still open then.
-func (s *soak) waitRest(ctx context.Context, activityID int64, answers []buyerAnswer) (time.Time, int, error) {
+func (s *soak) waitRest(ctx context.Context, activityID int64, answers []salekit.BuyerAnswer) (time.Time, int, error) {
 	deadline := time.Now().Add(s.o.paymentTimeout + s.o.settle)
-	ids := acknowledgedIDs(answers)
+	ids := salekit.AcknowledgedIDs(answers)
 	for {
 		// A read that fails (a fault may have PostgreSQL down) is asked
 		// again until the deadline.
@@ -149,7 +150,7 @@ func (s *soak) restState(ctx context.Context, activityID int64, ids []string) (o
 func (s *soak) booksAtRest(ctx context.Context, activityID int64) error {
 	var errs []error
 	for _, base := range s.rig.bases {
-		rep, err := stockReport(ctx, s.rig.httpc, base, s.rig.secret, activityID)
+		rep, err := salekit.StockReport(ctx, s.rig.httpc, base, s.rig.secret, activityID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -172,11 +173,11 @@ type soakProbe struct {
 	at      time.Time
 	next    atomic.Int64
 	mu      sync.Mutex
-	answers []buyerAnswer
+	answers []salekit.BuyerAnswer
 }
 
 func newSoakProbe(ctx context.Context, s *soak) (*soakProbe, error) {
-	p := &soakProbe{id: benchActivityID(), at: time.Now()}
+	p := &soakProbe{id: salekit.BenchActivityID(), at: time.Now()}
 	window := s.o.duration + s.o.paymentTimeout + s.o.settle + time.Hour
 	return p, s.createActivity(ctx, p.id, 1_000_000, window, window)
 }
@@ -189,17 +190,17 @@ func (p *soakProbe) recovery(ctx context.Context, s *soak, backAt time.Time) (ti
 	var last string
 	for pctx.Err() == nil {
 		user := 5_000_000 + p.next.Add(1)
-		a := buyUntilDefinite(pctx, s.rig.httpc, s.rig.bases, s.rig.secret, p.id, user, fmt.Sprintf("probe-%d", user), nil)
+		a := salekit.BuyUntilDefinite(pctx, s.rig.httpc, s.rig.bases, s.rig.secret, p.id, user, fmt.Sprintf("probe-%d", user), nil)
 		p.mu.Lock()
 		p.answers = append(p.answers, a)
 		p.mu.Unlock()
-		if a.orderID == "" {
+		if a.OrderID == "" {
 			continue
 		}
-		last = a.orderID
+		last = a.OrderID
 		for pctx.Err() == nil {
 			var created time.Time
-			err := s.rig.pool.QueryRow(pctx, `SELECT created_at FROM orders WHERE order_id = $1`, a.orderID).Scan(&created)
+			err := s.rig.pool.QueryRow(pctx, `SELECT created_at FROM orders WHERE order_id = $1`, a.OrderID).Scan(&created)
 			if err == nil {
 				return max(0, created.Sub(backAt)), nil
 			}
@@ -220,7 +221,7 @@ func (p *soakProbe) activity(ctx context.Context, s *soak) soakActivity {
 	p.mu.Lock()
 	answers := p.answers
 	p.mu.Unlock()
-	ids := acknowledgedIDs(answers)
+	ids := salekit.AcknowledgedIDs(answers)
 	a.Acknowledged = len(ids)
 	deadline := time.Now().Add(s.o.settle)
 	var open int
@@ -237,16 +238,16 @@ func (p *soakProbe) activity(ctx context.Context, s *soak) soakActivity {
 	}
 	a.RestS = s.since(time.Now()) - a.StartedAtS
 	var err error
-	a.Invariants, a.Canceled, err = checkActivityInvariants(ctx, s.rig.pool, s.rig.httpc, s.rig.bases, s.rig.secret, p.id, 1_000_000, answers, open)
+	a.Invariants, a.Canceled, err = salekit.CheckActivityInvariants(ctx, s.rig.pool, s.rig.httpc, s.rig.bases, s.rig.secret, p.id, 1_000_000, answers, open)
 	if err != nil {
 		a.Error = err.Error()
 	}
-	a.Violations = violationCount(a.Invariants)
+	a.Violations = ViolationCount(a.Invariants)
 	return a
 }
 
-// violationCount sums the violations of checks.
-func violationCount(checks []invariantCheck) int64 {
+// ViolationCount sums the violations of checks.
+func ViolationCount(checks []salekit.InvariantCheck) int64 {
 	var n int64
 	for _, c := range checks {
 		n += c.Violations
