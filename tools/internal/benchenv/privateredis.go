@@ -50,9 +50,11 @@ func StartPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
 	return p, nil
 }
 
+// Addr is the server's loopback address.
 func (p *PrivateRedis) Addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
 
-func (p *PrivateRedis) AofDir() string { return filepath.Join(p.dir, "appendonlydir") }
+// AOFDir is the server's append-only directory (its data).
+func (p *PrivateRedis) AOFDir() string { return filepath.Join(p.dir, "appendonlydir") }
 
 // Start runs the server and waits up to 10 s for a PONG.
 func (p *PrivateRedis) Start(ctx context.Context) error {

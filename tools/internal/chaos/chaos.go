@@ -870,14 +870,14 @@ func faultPrivateRedis(ctx context.Context, r chaosRun, action string) (time.Tim
 		time.Sleep(r.down)
 		return time.Now(), p.Signal(syscall.SIGCONT)
 	case "restore":
-		snapshot, err := copyDir(p.AofDir())
+		snapshot, err := copyDir(p.AOFDir())
 		if err != nil {
 			return time.Time{}, err
 		}
 		defer func() { _ = os.RemoveAll(snapshot) }()
 		r.sellOnAfterSnapshot()
 		p.Kill()
-		if err := replaceDir(p.AofDir(), snapshot); err != nil {
+		if err := replaceDir(p.AOFDir(), snapshot); err != nil {
 			return time.Time{}, err
 		}
 	default:
