@@ -24,11 +24,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/adapters/testkit/rediscluster"
 	"github.com/seckill-dev/seckill/bootstrap/config"
+	"github.com/seckill-dev/seckill/deploy/devstack"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
@@ -108,8 +108,8 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	for _, s := range scenarios {
-		if faultsRocketMQ(s) && cfg.Broker.Name != rocketmq.PlugName {
-			return fmt.Errorf("scenario %s faults a RocketMQ process, but SECKILL_BROKER is %s: %w", s, cfg.Broker.Name, flag.ErrHelp)
+		if !faultsOwnProcess(s, cfg) {
+			return fmt.Errorf("scenario %s faults a process the local stack does not run for SECKILL_BROKER=%s: %w", s, cfg.Broker.Name, flag.ErrHelp)
 		}
 	}
 	exe, err := benchenv.ServiceBinary()
@@ -148,11 +148,31 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// faultsRocketMQ reports whether scenario faults a RocketMQ process (the
-// proxy or the name server).
-func faultsRocketMQ(scenario string) bool {
+// brokerTargets are the targets of kill-X and pause-X that name a
+// process of a broker's local stack rather than the service or a store.
+var brokerTargets = map[string]bool{"proxy": true, "namesrv": true}
+
+// faultsOwnProcess reports whether the scenario's target, when it names
+// a broker's process (kill-proxy, pause-namesrv), is a process the local
+// stack runs for the chosen broker (devstack.BrokerProcesses: RocketMQ's
+// proxy and name server, none of another broker).
+func faultsOwnProcess(scenario string, cfg config.Config) bool {
 	_, target, _ := strings.Cut(scenario, "-")
-	return target == "proxy" || target == "namesrv"
+	if !brokerTargets[target] {
+		return true
+	}
+	_, ok := brokerProcess(cfg, target)
+	return ok
+}
+
+// brokerProcess is the chosen broker's stack process named component.
+func brokerProcess(cfg config.Config, component string) (devstack.BrokerProcess, bool) {
+	for _, p := range benchenv.BrokerProcesses(cfg.Broker.Name, cfg.Broker.Settings) {
+		if p.Component == component && p.PIDFile != "" {
+			return p, true
+		}
+	}
+	return devstack.BrokerProcess{}, false
 }
 
 func validScenario(s string) bool {
@@ -753,10 +773,14 @@ func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (
 	return time.Now(), nil
 }
 
-// faultedPID is the pid of the stack process *target names; "broker"
-// becomes the name of the chosen broker's process it faults (the first
-// node of its cluster mode when the stack runs that).
+// faultedPID is the pid of the stack process *target names: a broker's
+// process by the pid file the stack gives it, a store by its component's;
+// "broker" becomes the name of the chosen broker's process it faults (the
+// first node of its cluster mode when the stack runs that).
 func faultedPID(r chaosRun, target *string) (int, error) {
+	if p, ok := brokerProcess(r.cfg, *target); ok && brokerTargets[*target] {
+		return benchenv.PIDFromFile(p.PIDFile)
+	}
 	if *target != "broker" {
 		return benchenv.StackPID(*target)
 	}

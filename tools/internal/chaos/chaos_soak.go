@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
 	"github.com/seckill-dev/seckill/adapters/testkit/faultproxy"
 	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
@@ -290,12 +289,12 @@ func Soak(ctx context.Context, args []string, stdout io.Writer) error {
 	return s.finish()
 }
 
-// usableFaults drops the faults of RocketMQ processes when the broker is
-// another.
+// usableFaults drops the faults of broker processes the local stack
+// does not run for the chosen broker (RocketMQ's proxy on another).
 func (r *soakRig) usableFaults(faults []string) []string {
 	var out []string
 	for _, f := range faults {
-		if faultsRocketMQ(f) && r.cfg.Broker.Name != rocketmq.PlugName {
+		if !faultsOwnProcess(f, r.cfg) {
 			continue
 		}
 		out = append(out, f)

@@ -3,13 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"github.com/seckill-dev/seckill/tools/internal/runreport"
-	"github.com/seckill-dev/seckill/tools/internal/salekit"
 	"html/template"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-dev/seckill/tools/internal/runreport"
+	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
 // soakSample is one sample of the resources: those of the second service
