@@ -8,8 +8,9 @@ import (
 // TestClusterExportsListEveryBrokersExporter: the cluster mode's exports
 // point the RocketMQ variables at the cluster (its proxy, name server and
 // broker-a), list both brokers' exporters in SECKILL_ROCKETMQ_METRICS_URL
-// (a topic's backlog is split between them), add SECKILL_ROCKETMQ_BROKERS
-// and SECKILL_ROCKETMQ_CLUSTER_DIR, and leave the other variables as the
+// (a topic's backlog is split between them), add SECKILL_ROCKETMQ_BROKERS,
+// SECKILL_ROCKETMQ_CLUSTER_DIR and SECKILL_STACK_ROCKETMQ_CLUSTER=1 (a
+// later up keeps the cluster mode), and leave the other variables as the
 // single-node stack exports them.
 func TestClusterExportsListEveryBrokersExporter(t *testing.T) {
 	cfg, err := ConfigFromEnv(env(map[string]string{"HOME": "/home/u"}), "/repo")
@@ -34,6 +35,7 @@ func TestClusterExportsListEveryBrokersExporter(t *testing.T) {
 		"SECKILL_LOCAL_STACK=true",
 		"SECKILL_ROCKETMQ_BROKERS=127.0.0.1:10951,127.0.0.1:10961",
 		"SECKILL_ROCKETMQ_CLUSTER_DIR=/home/u/.cache/seckill/stack/rocketmq-cluster",
+		"SECKILL_STACK_ROCKETMQ_CLUSTER=1",
 	}, "\n")
 	if got := strings.Join(lines, "\n"); got != want {
 		t.Fatalf("cluster exports:\n%s\nwant:\n%s", got, want)

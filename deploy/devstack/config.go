@@ -418,9 +418,12 @@ func (c Config) RocketMQCluster() Config {
 // and both brokers' exporters in SECKILL_ROCKETMQ_METRICS_URL, broker-a's
 // first: a topic's backlog is split between the brokers, and
 // rocketmq.LagCollector adds up what each exporter reports), then
-// SECKILL_ROCKETMQ_BROKERS (both brokers' addresses) and
+// SECKILL_ROCKETMQ_BROKERS (both brokers' addresses),
 // SECKILL_ROCKETMQ_CLUSTER_DIR (its state dir: pid files in run/, logs in
-// logs/ and broker-X/logs/rocketmqlogs).
+// logs/ and broker-X/logs/rocketmqlogs) and
+// SECKILL_STACK_ROCKETMQ_CLUSTER=1, so that a later `up` from the shell
+// that evaluated them (a chaos run ending an outage) brings the cluster
+// mode's processes up too.
 func (c Config) ClusterExports() []Export {
 	cc := c.RocketMQCluster()
 	out := c.Exports()
@@ -439,7 +442,8 @@ func (c Config) ClusterExports() []Export {
 	}
 	return append(out,
 		Export{"SECKILL_ROCKETMQ_BROKERS", fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", c.ClusterBrokerPorts[0], c.ClusterBrokerPorts[1])},
-		Export{"SECKILL_ROCKETMQ_CLUSTER_DIR", cc.StateDir})
+		Export{"SECKILL_ROCKETMQ_CLUSTER_DIR", cc.StateDir},
+		Export{"SECKILL_STACK_ROCKETMQ_CLUSTER", "1"})
 }
 
 // Export is one line `export NAME='VALUE'` of the stack's environment:
