@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -266,22 +265,16 @@ func (a *ackAll) count() int {
 	return len(a.seen)
 }
 
-// brokerPIDs resolves the broker processes a namespace names (pid file
-// base names under $SECKILL_STACK_DIR/run, or absolute pid file paths),
-// the name server left out: the figures are the message path's.
+// brokerPIDs resolves the broker processes a namespace names (absolute
+// pid file paths), the name server left out: the figures are the message
+// path's.
 func brokerPIDs(procs [][2]string) ([]int, error) {
 	var pids []int
 	for _, p := range procs {
 		if p[1] == "" || p[0] == "namesrv" {
 			continue
 		}
-		var pid int
-		var err error
-		if filepath.IsAbs(p[1]) {
-			pid, err = benchenv.PIDFromFile(p[1])
-		} else {
-			pid, err = benchenv.StackPID(p[1])
-		}
+		pid, err := benchenv.PIDFromFile(p[1])
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // a process this stack does not run (the proxy's embedded broker has no pid file)

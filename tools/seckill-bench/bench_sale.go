@@ -597,11 +597,10 @@ func (l *saleLoad) acceptedIDs() ([]string, time.Time) {
 }
 
 // saleProcesses lists the processes to measure: the service, this
-// process (the load generator and sampler), and the local stack's
-// components found in $SECKILL_STACK_DIR/run: the broker's processes
-// (display name, pid file base name or absolute pid file path; no file:
-// not the broker in use),
-// Redis and PostgreSQL. The note says which could not be measured.
+// process (the load generator and sampler), the broker's processes
+// (display name and absolute pid file path; no file: not the broker in
+// use) and the local stack's Redis and PostgreSQL (found in
+// $SECKILL_STACK_DIR/run). The note says which could not be measured.
 func saleProcesses(servicePID int, broker [][2]string) ([]*benchenv.SampledProcess, string) {
 	procs := []*benchenv.SampledProcess{{Name: "service", PID: servicePID}, {Name: "load generator", PID: os.Getpid()}}
 	var missing []string
@@ -613,7 +612,7 @@ func saleProcesses(servicePID int, broker [][2]string) ([]*benchenv.SampledProce
 		}
 		var pid int
 		var err error
-		if filepath.IsAbs(file) { // a pid file outside $SECKILL_STACK_DIR/run (the RocketMQ cluster mode)
+		if filepath.IsAbs(file) { // a broker's process (devstack.BrokerProcesses gives absolute paths)
 			pid, err = benchenv.PIDFromFile(file)
 		} else {
 			pid, err = benchenv.StackPID(file)
