@@ -22,8 +22,9 @@ const diagnoseLogLines = 15
 // diagnose describes why an activity did not come to rest, for the
 // soak's error: its orders by status, the outbox rows still owed (by
 // topic, with their attempts and last error), the release tasks of its
-// canceled orders, each instance's consumers as its status page shows
-// them, and the end of each instance's log. A part that cannot be read
+// canceled orders, the messages quarantined or dead-lettered, each
+// instance's consumers as its status page shows them, and the end of each
+// instance's log. A part that cannot be read
 // says so; it never fails.
 func (s *soak) diagnose(ctx context.Context, activityID int64) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -33,6 +34,7 @@ func (s *soak) diagnose(ctx context.Context, activityID int64) string {
 	s.diagnoseOrders(ctx, &b, activityID)
 	s.diagnoseOutbox(ctx, &b)
 	s.diagnoseReleases(ctx, &b, activityID)
+	s.diagnoseSetAside(ctx, &b)
 	for _, in := range s.rig.instances {
 		s.diagnoseInstance(ctx, &b, in)
 	}
@@ -113,6 +115,39 @@ func (s *soak) diagnoseReleases(ctx context.Context, b *strings.Builder, activit
 	}
 	fmt.Fprintf(b, "  releases of canceled orders: %d canceled, %d without an outbox row, %d unpublished, last published %s\n",
 		canceled, noRow, unpublished, last)
+}
+
+// diagnoseSetAside writes the messages the consumers set aside in the
+// soak's database: quarantined ones (with their reason: a release whose
+// reservation Redis no longer knows is RESERVATION_MISSING) and dead
+// letters, by group. A task set aside is acknowledged, so the broker shows
+// no lag for it while its effect never happened.
+func (s *soak) diagnoseSetAside(ctx context.Context, b *strings.Builder) {
+	rows, err := s.rig.pool.Query(ctx, `
+		SELECT 'quarantined', consumer_group, reason, count(*) FROM message_quarantine GROUP BY consumer_group, reason
+		UNION ALL
+		SELECT 'dead-lettered', consumer_group, status || ' ' || error_class, count(*) FROM dead_letters
+		GROUP BY consumer_group, status, error_class
+		ORDER BY 1, 2, 3`)
+	if err != nil {
+		fmt.Fprintf(b, "  set aside: %v\n", err)
+		return
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var kind, group, reason string
+		var count int64
+		if err := rows.Scan(&kind, &group, &reason, &count); err != nil {
+			fmt.Fprintf(b, "  set aside: %v\n", err)
+			return
+		}
+		n++
+		fmt.Fprintf(b, "  %s %s: %d (%s)\n", kind, group, count, reason)
+	}
+	if n == 0 {
+		fmt.Fprintf(b, "  set aside: no message quarantined or dead-lettered (err %v)\n", rows.Err())
+	}
 }
 
 // diagnoseInstance writes the consumers section of the instance's status
