@@ -778,7 +778,11 @@ func faultStackProcess(ctx context.Context, r chaosRun, action, target string) (
 // "broker" becomes the name of the chosen broker's process it faults (the
 // first node of its cluster mode when the stack runs that).
 func faultedPID(r chaosRun, target *string) (int, error) {
-	if p, ok := brokerProcess(r.cfg, *target); ok && brokerTargets[*target] {
+	if brokerTargets[*target] {
+		p, ok := brokerProcess(r.cfg, *target)
+		if !ok {
+			return 0, fmt.Errorf("%s is not a process of the local stack for broker %s", *target, r.cfg.Broker.Name)
+		}
 		return benchenv.PIDFromFile(p.PIDFile)
 	}
 	if *target != "broker" {
