@@ -190,8 +190,10 @@ func (r *soakRig) startInstances(ctx context.Context, pgDSN string, retention ti
 	}
 	for _, in := range r.instances {
 		r.closers = append(r.closers, func() { _ = in.LogFile.Close() })
+		// Info level: a diagnosis shows the lines that name a reservation
+		// that did not come to rest.
 		in.Env = append(in.Env, "SECKILL_REQUEST_CLAIM_TTL="+retention.String(), "SECKILL_RESERVATION_RETENTION="+retention.String(),
-			"SECKILL_ORDER_VIEW_TTL="+retention.String())
+			"SECKILL_ORDER_VIEW_TTL="+retention.String(), "SECKILL_LOG_LEVEL=info")
 		in.CleanEnv = in.Env
 		if err := in.Start(); err != nil {
 			return err

@@ -23,8 +23,10 @@ const diagnoseLogLines = 15
 // soak's error: its orders by status, the outbox rows still owed (by
 // topic, with their attempts and last error), the release tasks of its
 // canceled orders, the messages quarantined or dead-lettered, each
-// instance's consumers as its status page shows them, and the end of each
-// instance's log. A part that cannot be read
+// instance's consumers as its status page shows them, the reservations
+// Redis holds whose order PostgreSQL does not keep (each with its Redis
+// hash, PostgreSQL's record of it and the instances' log lines that name
+// it), and the end of each instance's log. A part that cannot be read
 // says so; it never fails.
 func (s *soak) diagnose(ctx context.Context, activityID int64) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -35,6 +37,7 @@ func (s *soak) diagnose(ctx context.Context, activityID int64) string {
 	s.diagnoseOutbox(ctx, &b)
 	s.diagnoseReleases(ctx, &b, activityID)
 	s.diagnoseSetAside(ctx, &b)
+	s.diagnoseHeld(ctx, &b, activityID)
 	for _, in := range s.rig.instances {
 		s.diagnoseInstance(ctx, &b, in)
 	}
@@ -148,6 +151,109 @@ func (s *soak) diagnoseSetAside(ctx context.Context, b *strings.Builder) {
 	if n == 0 {
 		fmt.Fprintf(b, "  set aside: no message quarantined or dead-lettered (err %v)\n", rows.Err())
 	}
+}
+
+// diagnoseHeldMax bounds how many held reservations a diagnosis details.
+const diagnoseHeldMax = 3
+
+// diagnoseHeld writes the reservations of the activity that Redis holds
+// (a buyer's entry in a holders hash) while PostgreSQL has no live order
+// for them: the releases in flight of the stock report. For each: its Redis
+// hash, the holder entry, PostgreSQL's order, rejection, outcome and
+// release outbox row, and the lines of the instances' logs that name it.
+func (s *soak) diagnoseHeld(ctx context.Context, b *strings.Builder, activityID int64) {
+	held, err := s.heldReservations(ctx, activityID)
+	if err != nil {
+		fmt.Fprintf(b, "  held: %v\n", err)
+		return
+	}
+	rows, err := s.rig.pool.Query(ctx, `
+		SELECT h.id, coalesce(o.status, '-'), coalesce(o.order_id, '-'),
+		       coalesce(to_char(o.updated_at, 'HH24:MI:SS.MS'), '-'),
+		       coalesce((SELECT reason FROM order_rejections r WHERE r.reservation_id = h.id), '-'),
+		       coalesce((SELECT x.status || ' ' || coalesce(x.reason, '') FROM reservation_outcomes x WHERE x.reservation_id = h.id), '-'),
+		       coalesce((SELECT string_agg(to_char(ob.published_at, 'HH24:MI:SS.MS'), ',') FROM event_outbox ob
+		                 WHERE ob.topic = $2 AND ob.keys @> ARRAY[h.id]), '-')
+		FROM unnest($1::text[]) AS h(id)
+		LEFT JOIN orders o ON o.reservation_id = h.id
+		WHERE o.status IS NULL OR o.status = 'CANCELED'`,
+		heldIDs(held), string(ports.TopicInventoryCompensate))
+	if err != nil {
+		fmt.Fprintf(b, "  held: %v\n", err)
+		return
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id, status, orderID, updated, rejection, outcome, published string
+		if err := rows.Scan(&id, &status, &orderID, &updated, &rejection, &outcome, &published); err != nil {
+			fmt.Fprintf(b, "  held: %v\n", err)
+			return
+		}
+		if n++; n > diagnoseHeldMax {
+			continue
+		}
+		h := held[id]
+		fmt.Fprintf(b, "  held %s by user %s: order %s %s (updated %s), rejection %s, outcome %s, release published %s\n",
+			id, h.user, orderID, status, updated, rejection, outcome, published)
+		hash, err := s.rig.redisDB.HGetAll(ctx, h.hashKey).Result()
+		fmt.Fprintf(b, "    redis %s: %v (err %v)\n", h.hashKey, hash, err)
+		for _, in := range s.rig.instances {
+			for _, l := range logLinesNaming(in.LogFile.Name(), id, diagnoseLogLines) {
+				fmt.Fprintf(b, "    %s: %s\n", in.Name, l)
+			}
+		}
+	}
+	fmt.Fprintf(b, "  held: %d reservations in Redis's holders, %d without a live order (err %v)\n", len(held), n, rows.Err())
+}
+
+// heldReservation is a holder entry of a slot's holders hash.
+type heldReservation struct {
+	user, hashKey string
+}
+
+// heldReservations reads the holders hashes of the activity's slots (every
+// SKU and lane) by reservation id.
+func (s *soak) heldReservations(ctx context.Context, activityID int64) (map[string]heldReservation, error) {
+	out := map[string]heldReservation{}
+	pattern := fmt.Sprintf("*{a%d:s*}:holders", activityID)
+	iter := s.rig.redisDB.Scan(ctx, 0, pattern, 100).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		m, err := s.rig.redisDB.HGetAll(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		prefix := strings.TrimSuffix(key, "holders") + "rsv:"
+		for user, id := range m {
+			out[id] = heldReservation{user: user, hashKey: prefix + id}
+		}
+	}
+	return out, iter.Err()
+}
+
+func heldIDs(held map[string]heldReservation) []string {
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// logLinesNaming returns up to limit lines of the log at path that contain
+// needle, cut to 400 bytes each.
+func logLinesNaming(path, needle string, limit int) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, needle) && len(out) < limit {
+			out = append(out, l[:min(len(l), 400)])
+		}
+	}
+	return out
 }
 
 // diagnoseInstance writes the consumers section of the instance's status
