@@ -26,7 +26,9 @@ const module = "github.com/seckill-dev/seckill"
 // published API (proto/gen); an example under examples/ is outside code:
 // it imports only the consumer kit, the published API and examples; the
 // tools under tools/ stand beside the composition root: they may import
-// any package, and only a tool imports theirs.
+// any package, and only a tool imports theirs; the composition root
+// (bootstrap) names no broker adapter: it loops over the registry
+// (adapters/brokers).
 func TestDependencyRule(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -77,6 +79,10 @@ func violation(pkg, imp string) string {
 	layer := strings.SplitN(pkg, "/", 2)[0]
 	if internal && strings.HasPrefix(local, "tools/") && layer != "tools" {
 		return "the tools stand beside the service: only a tool imports a tool's package"
+	}
+	if internal && layer == "bootstrap" && strings.HasPrefix(local, "adapters/") &&
+		slices.Contains(brokers.Names(), strings.SplitN(strings.TrimPrefix(local, "adapters/"), "/", 2)[0]) {
+		return "the composition root reaches the broker adapters through their registry (adapters/brokers) only"
 	}
 	switch layer {
 	case "domain":
@@ -139,6 +145,9 @@ func TestViolationRules(t *testing.T) {
 		{"domain/order", "time", false},
 		{"bootstrap", module + "/tools/seckill-bench", true},
 		{"tools/seckill-bench", module + "/bootstrap", false},
+		{"bootstrap/cmd/seckill", module + "/adapters/rocketmq", true},
+		{"bootstrap/cmd/seckill", module + "/adapters/brokers", false},
+		{"bootstrap/config", module + "/adapters/kafka/internal", true},
 		{"tools/seckill-bench", module + "/tools/internal/pgcpu", false},
 		{"domain/order", module + "/ports", true},
 		{"domain/order", "github.com/jackc/pgx/v5", true},

@@ -57,11 +57,10 @@ type Plug interface {
 	// broker has no cluster mode of its plug's (RocketMQ's is the stack's
 	// own, RabbitMQ has none).
 	DevCluster() []DevProcess
-	// Topology returns the administration of the broker's resources for
-	// settings s (see Topology), or nil when the broker's topology
-	// command is one of its own (RocketMQ's, whose flags select among the
-	// masters a name server lists).
-	Topology(s Settings, o TopologyOptions) (Topology, error)
+	// TopologyCommand returns the broker's part of one `seckill topology`
+	// subcommand: its own flags and the administration of its resources
+	// (see TopologyCommand); a new one per call.
+	TopologyCommand() TopologyCommand
 }
 
 // NamespaceOptions shapes a namespace.

@@ -3,19 +3,32 @@ package kafka
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"regexp"
+	"text/tabwriter"
 
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// Topology returns the administration of the service's topics on Kafka
-// for settings s (SECKILL_KAFKA_BROKERS, _PREFIX, _PARTITIONS,
-// _REPLICATION; o.Prefix replaces the prefix): every logical topic and
-// each business group's retry and dead-letter topic. Kafka has no
-// consumer group to declare: a group exists once its consumer joins.
-func (Plug) Topology(ps brokerplug.Settings, o brokerplug.TopologyOptions) (brokerplug.Topology, error) {
+// TopologyCommand returns Kafka's part of `seckill topology`: no flags of
+// its own, and the administration of the service's topics for settings s
+// (SECKILL_KAFKA_BROKERS, _PREFIX, _PARTITIONS, _REPLICATION; o.Prefix
+// replaces the prefix): every logical topic and each business group's
+// retry and dead-letter topic. Kafka has no consumer group to declare: a
+// group exists once its consumer joins.
+func (Plug) TopologyCommand() brokerplug.TopologyCommand { return topologyCommand{} }
+
+// topologyCommand is the Kafka brokerplug.TopologyCommand.
+type topologyCommand struct{}
+
+// DeclareFlags declares nothing: Kafka's topology takes its shape from the
+// settings.
+func (topologyCommand) DeclareFlags(*flag.FlagSet, brokerplug.TopologySub) {}
+
+func (topologyCommand) Open(ps brokerplug.Settings, o brokerplug.TopologyOptions) (brokerplug.Topology, error) {
 	s, ok := ps.(Settings)
 	if !ok {
 		return nil, fmt.Errorf("kafka topology: settings of type %T", ps)
@@ -29,11 +42,30 @@ func (Plug) Topology(ps brokerplug.Settings, o brokerplug.TopologyOptions) (brok
 	return topologyAdmin{s: s, topics: serviceTopics(s.Prefix, ports.Subscriptions())}, nil
 }
 
-// topologyAdmin is the Kafka brokerplug.Topology.
+// topologyAdmin is the Kafka brokerplug.Topology and its one target: the
+// cluster's brokers share the topics.
 type topologyAdmin struct {
 	s      Settings
 	topics []string
 }
+
+// Show writes each topic with the partitions and replication the
+// settings give it.
+func (a topologyAdmin) Show(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION")
+	for _, t := range a.topics {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", t, a.s.Partitions, a.s.Replication)
+	}
+	return tw.Flush()
+}
+
+func (a topologyAdmin) Targets(context.Context) ([]brokerplug.TopologyTarget, error) {
+	return brokerplug.SingleTarget(a), nil
+}
+
+// Name is empty: the cluster is the one target.
+func (topologyAdmin) Name() string { return "" }
 
 func (a topologyAdmin) Summary() string {
 	return fmt.Sprintf("%d topics (prefix %q, %d partitions, replication %d) on Kafka %s", len(a.topics), a.s.Prefix,

@@ -23,10 +23,15 @@ func TestTopologyApplyCheckAddGroup(t *testing.T) {
 	defer cancel()
 	prefix := uniqPrefix()
 	s := testSettings()
-	topo, err := kafka.Plug{}.Topology(s, brokerplug.TopologyOptions{Prefix: &prefix})
-	if err != nil || topo == nil {
-		t.Fatalf("Topology: %v, %v", topo, err)
+	admin, err := kafka.Plug{}.TopologyCommand().Open(s, brokerplug.TopologyOptions{Prefix: &prefix})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
 	}
+	targets, err := admin.Targets(ctx)
+	if err != nil || len(targets) != 1 || targets[0].Name() != "" {
+		t.Fatalf("Targets: %v, %d targets, want the one cluster", err, len(targets))
+	}
+	topo := targets[0]
 	t.Cleanup(func() { closePrefix(t, s, prefix) })
 	want := len(ports.Topics) + 2*len(ports.Subscriptions())
 	for range 2 {

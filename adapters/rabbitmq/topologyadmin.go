@@ -2,17 +2,31 @@ package rabbitmq
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// Topology returns the administration of the exchanges and queues of
-// NewTopology for settings s (SECKILL_RABBITMQ_URL, _PREFIX,
-// _FIFO_SHARDS; o.Prefix replaces the prefix).
-func (Plug) Topology(ps brokerplug.Settings, o brokerplug.TopologyOptions) (brokerplug.Topology, error) {
+// TopologyCommand returns RabbitMQ's part of `seckill topology`: no flags
+// of its own, and the administration of the exchanges and queues of
+// NewTopology for settings s (SECKILL_RABBITMQ_URL, _PREFIX, _FIFO_SHARDS;
+// o.Prefix replaces the prefix).
+func (Plug) TopologyCommand() brokerplug.TopologyCommand { return topologyCommand{} }
+
+// topologyCommand is the RabbitMQ brokerplug.TopologyCommand.
+type topologyCommand struct{}
+
+// DeclareFlags declares nothing: RabbitMQ's topology takes its shape from
+// the settings.
+func (topologyCommand) DeclareFlags(*flag.FlagSet, brokerplug.TopologySub) {}
+
+func (topologyCommand) Open(ps brokerplug.Settings, o brokerplug.TopologyOptions) (brokerplug.Topology, error) {
 	s, ok := ps.(Settings)
 	if !ok {
 		return nil, fmt.Errorf("rabbitmq topology: settings of type %T", ps)
@@ -28,11 +42,35 @@ func (Plug) Topology(ps brokerplug.Settings, o brokerplug.TopologyOptions) (brok
 	return topologyAdmin{cfg: rc, topo: t}, nil
 }
 
-// topologyAdmin is the RabbitMQ brokerplug.Topology.
+// topologyAdmin is the RabbitMQ brokerplug.Topology and its one target:
+// the virtual host.
 type topologyAdmin struct {
 	cfg  Config
 	topo Topology
 }
+
+// Show writes each exchange with its topic's kind, then each group with
+// its queues, delivery limit and dead-letter queue.
+func (a topologyAdmin) Show(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXCHANGE\tKIND")
+	for _, t := range a.topo.Topics {
+		fmt.Fprintf(tw, "%s\t%s\n", t.Exchange, t.Kind)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "GROUP\tEXCHANGE\tQUEUES\tDELIVERY_LIMIT\tDLQ")
+	for _, g := range a.topo.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", g.Name, g.Exchange, strings.Join(g.Queues, ","), g.MaxRetries, g.DLQ)
+	}
+	return tw.Flush()
+}
+
+func (a topologyAdmin) Targets(context.Context) ([]brokerplug.TopologyTarget, error) {
+	return brokerplug.SingleTarget(a), nil
+}
+
+// Name is empty: the virtual host is the one target.
+func (topologyAdmin) Name() string { return "" }
 
 func (a topologyAdmin) Summary() string {
 	return fmt.Sprintf("%d exchanges and %d groups (prefix %q, %d FIFO shards) on RabbitMQ", len(a.topo.Topics), len(a.topo.Groups),

@@ -49,6 +49,10 @@ type Settings struct {
 	// the client library's TLS without certificate verification); false
 	// dials in plain text, for a proxy on loopback or a trusted network.
 	TLS bool
+	// Broker is the remoting address of the one broker the topology
+	// command works on (SECKILL_ROCKETMQ_BROKER); empty: every master
+	// Namesrv lists.
+	Broker string
 	// Namesrv is the name server (SECKILL_ROCKETMQ_NAMESRV) the admin
 	// tasks ask for the master brokers: namespaces (NewNamespace) and the
 	// topology command. The service's clients reach the brokers through
@@ -81,6 +85,8 @@ func (Plug) ReadSettings(r brokerplug.SettingReader) brokerplug.Settings {
 			"dial the RocketMQ proxy with TLS (without certificate verification, as the client library does); false: plain text, for loopback or a trusted network"),
 		MetricsEvery: r.Duration("SECKILL_ROCKETMQ_METRICS_EVERY", 15*time.Second,
 			"read the brokers' exporters at most this often (1s..5m); scrapes in between get the last read's figures"),
+		Broker: r.String("SECKILL_ROCKETMQ_BROKER", "",
+			"remoting address of the one broker seckill topology apply|check|add-group work on (the default of --broker); empty: every master the name server lists"),
 		Namesrv: r.String("SECKILL_ROCKETMQ_NAMESRV", "127.0.0.1:9876",
 			"name server (host:port) the admin tasks ask for the master brokers: seckill topology and the namespaces of tests and benchmarks (the service's clients use the proxy)"),
 		InvisibleDuration: r.Duration("SECKILL_INVISIBLE_DURATION", 10*time.Second,
@@ -205,9 +211,3 @@ func (Plug) DevStack() []brokerplug.DevProcess { return nil }
 // DevCluster: RocketMQ's cluster mode is the stack's own
 // (`seckill-stack up --rocketmq-cluster`).
 func (Plug) DevCluster() []brokerplug.DevProcess { return nil }
-
-// Topology returns nil: RocketMQ's topology command is its own (`seckill
-// topology`, whose flags select among the masters a name server lists).
-func (Plug) Topology(brokerplug.Settings, brokerplug.TopologyOptions) (brokerplug.Topology, error) {
-	return nil, nil //nolint:nilnil // nil is the documented "no generic topology"
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
 	"github.com/seckill-dev/seckill/ports"
 )
 
@@ -457,36 +458,24 @@ func (e *DifferencesError) Error() string {
 const (
 	// OutsideGroupRetryMaxTimes is the default retryMaxTimes of an outside
 	// group: the broker's default, what Group.RetryMaxTimes gives a group
-	// not of this package.
-	OutsideGroupRetryMaxTimes = 16
-	// ReservedGroupPrefix starts the base names of the service's own
-	// consumer groups; an outside group may not use it.
-	ReservedGroupPrefix = "CG_SECKILL_"
+	// not of this package (brokerplug.OutsideGroupRetries).
+	OutsideGroupRetryMaxTimes = brokerplug.OutsideGroupRetries
 	// sysGroupPrefix starts the broker's system groups
 	// (MixAll.isSysConsumerGroup), which the proxy refuses to serve.
 	sysGroupPrefix = "CID_RMQ_SYS_"
 )
 
-// validGroupName is the broker's rule for a group name
-// (TopicValidator.isTopicOrGroupIllegal: letters, digits, '_', '-', '%',
-// '|') without '%' and '|', which the broker uses as separators in its own
-// names (%RETRY%, %DLQ%, namespaces).
-var validGroupName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
-
 // CheckOutsideGroupName reports whether name (without the environment
-// prefix) may be an outside consumer group: not empty, only letters,
-// digits, '_' and '-', and not a name of the service's (ReservedGroupPrefix)
-// or of the broker's system groups (CID_RMQ_SYS_), compared without case.
-// The error says which rule the name breaks.
+// prefix) may be an outside consumer group: the rule of every broker
+// (brokerplug.CheckOutsideGroupName: letters, digits, '_' and '-', which
+// leaves out the '%' and '|' the broker uses as separators in its own
+// names), and not a name of the broker's system groups (CID_RMQ_SYS_),
+// compared without case. The error says which rule the name breaks.
 func CheckOutsideGroupName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("the group name is empty")
-	case !validGroupName.MatchString(name):
-		return fmt.Errorf("group name %q may only contain letters, digits, '_' and '-'", name)
-	case strings.HasPrefix(strings.ToUpper(name), ReservedGroupPrefix):
-		return fmt.Errorf("group name %q is reserved: names starting with %s are the service's own consumer groups", name, ReservedGroupPrefix)
-	case strings.HasPrefix(strings.ToUpper(name), sysGroupPrefix):
+	if err := brokerplug.CheckOutsideGroupName(name); err != nil {
+		return err
+	}
+	if strings.HasPrefix(strings.ToUpper(name), sysGroupPrefix) {
 		return fmt.Errorf("group name %q is reserved: names starting with %s are the broker's system groups", name, sysGroupPrefix)
 	}
 	return nil

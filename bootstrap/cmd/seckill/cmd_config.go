@@ -42,8 +42,6 @@ func commandSettings() []commandSetting {
 	return []commandSetting{
 		{key: envOperatorToken, secret: true,
 			meaning: "admin token of the operator of reconcile, projection rebuild and dlq replay (when --token is not given)"},
-		{key: "SECKILL_ROCKETMQ_BROKER",
-			meaning: "remoting address of the one broker seckill topology apply|check work on (the default of --broker); empty: every master the name server lists"},
 		{key: "SECKILL_STACK_DIR",
 			meaning: "state directory of the local stack (deploy/local/stack.sh env): seckill-bench chaos and sale find its processes there"},
 	}

@@ -2,215 +2,201 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/seckill-dev/seckill/adapters/rocketmq"
+	"github.com/seckill-dev/seckill/adapters/brokerplug"
+	"github.com/seckill-dev/seckill/adapters/brokers"
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
+	"github.com/seckill-dev/seckill/bootstrap/config"
 )
 
-// defaultNamesrv is the name server of the local stack, the default of the
-// topology commands when the environment names none.
-const defaultNamesrv = "127.0.0.1:9876"
-
-// topologyFlags are the flags of the topology subcommands.
+// topologyFlags are the flags of a topology subcommand: the command's own
+// (--prefix, --timeout) and the chosen broker's (brokerplug.TopologyCommand).
 type topologyFlags struct {
-	broker, namesrv, prefix string
-	queues                  int
-	retryMax                []string
-	timeout                 time.Duration
+	prefix  string
+	timeout time.Duration
+	// broker is the chosen broker's part of the subcommand; nil when
+	// SECKILL_BROKER names no plug (opening then reports it).
+	broker brokerplug.TopologyCommand
 }
 
-// envOr returns the environment variable key, or def when it is unset.
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
+// chosenPlug is the plug SECKILL_BROKER names (the registry's default when
+// unset), or nil when it names none.
+func chosenPlug() brokerplug.Plug {
+	name := os.Getenv("SECKILL_BROKER")
+	if name == "" {
+		name = brokers.Default()
 	}
-	return def
-}
-
-// add declares the flags on cmd; broker adds the addresses and the timeout.
-func (f *topologyFlags) add(cmd *cobra.Command, broker bool) {
-	fs := cmd.Flags()
-	fs.StringVar(&f.prefix, "prefix", os.Getenv("SECKILL_TOPIC_PREFIX"),
-		"prefix of every topic and group name ($SECKILL_TOPIC_PREFIX; empty in production)")
-	fs.IntVar(&f.queues, "queues", rocketmq.DefaultTopicQueues, "read and write queues of each business topic")
-	fs.StringArrayVar(&f.retryMax, "retry-max", nil,
-		"GROUP=N: retryMaxTimes N for the consumer group GROUP (its name without the prefix); repeatable")
-	if broker {
-		f.addBroker(cmd)
-	}
-}
-
-// addBroker declares the flags that select the brokers (--broker,
-// --namesrv) and the bound of the whole command (--timeout).
-func (f *topologyFlags) addBroker(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.StringVar(&f.broker, "broker", os.Getenv("SECKILL_ROCKETMQ_BROKER"),
-		`remoting address of the one broker to work on ($SECKILL_ROCKETMQ_BROKER); empty: every master the name server lists`)
-	fs.StringVar(&f.namesrv, "namesrv", envOr("SECKILL_ROCKETMQ_NAMESRV", defaultNamesrv),
-		`name server address ($SECKILL_ROCKETMQ_NAMESRV); "" skips the check that it routes every topic to the broker (then --broker is needed)`)
-	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound of the whole command")
-}
-
-// topology builds the topology the flags describe; a flag value it cannot
-// use is a usage error.
-func (f *topologyFlags) topology(cmd *cobra.Command) (rocketmq.Topology, error) {
-	opts := []rocketmq.TopologyOption{rocketmq.WithTopicQueues(f.queues)}
-	for _, kv := range f.retryMax {
-		group, n, ok := strings.Cut(kv, "=")
-		retries, err := strconv.Atoi(n)
-		if !ok || err != nil {
-			return rocketmq.Topology{}, clikit.Usagef(cmd, "--retry-max %q: want GROUP=N", kv)
-		}
-		opts = append(opts, rocketmq.WithRetryMaxTimes(rocketmq.Group(group), retries))
-	}
-	t, err := rocketmq.NewTopology(rocketmq.Config{TopicPrefix: f.prefix}, opts...)
+	p, err := brokers.Lookup(name)
 	if err != nil {
-		return rocketmq.Topology{}, clikit.Usagef(cmd, "%v", err)
+		return nil
 	}
-	return t, nil
+	return p
 }
 
-// brokerTarget is one broker a topology command works on.
-type brokerTarget struct {
-	admin *rocketmq.Admin
-	// ref names the broker; ref.Name is empty for --broker.
-	ref rocketmq.BrokerRef
+// add declares the flags of subcommand sub on cmd: --prefix, --timeout
+// (not on show, which contacts no broker), then the chosen broker's own.
+func (f *topologyFlags) add(cmd *cobra.Command, sub brokerplug.TopologySub) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.prefix, "prefix", "", "prefix of every topic and group name (default: the chosen broker's prefix setting; empty in production)")
+	if sub != brokerplug.TopologyShow {
+		fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound of the whole command")
+	}
+	if p := chosenPlug(); p != nil {
+		f.broker = p.TopologyCommand()
+		own := flag.NewFlagSet(p.Name(), flag.ContinueOnError)
+		f.broker.DeclareFlags(own, sub)
+		fs.AddGoFlagSet(own)
+	}
 }
 
-// label prefixes the broker's lines when the command works on every master
-// ("broker-a: "); it is empty for --broker, whose output is one broker's.
-func (b brokerTarget) label() string {
-	if b.ref.Name == "" {
-		return ""
+// open returns the chosen broker's topology from the broker block of the
+// service's configuration (config.LoadBroker) and the parsed flags; what
+// the broker cannot take is a usage error.
+func (f *topologyFlags) open(cmd *cobra.Command) (brokerplug.Topology, error) {
+	b, err := config.LoadBroker(os.LookupEnv)
+	if err != nil {
+		return nil, err
 	}
-	return b.ref.Name + ": "
+	if f.broker == nil {
+		return nil, fmt.Errorf("broker %q has no topology command", b.Name)
+	}
+	var o brokerplug.TopologyOptions
+	if cmd.Flags().Changed("prefix") {
+		o.Prefix = &f.prefix
+	}
+	t, err := f.broker.Open(b.Settings, o)
+	if errors.Is(err, brokerplug.ErrInvalidTopology) {
+		return nil, clikit.Usagef(cmd, "%v", err)
+	}
+	return t, err
 }
 
-// targets returns the brokers the flags select and the command's context
-// bounded by --timeout: the broker of --broker (or $SECKILL_ROCKETMQ_BROKER)
-// alone, else every master the name server lists (rocketmq.Admin.Masters).
-// Flags it cannot use are usage errors; a name server that cannot be read
-// or lists no master is an error.
-func (f *topologyFlags) targets(cmd *cobra.Command) ([]brokerTarget, context.Context, context.CancelFunc, error) {
-	if f.broker == "" && f.namesrv == "" {
-		return nil, nil, nil, clikit.Usagef(cmd, `--namesrv "" needs --broker: the brokers are read from the name server`)
-	}
+// targets opens the topology and lists its targets within the command's
+// bound (--timeout), returning the bounded context.
+func (f *topologyFlags) targets(cmd *cobra.Command) ([]brokerplug.TopologyTarget, context.Context, context.CancelFunc, error) {
 	if f.timeout <= 0 {
 		return nil, nil, nil, clikit.Usagef(cmd, "--timeout must be > 0")
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-	admin := rocketmq.NewAdmin(f.broker, f.namesrv, 5*time.Second)
-	if f.broker != "" {
-		return []brokerTarget{{admin: admin, ref: rocketmq.BrokerRef{Addr: f.broker}}}, ctx, cancel, nil
+	t, err := f.open(cmd)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	masters, err := admin.Masters(ctx)
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	targets, err := t.Targets(ctx)
+	if errors.Is(err, brokerplug.ErrInvalidTopology) {
+		cancel()
+		return nil, nil, nil, clikit.Usagef(cmd, "%v", err)
+	}
+	if err == nil && len(targets) == 0 {
+		err = errors.New("the broker lists no target")
+	}
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
 	}
-	out := make([]brokerTarget, len(masters))
-	for i, m := range masters {
-		out[i] = brokerTarget{admin: admin.ForBroker(m), ref: m}
-	}
-	return out, ctx, cancel, nil
+	return targets, ctx, cancel, nil
 }
 
-// where describes the broker a summary line is about.
-func (f *topologyFlags) where(t rocketmq.Topology, b brokerTarget) string {
-	s := fmt.Sprintf("prefix %q, broker %s", t.Prefix, b.ref)
-	if f.namesrv != "" {
-		s += ", routed by name server " + f.namesrv
+// label prefixes a target's lines when a command works on several
+// ("broker-a: "); it is empty for a target asked for alone.
+func label(t brokerplug.TopologyTarget) string {
+	if t.Name() == "" {
+		return ""
 	}
-	return s
+	return t.Name() + ": "
 }
 
-// runApply applies t to every target in turn and prints what it repaired
-// ("applied: [broker: ]difference") and one summary line per broker that
-// matches ("topology: ..."). A broker that fails does not stop the others;
-// the error names each that failed.
-func (c *cli) runApply(cmd *cobra.Command, f *topologyFlags, t rocketmq.Topology) error {
-	targets, ctx, cancel, err := f.targets(cmd)
-	if err != nil {
-		if clikit.ExitCode(err) == 2 {
-			return err
-		}
-		return fmt.Errorf("topology apply: %w", err)
-	}
-	defer cancel()
+// perTarget runs do on every target in turn. A target asked for alone
+// (unnamed) fails the command with its error as such, and so does a
+// request the broker cannot take (brokerplug.ErrInvalidTopology: no target
+// would); of several, one that fails otherwise does not stop the others
+// and the error names each that failed.
+func perTarget(what string, targets []brokerplug.TopologyTarget, do func(brokerplug.TopologyTarget) error) error {
 	var failed []string
-	for _, b := range targets {
-		applied, err := t.Apply(ctx, b.admin)
-		for _, d := range applied {
-			fmt.Fprintln(c.stdout, "applied: "+b.label()+d.String())
-		}
-		if err != nil {
-			if b.label() == "" { // the one broker of --broker: its error as such
-				return fmt.Errorf("topology apply: %w", err)
+	for _, t := range targets {
+		if err := do(t); err != nil {
+			if t.Name() == "" || errors.Is(err, brokerplug.ErrInvalidTopology) {
+				return fmt.Errorf("%s: %w", what, err)
 			}
-			failed = append(failed, fmt.Sprintf("%s: %v", b.ref, err))
-			continue
+			failed = append(failed, fmt.Sprintf("%s: %v", t.Name(), err))
 		}
-		fmt.Fprintf(c.stdout, "topology: %d topics and %d groups match (%s; %d difference(s) repaired)\n",
-			len(t.Topics), len(t.Groups), f.where(t, b), len(applied))
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("topology apply: %d of %d broker(s) failed: %s", len(failed), len(targets), strings.Join(failed, "; "))
+		return fmt.Errorf("%s: %d of %d target(s) failed: %s", what, len(failed), len(targets), strings.Join(failed, "; "))
 	}
 	return nil
 }
 
-// runCheck checks t on every target and prints each difference
-// ("[broker: ]difference") and one summary line per broker that matches.
-// It fails when a broker differs or cannot be read.
-func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags, t rocketmq.Topology) error {
+// runApply applies the topology to every target in turn and prints what
+// it changed ("applied: [target: ]change") and one summary line per target
+// that matches ("topology: ... match (N change(s) applied)").
+func (c *cli) runApply(cmd *cobra.Command, f *topologyFlags) error {
 	targets, ctx, cancel, err := f.targets(cmd)
 	if err != nil {
-		if clikit.ExitCode(err) == 2 {
+		return wrapUnlessUsage("topology apply", err)
+	}
+	defer cancel()
+	return perTarget("topology apply", targets, func(t brokerplug.TopologyTarget) error {
+		changes, err := t.Apply(ctx)
+		for _, ch := range changes {
+			fmt.Fprintln(c.stdout, "applied: "+label(t)+ch)
+		}
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("topology check: %w", err)
+		fmt.Fprintf(c.stdout, "topology: %s match (%d change(s) applied)\n", t.Summary(), len(changes))
+		return nil
+	})
+}
+
+// runCheck checks every target and prints each difference ("[target:
+// ]difference") and one summary line per target that matches. It fails
+// when a target differs or cannot be read.
+func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags) error {
+	targets, ctx, cancel, err := f.targets(cmd)
+	if err != nil {
+		return wrapUnlessUsage("topology check", err)
 	}
 	defer cancel()
 	total := 0
-	var differ, unread []string
-	for _, b := range targets {
-		diffs, err := t.Check(ctx, b.admin)
+	var differ []string
+	unread := perTarget("topology check", targets, func(t brokerplug.TopologyTarget) error {
+		diffs, err := t.Check(ctx)
 		if err != nil {
-			if b.label() == "" { // the one broker of --broker: its error as such
-				return fmt.Errorf("topology check: %w", err)
-			}
-			unread = append(unread, fmt.Sprintf("%s: %v", b.ref, err))
-			continue
+			return err
 		}
 		for _, d := range diffs {
-			fmt.Fprintln(c.stdout, b.label()+d.String())
+			fmt.Fprintln(c.stdout, label(t)+d)
 		}
-		if len(diffs) > 0 {
-			total += len(diffs)
-			differ = append(differ, b.ref.String())
-			continue
+		if len(diffs) == 0 {
+			fmt.Fprintf(c.stdout, "topology: %s match\n", t.Summary())
+			return nil
 		}
-		fmt.Fprintf(c.stdout, "topology: %d topics and %d groups match (%s)\n", len(t.Topics), len(t.Groups), f.where(t, b))
+		total += len(diffs)
+		differ = append(differ, t.Name())
+		return nil
+	})
+	if unread != nil && targets[0].Name() == "" {
+		return unread
 	}
 	var problems []string
 	if total > 0 {
-		where := f.where(t, targets[0])
-		if targets[0].label() != "" {
-			where = fmt.Sprintf("prefix %q, broker(s) %s", t.Prefix, strings.Join(differ, ", "))
+		where := targets[0].Summary()
+		if targets[0].Name() != "" {
+			where = "on " + strings.Join(differ, ", ")
 		}
 		problems = append(problems, fmt.Sprintf("%d difference(s) from the topology (%s); seckill topology apply repairs them", total, where))
 	}
-	if len(unread) > 0 {
-		problems = append(problems, fmt.Sprintf("%d of %d broker(s) could not be read: %s", len(unread), len(targets), strings.Join(unread, "; ")))
+	if unread != nil {
+		problems = append(problems, strings.TrimPrefix(unread.Error(), "topology check: "))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("topology check: %s", strings.Join(problems, "; "))
@@ -218,141 +204,106 @@ func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags, t rocketmq.Topology
 	return nil
 }
 
-// topologyCmd holds apply, check and show of the broker topology
-// (rocketmq.Topology).
+// wrapUnlessUsage prefixes err with what, unless it is a usage error
+// (exit status 2), which says what it is about already.
+func wrapUnlessUsage(what string, err error) error {
+	if clikit.ExitCode(err) == 2 {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// topologyCmd holds apply, check, show and add-group of the chosen
+// broker's topology (brokerplug.Topology).
 func (c *cli) topologyCmd() *cobra.Command {
 	return groupCmd("topology", "Apply, check or show the broker's topics and consumer groups, register an outside group",
-		`The broker topology of the service, defined once in Go (adapters/rocketmq, Topology): the five
-business topics with their message types and queue counts, a %DLQ% topic per business consumer
-group, the five business consumer groups with their retryMaxTimes (the projection group orderly)
-and the dead-letter reader group, every name behind the prefix. The commands talk to the
-brokers' and the name server's remoting ports directly (no mqadmin, no JVM); apply and check
-work on every master broker the name server lists unless --broker or $SECKILL_ROCKETMQ_BROKER
-names one. The local stack (deploy/local/stack.sh up)
-runs apply and check; elsewhere run apply before the service starts: RocketMQ 5.5 refuses
-consumers of unknown groups. With another broker (SECKILL_BROKER), apply, check and add-group
-work on that broker through its plug, from the service's configuration (its address and prefix
-settings), and the RocketMQ flags do not apply: on RabbitMQ apply declares the exchanges and
-quorum queues of adapters/rabbitmq, on Kafka it creates the topics; check lists what is missing
-or differs (the service also creates its resources at start). add-group registers a consumer group of the
-ORDER_EVENT topic for another team's consumer (on RabbitMQ: its queue bound to the exchange).`,
-		c.topologyApplyCmd(), c.topologyCheckCmd(), topologyShowCmd(c.stdout), c.addGroupCmd())
+		`The broker topology of the service: every topic and consumer group the service uses (dead-letter
+resources included), as the chosen broker's adapter (SECKILL_BROKER) defines them from the one
+list of subscriptions, every name behind the prefix. apply creates what is missing, check lists
+what differs, show prints the topology without contacting the broker, add-group registers a
+consumer group of the ORDER_EVENT topic for another team's consumer. The broker's address and
+prefix come from the service's configuration (seckill config lists them); the commands take the
+flags of the chosen broker listed with each (RocketMQ: --broker and --namesrv select among the
+masters a name server lists, --queues and --retry-max shape the topology).
+
+RocketMQ: the five business topics with their message types and queue counts, a %DLQ% topic per
+business group, the business groups with their retryMaxTimes (the projection group orderly) and
+the dead-letter reader, on every master the name server lists (each holds its own copy) unless
+--broker or $SECKILL_ROCKETMQ_BROKER names one; RocketMQ 5.5 refuses consumers of unknown groups,
+so run apply before the service starts (the local stack does). RabbitMQ: the exchanges and
+quorum queues. Kafka: the topics (the groups come into being when their consumers join). The
+services also create their resources at start on RabbitMQ and Kafka. docs/cli.md has more.`,
+		c.topologyApplyCmd(), c.topologyCheckCmd(), c.topologyShowCmd(), c.addGroupCmd())
 }
 
 // topologyApplyCmd is `topology apply`.
 func (c *cli) topologyApplyCmd() *cobra.Command {
-	var applyFlags topologyFlags
+	var f topologyFlags
 	apply := &cobra.Command{
 		Use:   "apply [flags]",
 		Short: "Create or update the topics and consumer groups that differ from the topology",
-		Long: `Make the brokers match the topology (seckill topology show): read each broker's topics and
-consumer groups, create or update only those that are missing or differ (each with its whole
-configuration), read them again and wait until the name server routes every topic to the
-broker. Idempotent: on a broker that matches it writes nothing. Topics and groups the topology
-does not name are left alone.
+		Long: `Make the broker match the topology (seckill topology show): create or update only what is
+missing or differs, then read it again. Idempotent: on a broker that matches it writes nothing.
+Resources the topology does not name are left alone.
 
-Which brokers: --broker ADDR, or $SECKILL_ROCKETMQ_BROKER when --broker is not given, selects
-that one broker only (as before; the output is that broker's lines without a prefix). With
-neither (or an empty value: --broker "" overrides the variable), every master broker the name
-server (--namesrv) lists, one after the other: each repaired difference reads "applied:
-broker-a: ...", each broker that matches gets its own summary line, and the command fails if
-any broker still differs or cannot be written (the others are applied all the same). On a
-cluster, apply to every master: a topic or group missing on one broker breaks the clients whose
-queues or retries land there.
+Where the broker keeps a copy of the topology on each of several nodes (RocketMQ's masters), apply
+works on each in turn: each change reads "applied: broker-a: ...", each node that matches gets its
+own summary line, and the command fails if any node still differs or cannot be written (the others
+are applied all the same). A node asked for alone (RocketMQ: --broker ADDR, or
+$SECKILL_ROCKETMQ_BROKER) gets unlabeled lines.
 
-Prints each difference it repaired ("applied: ..."), then the summary line ("topology: ...").`,
-		Example: `  seckill topology apply                                  # the production topology on every master of $SECKILL_ROCKETMQ_NAMESRV (or on $SECKILL_ROCKETMQ_BROKER when set)
-  seckill topology apply --broker ""                      # every master, even with $SECKILL_ROCKETMQ_BROKER set
-  seckill topology apply --broker 127.0.0.1:10911         # that broker only
-  seckill topology apply --prefix T1_ --queues 4 --retry-max CG_SECKILL_AUDIT_V1=1`,
+Prints each change ("applied: ..."), then the summary line ("topology: ... match").`,
+		Example: `  seckill topology apply                                  # the production topology (RocketMQ: on every master of $SECKILL_ROCKETMQ_NAMESRV, or on $SECKILL_ROCKETMQ_BROKER when set)
+  seckill topology apply --broker ""                      # RocketMQ: every master, even with $SECKILL_ROCKETMQ_BROKER set
+  seckill topology apply --broker 127.0.0.1:10911         # RocketMQ: that broker only
+  seckill topology apply --prefix T1_ --queues 4 --retry-max CG_SECKILL_AUDIT_V1=1
+  SECKILL_BROKER=kafka seckill topology apply             # Kafka: the topics at $SECKILL_KAFKA_BROKERS`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if t, ok, err := pluggedTopology(cmd, nil); ok || err != nil {
-				if err != nil {
-					return err
-				}
-				return applyPlugged(cmd.Context(), c.stdout, t, applyFlags.timeout)
-			}
-			t, err := applyFlags.topology(cmd)
-			if err != nil {
-				return err
-			}
-			return c.runApply(cmd, &applyFlags, t)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.runApply(cmd, &f) },
 	}
-	applyFlags.add(apply, true)
+	f.add(apply, brokerplug.TopologyApply)
 	return apply
 }
 
 // topologyCheckCmd is `topology check`.
 func (c *cli) topologyCheckCmd() *cobra.Command {
-	var checkFlags topologyFlags
+	var f topologyFlags
 	check := &cobra.Command{
 		Use:   "check [flags]",
 		Short: "List every difference between the broker and the topology (exit 1 if any)",
-		Long: `Read each broker's topics and consumer groups (and the name server's routes) and print every
-difference from the topology, one per line: a missing topic or group, a topic's message type,
-queue count or perm, a group's retryMaxTimes, consumeMessageOrderly or consumeEnable, a topic
-whose route at the name server does not name the broker. Exit status 1 when there is one (or a
-broker cannot be read), 0 with a summary line per broker when every broker matches. Changes
-nothing.
+		Long: `Read the broker's topics and consumer groups and print every difference from the topology, one
+per line ("topic X: missing"; on RocketMQ also a topic's message type, queue count or perm, a
+group's retryMaxTimes or orderliness, a topic the name server does not route to the broker). Exit
+status 1 when there is one (or the broker cannot be read), 0 with a summary line when it matches.
+Changes nothing.
 
-Which brokers: as apply. --broker ADDR or $SECKILL_ROCKETMQ_BROKER: that broker only; with
-neither (or --broker ""), every master broker the name server lists, each difference prefixed
-with the broker's name ("broker-b: topic X: missing"), one summary line per broker that
-matches. Checking every master also verifies that every topic is routed to every master.`,
+Which nodes: as apply. Checked on each of several nodes, each difference is prefixed with the
+node's name ("broker-b: topic X: missing") and each node that matches gets a summary line.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if t, ok, err := pluggedTopology(cmd, nil); ok || err != nil {
-				if err != nil {
-					return err
-				}
-				return checkPlugged(cmd.Context(), c.stdout, t, checkFlags.timeout)
-			}
-			t, err := checkFlags.topology(cmd)
-			if err != nil {
-				return err
-			}
-			return c.runCheck(cmd, &checkFlags, t)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.runCheck(cmd, &f) },
 	}
-	checkFlags.add(check, true)
+	f.add(check, brokerplug.TopologyCheck)
 	return check
 }
 
-// topologyShowCmd is `topology show`, printing to w.
-func topologyShowCmd(w io.Writer) *cobra.Command {
-	var showFlags topologyFlags
+// topologyShowCmd is `topology show`.
+func (c *cli) topologyShowCmd() *cobra.Command {
+	var f topologyFlags
 	show := &cobra.Command{
 		Use:   "show [flags]",
 		Short: "Print the topology: topics and consumer groups with their settings",
-		Long: `Print the topology the other subcommands apply and check, without contacting the broker:
-each topic with its message type, queue count and perm, then each consumer group with its
-retryMaxTimes and consumeMessageOrderly.`,
+		Long: `Print the topology the other subcommands apply and check, without contacting the broker: each
+topic and each consumer group with the settings the broker gives it (RocketMQ: message type,
+queue count and perm; retryMaxTimes and orderliness).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := showFlags.topology(cmd)
+			t, err := f.open(cmd)
 			if err != nil {
 				return err
 			}
-			return writeTopology(w, t)
+			return t.Show(c.stdout)
 		},
 	}
-	showFlags.add(show, false)
+	f.add(show, brokerplug.TopologyShow)
 	return show
-}
-
-// writeTopology prints t as two tables.
-func writeTopology(w io.Writer, t rocketmq.Topology) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tTYPE\tQUEUES\tPERM")
-	for _, s := range t.Topics {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", s.Name, s.Type, s.Queues, s.Perm)
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "GROUP\tRETRY_MAX_TIMES\tORDERLY")
-	for _, s := range t.Groups {
-		fmt.Fprintf(tw, "%s\t%d\t%t\n", s.Name, s.RetryMaxTimes, s.Orderly)
-	}
-	return tw.Flush()
 }
