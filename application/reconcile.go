@@ -28,7 +28,9 @@ type ReconcileReport struct {
 	// Repaired: the Redis write-back of an order (ORDERED) was missing.
 	RepairedOrdered int
 	// Released: PostgreSQL had released the unit (rejected or canceled)
-	// but Redis still held it; released now (at most once, guarded).
+	// but Redis still held it (an unresolved reservation, or a held one
+	// whose release task was lost more than the grace ago); released now
+	// (at most once, guarded).
 	Released int
 	// RejectedExpired: reservations whose validity ended without any
 	// PostgreSQL outcome; decided REJECTED (so a late message cannot create
@@ -191,6 +193,9 @@ func (r *Reconciler) pass(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("list activities: %w", err)
 	}
 	for _, a := range acts {
+		if err := r.staleReleases(ctx, a, now.Add(-r.cfg.Grace), &rep); err != nil {
+			return rep, err
+		}
 		changing, err := r.stockChanging(ctx, a)
 		if err != nil {
 			return rep, err
@@ -213,6 +218,53 @@ func (r *Reconciler) pass(ctx context.Context) (ReconcileReport, error) {
 		rep.Drift = append(rep.Drift, SKUDrift{ActivityID: a.ActivityID, SKUID: a.SKUID, Drift: sr.Drift()})
 	}
 	return rep, nil
+}
+
+// staleReleases gives back the units of the activity SKU's reservations
+// that Redis holds although PostgreSQL released them (a canceled order, a
+// rejection) before cutoff: their release task was lost on the way, for
+// example handed by the broker to a consumer that died before it could
+// run it. Each goes through the release guard of the normal path, so a
+// task that arrives after all gives nothing back a second time (I4).
+func (r *Reconciler) staleReleases(ctx context.Context, a ports.Activity, cutoff time.Time, rep *ReconcileReport) error {
+	inv, err := r.reservations.Inventory(ctx, a.ActivityID, a.SKUID)
+	if err != nil {
+		return fmt.Errorf("redis inventory of activity %d sku %d: %w", a.ActivityID, a.SKUID, err)
+	}
+	var stale []ports.StaleRelease
+	if err := r.uow.InTx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		var err error
+		stale, err = tx.StaleReleases(ctx, inv.Held, cutoff)
+		return err
+	}); err != nil {
+		return fmt.Errorf("stale releases of activity %d sku %d: %w", a.ActivityID, a.SKUID, err)
+	}
+	for _, s := range stale {
+		reason := reservation.ReasonOrderCanceled
+		if !s.Canceled {
+			reason = reservation.ReleaseReason(s.Reason)
+		}
+		if !reservation.ValidReleaseReason(reason) {
+			reason = reservation.ReasonReconciledExpired
+		}
+		ref := ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: s.ReservationID, UserID: s.UserID}
+		released, err := r.reservations.Release(ctx, ref, reason)
+		switch {
+		case errors.Is(err, ports.ErrNotFound): // its hash expired: nothing to give back here
+			r.log.WarnContext(ctx, "held reservation unknown to redis", "reservation_id", s.ReservationID,
+				"activity_id", a.ActivityID, "sku_id", a.SKUID)
+			continue
+		case err != nil:
+			return fmt.Errorf("release %s: %w", s.ReservationID, err)
+		}
+		if released {
+			rep.Released++
+			r.log.WarnContext(ctx, "reservation released late", "reservation_id", s.ReservationID, "activity_id", a.ActivityID,
+				"sku_id", a.SKUID, "user_id", s.UserID, "reason", string(reason), "released_in_postgres_at", s.ReleasedAt,
+				"decision", "released")
+		}
+	}
+	return nil
 }
 
 // stockChanging reports whether an activity SKU has a PENDING stock change

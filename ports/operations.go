@@ -93,6 +93,23 @@ type ReservationState struct {
 	OrderStatus order.Status
 }
 
+// StaleRelease is a reservation PostgreSQL released a while ago
+// (AuditStore.StaleReleases) that Redis still holds: its release task was
+// lost on the way (a broker that handed it to a consumer that died, for
+// example), so the reconciler releases it.
+type StaleRelease struct {
+	ReservationID string
+	// UserID is the order's or the rejection's user (0 when PostgreSQL
+	// has only a REJECTED outcome).
+	UserID int64
+	// Canceled: the order was canceled; otherwise the reservation was
+	// rejected for Reason.
+	Canceled bool
+	Reason   string
+	// ReleasedAt is when PostgreSQL gave the unit back.
+	ReleasedAt time.Time
+}
+
 // AuditStore answers the reconciler's and auditor's questions and keeps
 // the operators' audit trail (AdminAuditStore).
 type AuditStore interface {
@@ -113,6 +130,12 @@ type AuditStore interface {
 	// ReservationStates returns what PostgreSQL knows of each reservation
 	// id (every input id appears in the result).
 	ReservationStates(ctx context.Context, reservationIDs []string) ([]ReservationState, error)
+	// StaleReleases returns, of the given Redis-held reservation ids, those
+	// whose unit PostgreSQL gave back before cutoff: the order was canceled
+	// (canceled_at), or the reservation was rejected (a rejection, or a
+	// REJECTED outcome). Input order, each id once; ids PostgreSQL keeps
+	// (a live order, undecided) are left out.
+	StaleReleases(ctx context.Context, held []string, cutoff time.Time) ([]StaleRelease, error)
 	// ExpiredUnpaidOrders returns up to limit orders still CREATED or
 	// PAYING whose expires_at is before cutoff.
 	ExpiredUnpaidOrders(ctx context.Context, cutoff time.Time, limit int) ([]string, error)

@@ -53,6 +53,8 @@ type UnitOfWorkFactory func(t *testing.T) (ports.UnitOfWork, ports.OrderQueries)
 //   - Audit queries: AuditStock (I6 terms, held reservations classified),
 //     CanceledReservations (of one SKU),
 //     ReservationStates (every id, input order, PROCESSING undecided),
+//     StaleReleases (held ids PostgreSQL released before a cutoff: canceled
+//     order, rejection or REJECTED outcome, input order, once each),
 //     ExpiredUnpaidOrders, OrderStreams and Rejections pages in id order,
 //     ListActivities;
 //   - Rollback: nothing of a transaction whose callback fails or panics
@@ -77,6 +79,7 @@ func UnitOfWork(t *testing.T, factory UnitOfWorkFactory) {
 	t.Run("AdminAudit", func(t *testing.T) { testAdminAudit(t, factory) })
 	t.Run("AuditStock", func(t *testing.T) { testAuditStock(t, factory) })
 	t.Run("ReservationStates", func(t *testing.T) { testReservationStates(t, factory) })
+	t.Run("StaleReleases", func(t *testing.T) { testStaleReleases(t, factory) })
 	t.Run("ExpiredUnpaidOrders", func(t *testing.T) { testExpiredUnpaidOrders(t, factory) })
 	t.Run("PaymentIDConfirmsOneOrder", func(t *testing.T) { testPaymentIDConfirmsOneOrder(t, factory) })
 	t.Run("OrderStreams", func(t *testing.T) { testOrderStreams(t, factory) })

@@ -202,6 +202,61 @@ func testReservationStates(t *testing.T, factory UnitOfWorkFactory) {
 	}
 }
 
+func testStaleReleases(t *testing.T, factory UnitOfWorkFactory) {
+	uow, _ := factory(t)
+	act, sku := randomID(), randomID()
+	live := saveOrder(t, uow, orderCreatedAt(t, "ord_"+uniq(), act, sku, 1, baseTime), nil)
+	canceled := saveOrder(t, uow, orderCreatedAt(t, "ord_"+uniq(), act, sku, 2, baseTime), cancelOrder) // at baseTime + 1m
+	paid := saveOrder(t, uow, orderCreatedAt(t, "ord_"+uniq(), act, sku, 3, baseTime), payOrder)
+	rejected, outcomeOnly, unknown := "rsv_r"+uniq(), "rsv_o"+uniq(), "rsv_u"+uniq()
+	txDo(t, uow, func(ctx context.Context, tx ports.Tx) error {
+		if err := decide(ctx, tx, outcomeOnly, ports.OutcomeRejected, "NO_FINAL_STOCK"); err != nil {
+			return err
+		}
+		return tx.RecordRejections(ctx, []ports.Rejection{rejectionOf(rejected, "RESERVATION_EXPIRED", act, sku)}) // at baseTime
+	})
+	held := []string{unknown, live.ReservationID, canceled.ReservationID, rejected, paid.ReservationID, outcomeOnly, canceled.ReservationID}
+	stale := func(cutoff time.Time) []ports.StaleRelease {
+		var out []ports.StaleRelease
+		txDo(t, uow, func(ctx context.Context, tx ports.Tx) error {
+			var err error
+			out, err = tx.StaleReleases(ctx, held, cutoff)
+			return err
+		})
+		return out
+	}
+	got := stale(baseTime.Add(2 * time.Minute))
+	if len(got) != 3 || got[0].ReservationID != canceled.ReservationID || got[1].ReservationID != rejected || got[2].ReservationID != outcomeOnly {
+		t.Fatalf("StaleReleases past every release = %+v, want the canceled order's, the rejected and the REJECTED outcome's, in input order, once each", got)
+	}
+	if c := got[0]; !c.Canceled || c.UserID != 2 || c.Reason != "" || !c.ReleasedAt.Equal(baseTime.Add(time.Minute)) {
+		t.Errorf("canceled order's stale release %+v, want canceled, user 2, released at %v", c, baseTime.Add(time.Minute))
+	}
+	if r := got[1]; r.Canceled || r.UserID != 99 || r.Reason != "RESERVATION_EXPIRED" || !r.ReleasedAt.Equal(baseTime) {
+		t.Errorf("rejection's stale release %+v, want user 99, RESERVATION_EXPIRED at %v", r, baseTime)
+	}
+	if o := got[2]; o.Canceled || o.UserID != 0 || o.Reason != "NO_FINAL_STOCK" {
+		t.Errorf("REJECTED outcome's stale release %+v, want user 0, NO_FINAL_STOCK", o)
+	}
+	// A cutoff before the cancellation leaves the canceled order out.
+	got = stale(baseTime.Add(30 * time.Second))
+	for _, s := range got {
+		if s.ReservationID == canceled.ReservationID {
+			t.Fatalf("StaleReleases before the cancellation = %+v: the order was canceled after the cutoff", got)
+		}
+	}
+	if len(got) == 0 || got[0].ReservationID != rejected {
+		t.Fatalf("StaleReleases before the cancellation = %+v, want the rejection first", got)
+	}
+	txDo(t, uow, func(ctx context.Context, tx ports.Tx) error {
+		none, err := tx.StaleReleases(ctx, nil, baseTime)
+		if err == nil && len(none) != 0 {
+			t.Errorf("StaleReleases(nil) = %+v, want nothing", none)
+		}
+		return err
+	})
+}
+
 func testExpiredUnpaidOrders(t *testing.T, factory UnitOfWorkFactory) {
 	uow, _ := factory(t)
 	act, sku := randomID(), randomID()

@@ -151,6 +151,45 @@ func (t *tx) ReservationStates(ctx context.Context, reservationIDs []string) ([]
 		}, reservationIDs)
 }
 
+// StaleReleases implements ports.AuditStore in one statement: a canceled
+// order's canceled_at, else the rejection's rejected_at, else a REJECTED
+// outcome's updated_at, before cutoff.
+func (t *tx) StaleReleases(ctx context.Context, held []string, cutoff time.Time) ([]ports.StaleRelease, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	return query(ctx, t, "stale releases", `
+		WITH h AS (
+		    SELECT id, min(ord) AS ord FROM unnest($1::text[]) WITH ORDINALITY AS u(id, ord) GROUP BY id
+		), s AS (
+		    SELECT h.id, h.ord,
+		           coalesce(o.user_id, r.user_id, 0) AS user_id,
+		           o.status IS NOT DISTINCT FROM 'CANCELED' AS canceled,
+		           coalesce(r.reason, x.reason, '') AS reason,
+		           CASE
+		               WHEN o.status = 'CANCELED' THEN o.canceled_at
+		               WHEN o.order_id IS NOT NULL THEN NULL
+		               WHEN r.order_id IS NOT NULL THEN r.rejected_at
+		               WHEN x.status = 'REJECTED' THEN x.updated_at
+		           END AS released_at
+		    FROM h
+		    LEFT JOIN orders o ON o.reservation_id = h.id
+		    LEFT JOIN order_rejections r ON r.reservation_id = h.id
+		    LEFT JOIN reservation_outcomes x ON x.reservation_id = h.id
+		)
+		SELECT id, user_id, canceled, reason, released_at FROM s
+		WHERE released_at < $2
+		ORDER BY ord`,
+		func(r pgx.CollectableRow) (ports.StaleRelease, error) {
+			var s ports.StaleRelease
+			err := r.Scan(&s.ReservationID, &s.UserID, &s.Canceled, &s.Reason, &s.ReleasedAt)
+			if s.Canceled {
+				s.Reason = ""
+			}
+			return s, err
+		}, held, cutoff)
+}
+
 // ExpiredUnpaidOrders implements ports.AuditStore: up to limit orders in
 // CREATED or PAYING with expires_at < cutoff, earliest deadline first
 // (then by order id), from the partial index orders_unpaid_expiry. A limit

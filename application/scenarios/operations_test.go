@@ -172,3 +172,69 @@ func TestProjectionAppliesOnlyNewerVersionsAndFillsGaps(t *testing.T) {
 		t.Fatalf("rebuild %d %v", n, err)
 	}
 }
+
+// lostDeliveries acknowledges every delivery without running it: a broker
+// that handed the messages to a consumer that died before it could.
+type lostDeliveries struct{}
+
+func (lostDeliveries) HandleBatch(_ context.Context, ds []ports.Delivery) []ports.Decision {
+	out := make([]ports.Decision, len(ds))
+	for i := range ds {
+		out[i] = ports.Acked("lost")
+	}
+	return out
+}
+
+// TestReconcileReleasesAUnitWhoseReleaseTaskWasLost: a canceled order's
+// release task never takes effect (the broker lost it); the unit stays
+// held in Redis, a release in flight. Within the grace the reconciler
+// leaves it to the task; past the grace it releases the unit once, and the
+// task arriving after all gives nothing back a second time (I4).
+func TestReconcileReleasesAUnitWhoseReleaseTaskWasLost(t *testing.T) {
+	h := newHarness(t)
+	h.activity(1, 5, time.Minute, time.Minute)
+	res, err := h.placeOrder(4, 1, req(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.drain(ports.TopicOrderCreate, groupCreate, h.create, 32)
+	if _, err := h.orders.CancelOrder(context.Background(), 4, res.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.relayOnce(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.drain(ports.TopicInventoryCompensate, groupCompensate, lostDeliveries{}, 16); n != 1 {
+		t.Fatalf("%d release tasks lost, want 1", n)
+	}
+	rep, err := h.reconciler.StockReport(context.Background(), 1, 1)
+	if err != nil || rep.ReleasesInFlight != 1 || rep.RedisAvailable != 4 || rep.Drift() != 0 {
+		t.Fatalf("after the lost task: %+v %v", rep, err)
+	}
+	if r1, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler); err != nil || r1.Released != 0 {
+		t.Fatalf("pass within the grace: %+v %v", r1, err)
+	}
+	h.clock.Advance(2 * time.Second)
+	if r2, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler); err != nil || r2.Released != 1 {
+		t.Fatalf("pass past the grace: %+v %v", r2, err)
+	}
+	if got := h.reservationOf(1, res.ReservationID); got.Status != reservation.StatusReleased ||
+		got.ReleaseReason != reservation.ReasonOrderCanceled {
+		t.Fatalf("reservation after the pass: %s %s", got.Status, got.ReleaseReason)
+	}
+	// The task, delivered after all, is a duplicate.
+	release := h.broker.Messages(ports.TopicInventoryCompensate)
+	ds := h.compensate.HandleBatch(context.Background(), []ports.Delivery{{Body: release[0].Body, DeliveryAttempt: 2}})
+	if !ds[0].Ack || ds[0].Outcome != "duplicate" {
+		t.Fatalf("late task: %+v", ds[0])
+	}
+	if r3, err := h.reconciler.Reconcile(context.Background(), ports.ActorReconciler); err != nil || r3.Released != 0 {
+		t.Fatalf("third pass released again: %+v %v", r3, err)
+	}
+	rep, err = h.reconciler.StockReport(context.Background(), 1, 1)
+	if err != nil || rep.ReleasesInFlight != 0 || rep.RedisAvailable != 5 || rep.Drift() != 0 {
+		t.Fatalf("at rest: %+v %v", rep, err)
+	}
+	h.settle()
+	h.invariants(1)
+}

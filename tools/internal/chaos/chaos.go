@@ -237,10 +237,17 @@ func (r chaosResult) row() string {
 		r.oversell, r.lost, r.dupUsers, r.dupEffects, r.drift, rec, r.crashes)
 }
 
+// chaosReconcileInterval is how often a chaos run's instances reconcile:
+// a repair (a release task a killed instance took with it, an order whose
+// timeout was lost) shows within a run's settle time instead of a
+// production interval later.
+const chaosReconcileInterval = 15 * time.Second
+
 // chaosInstances prepares (does not start) the two `seckill serve`
 // instances of a chaos run on the scratch namespace env, PostgreSQL at
 // pgDSN and Redis at redisAddr (database redisDB): no per-client rate
-// limit, warnings only in their logs under logDir (the caller closes
+// limit, the reconciler every chaosReconcileInterval, warnings only in
+// their logs under logDir (the caller closes
 // each instance's logFile).
 func chaosInstances(exe, logDir string, env *benchenv.Namespace, pgDSN, redisAddr string, redisDB int) ([]*benchenv.Instance, error) {
 	var instances []*benchenv.Instance
@@ -248,7 +255,8 @@ func chaosInstances(exe, logDir string, env *benchenv.Namespace, pgDSN, redisAdd
 		in, err := benchenv.NewInstance(fmt.Sprintf("service-%d", i), exe, logDir,
 			"SECKILL_PG_DSN="+pgDSN, "SECKILL_REDIS_ADDR="+redisAddr, "SECKILL_REDIS_DB="+strconv.Itoa(redisDB),
 			"SECKILL_INSTANCE_ID="+fmt.Sprintf("chaos-%d-%s", i, env.Prefix()),
-			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn")
+			"SECKILL_RATE_BURST=1000", "SECKILL_RATE_PER_SECOND=1000", "SECKILL_LOG_LEVEL=warn",
+			"SECKILL_RECONCILE_INTERVAL="+chaosReconcileInterval.String())
 		if err != nil {
 			for _, made := range instances {
 				_ = made.LogFile.Close()
