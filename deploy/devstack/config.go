@@ -84,7 +84,10 @@ type Config struct {
 
 	// TopicPrefix starts every topic and group name (SECKILL_TOPIC_PREFIX).
 	TopicPrefix string
-	// InvisibleDuration is exported as SECKILL_INVISIBLE_DURATION.
+	// InvisibleDuration is exported as SECKILL_INVISIBLE_DURATION: 10 s,
+	// the service's default. Shorter loses messages to a RocketMQ 5.5.0
+	// defect after a consumer dies (docs/local-stack.md, "A consumer that
+	// dies can take a message with it").
 	InvisibleDuration string
 	// TopologyArgs are extra flags of `seckill topology apply|check`.
 	TopologyArgs []string
@@ -129,7 +132,7 @@ func ConfigFromEnv(getenv func(string) string, repoDir string) (Config, error) {
 		CacheDir:          orDefault(getenv("SECKILL_CACHE_DIR"), filepath.Join(cache, "seckill")),
 		RepoDir:           repoDir,
 		TopicPrefix:       getenv("SECKILL_TOPIC_PREFIX"),
-		InvisibleDuration: orDefault(getenv("SECKILL_INVISIBLE_DURATION"), "4s"),
+		InvisibleDuration: orDefault(getenv("SECKILL_INVISIBLE_DURATION"), "10s"),
 		TopologyArgs:      strings.Fields(getenv("SECKILL_TOPOLOGY_ARGS")),
 		PGBinDir:          getenv("SECKILL_PG_BINDIR"),
 		PGOSUser:          getenv("SECKILL_PG_OS_USER"),
