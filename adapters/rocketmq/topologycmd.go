@@ -60,14 +60,14 @@ func (s *setString) or(def string) string {
 func (c *topologyCommand) DeclareFlags(fs *flag.FlagSet, sub brokerplug.TopologySub) {
 	if sub != brokerplug.TopologyShow {
 		fs.Var(&c.broker, "broker",
-			`remoting address of the one broker to work on (default $SECKILL_ROCKETMQ_BROKER); empty: every master the name server lists`)
+			"remoting `address` of the one broker to work on (default $SECKILL_ROCKETMQ_BROKER); empty: every master the name server lists")
 		fs.Var(&c.namesrv, "namesrv",
-			`name server address (default $SECKILL_ROCKETMQ_NAMESRV, else 127.0.0.1:9876); "" skips the check that it routes every topic to the broker (then --broker is needed)`)
+			"name server `address` (default $SECKILL_ROCKETMQ_NAMESRV, else 127.0.0.1:9876); \"\" skips the check that it routes every topic to the broker (then --broker is needed)")
 	}
 	if sub != brokerplug.TopologyAddGroup {
 		c.shape = true
 		fs.IntVar(&c.queues, "queues", DefaultTopicQueues, "read and write queues of each business topic")
-		fs.Func("retry-max", "GROUP=N: retryMaxTimes N for the consumer group GROUP (its name without the prefix); repeatable",
+		fs.Func("retry-max", "retryMaxTimes N for the consumer group GROUP (its name without the prefix) as `GROUP=N`; repeatable",
 			func(v string) error {
 				c.retryMax = append(c.retryMax, v)
 				return nil
