@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -90,7 +89,7 @@ func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err err
 		fmt.Fprintf(stdout, "%s\n", capped)
 	}
 	if o.sweep != "" {
-		levels, err := intList(o.sweep)
+		levels, err := salekit.IntList(o.sweep)
 		if err != nil {
 			return err
 		}
@@ -124,7 +123,7 @@ func parseConsumeFlags(args []string) (consumeOptions, error) {
 		return o, fmt.Errorf("--pg-standby %q: want sync or async, and no --pg-cpu beside it: %w", o.standby, flag.ErrHelp)
 	}
 	var err error
-	if o.batches, err = intList(*modes); err != nil {
+	if o.batches, err = salekit.IntList(*modes); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -236,7 +235,7 @@ func consumeMode(ctx context.Context, cfg config.Config, rc *goredis.Client, log
 // checkpoint runs a checkpoint on the mode's database before measuring,
 // and only warns when it fails.
 func (s *consumeSetup) checkpoint(ctx context.Context) {
-	if err := checkpoint(ctx, s.dsn); err != nil {
+	if err := benchenv.Checkpoint(ctx, s.dsn); err != nil {
 		s.log.Warn("checkpoint before measuring failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
 	}
 }
@@ -473,18 +472,6 @@ func checkOrders(ctx context.Context, store *postgres.Store, act ports.Activity,
 		return fmt.Sprintf("VIOLATED: orders %d final stock %d initial %d", audit.NonCanceledOrders, audit.PGFinalStock, audit.InitialStock)
 	}
 	return "hold (orders = stock, final stock 0)"
-}
-
-// checkpoint flushes the WAL of earlier work so that a measurement does
-// not pay for a checkpoint caused by the previous one.
-func checkpoint(ctx context.Context, dsn string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	_, err = conn.Exec(ctx, "CHECKPOINT")
-	return err
 }
 
 // capStackPostgres caps the local stack's PostgreSQL (the postmaster of

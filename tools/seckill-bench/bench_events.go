@@ -303,9 +303,9 @@ func (r *eventsRun) measureLive(ctx context.Context, client seckillv1connect.Eve
 	}
 	r.res.LiveEvents = len(lat)
 	r.res.LiveWrittenRate = written
-	r.res.LiveP50Ms = float64(lat.percentile(0.50)) / 1e6
-	r.res.LiveP99Ms = float64(lat.percentile(0.99)) / 1e6
-	r.res.LiveMaxMs = float64(lat.percentile(1)) / 1e6
+	r.res.LiveP50Ms = float64(lat.Percentile(0.50)) / 1e6
+	r.res.LiveP99Ms = float64(lat.Percentile(0.99)) / 1e6
+	r.res.LiveMaxMs = float64(lat.Percentile(1)) / 1e6
 	return nil
 }
 
@@ -571,7 +571,7 @@ func catchUpAPI(ctx context.Context, client seckillv1connect.EventServiceClient,
 // returns, per written event, the time from its transaction's commit to
 // its arrival at the subscriber, and the rate actually written.
 func liveDelivery(ctx context.Context, store *postgres.Store, client seckillv1connect.EventServiceClient, tok string,
-	actID int64, rate int, d time.Duration, head int64) (latencies, float64, error) {
+	actID int64, rate int, d time.Duration, head int64) (salekit.Latencies, float64, error) {
 	orders, refs, err := liveEvents(actID, int(float64(rate)*d.Seconds()))
 	if err != nil {
 		return nil, 0, err
@@ -599,7 +599,7 @@ func liveDelivery(ctx context.Context, store *postgres.Store, client seckillv1co
 	if recv.err != nil {
 		return nil, 0, recv.err
 	}
-	lat := make(latencies, 0, total)
+	lat := make(salekit.Latencies, 0, total)
 	for id, c := range committed {
 		r, ok := recv.received[id]
 		if !ok {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,13 +40,16 @@ type placeResult struct {
 	ok      int
 	errs    int
 	elapsed time.Duration
-	lat     latencies
+	lat     salekit.Latencies
 }
+
+// ms formats d in milliseconds with two decimals.
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
 
 func (r placeResult) rate() float64 { return float64(r.ok) / r.elapsed.Seconds() }
 
 func (r placeResult) row() string {
-	return fmt.Sprintf("%-34s %8d %10.0f %10s %10s %8d", r.name, r.clients, r.rate(), ms(r.lat.percentile(0.50)), ms(r.lat.percentile(0.99)), r.errs)
+	return fmt.Sprintf("%-34s %8d %10.0f %10s %10s %8d", r.name, r.clients, r.rate(), ms(r.lat.Percentile(0.50)), ms(r.lat.Percentile(0.99)), r.errs)
 }
 
 // placeOptions are the flags of `seckill-bench place`.
@@ -132,7 +136,7 @@ func parsePlaceFlags(args []string) (placeOptions, error) {
 		return o, err
 	}
 	var err error
-	if o.clientLevels, err = intList(*levels); err != nil {
+	if o.clientLevels, err = salekit.IntList(*levels); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -251,7 +255,7 @@ func (r *placeRun) measureCeilings(ctx context.Context, results []placeResult) e
 	fmt.Fprintln(r.stdout)
 	for _, res := range results {
 		fmt.Fprintf(r.stdout, "PlaceOrder at %3d clients: %5.1f%% of min(reserve, send) ceiling, %5.1fx the naive baseline, p99 %s\n",
-			res.clients, 100*res.rate()/ceiling, res.rate()/naive.rate(), ms(res.lat.percentile(0.99)))
+			res.clients, 100*res.rate()/ceiling, res.rate()/naive.rate(), ms(res.lat.Percentile(0.99)))
 	}
 	return nil
 }
@@ -282,7 +286,7 @@ func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store
 		r.log.Warn("the reserve ceiling's CPU was not read", "error", cpuErr)
 	}
 	redisCeiling := placeResult{name: "ceiling: reserve script (EVALSHA)", clients: o.ceilingClients, ok: rr.Calls,
-		elapsed: rr.Elapsed, lat: latencies{rr.P50, rr.P99}}
+		elapsed: rr.Elapsed, lat: salekit.Latencies{rr.P50, rr.P99}}
 	fmt.Fprintf(r.stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, o.ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
 	if cpuNote != "" {
 		fmt.Fprintf(r.stdout, "%-34s %s\n", "", cpuNote)
@@ -307,7 +311,7 @@ func closedLoop(ctx context.Context, name string, clients int, d time.Duration, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var lat latencies
+			var lat salekit.Latencies
 			ok, errs := 0, 0
 			var first error
 			for time.Now().Before(deadline) && ctx.Err() == nil {

@@ -380,8 +380,8 @@ type saleLoad struct {
 
 	mu          sync.Mutex
 	otherByCode map[string]int
-	interval    latencies // PlaceOrder latencies since the last sample
-	all         latencies
+	interval    salekit.Latencies // PlaceOrder latencies since the last sample
+	all         salekit.Latencies
 	answeredAt  []time.Time // when each answer arrived
 	// firstSeen is when each accepted order id was first received: the
 	// client's time of that reservation.
@@ -410,7 +410,7 @@ func newSaleLoad(o saleOptions, base string, secret []byte, activityID int64) (*
 		opts = append(opts, connect.WithCodec(benchenv.SaleJSONCodec{}))
 	}
 	l := &saleLoad{opts: o, transport: tr, activityID: activityID, otherByCode: map[string]int{},
-		firstSeen: make(map[string]time.Time, o.Stock), all: make(latencies, 0, o.Buyers*o.Attempts),
+		firstSeen: make(map[string]time.Time, o.Stock), all: make(salekit.Latencies, 0, o.Buyers*o.Attempts),
 		answeredAt: make([]time.Time, 0, o.Buyers*o.Attempts),
 		client:     seckillv1connect.NewOrderServiceClient(&http.Client{Transport: benchenv.WholeBodyTransport{Next: tr}}, base, opts...)}
 	// Tokens are minted, and their headers built, before the clock
@@ -564,7 +564,7 @@ func classifyPlace(res *connect.Response[seckillv1.PlaceOrderResponse], err erro
 
 // takeInterval returns the latencies since the last call and starts a
 // new interval.
-func (l *saleLoad) takeInterval() latencies {
+func (l *saleLoad) takeInterval() salekit.Latencies {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lat := l.interval
@@ -785,7 +785,7 @@ func (s *saleSampler) take(ctx context.Context) {
 	smp := saleSample{T: now.Sub(s.t0).Seconds(), Phase: s.phase.Load().(string), Calls: len(lat),
 		AcceptedPerSec: float64(cnt[0]-s.lastCnt[0]) / dt, SoldOutPerSec: float64(cnt[1]-s.lastCnt[1]) / dt,
 		AlreadyPurchasedPerSec: float64(cnt[2]-s.lastCnt[2]) / dt, OtherPerSec: float64(cnt[3]-s.lastCnt[3]) / dt,
-		P50Ms: float64(lat.percentile(0.50)) / 1e6, P99Ms: float64(lat.percentile(0.99)) / 1e6,
+		P50Ms: float64(lat.Percentile(0.50)) / 1e6, P99Ms: float64(lat.Percentile(0.99)) / 1e6,
 		CPUCores: map[string]float64{}}
 	qctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
 	err := s.pool.QueryRow(qctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, s.activityID).Scan(&smp.Orders)
@@ -1066,7 +1066,7 @@ func (s *saleSummary) countAnswers(load *saleLoad, accepted int, lastAccepted ti
 	}
 	all := load.all
 	load.mu.Unlock()
-	s.PlaceP50Ms, s.PlaceP99Ms = float64(all.percentile(0.50))/1e6, float64(all.percentile(0.99))/1e6
+	s.PlaceP50Ms, s.PlaceP99Ms = float64(all.Percentile(0.50))/1e6, float64(all.Percentile(0.99))/1e6
 }
 
 // readBooks reads from the scratch database the sale's committed orders

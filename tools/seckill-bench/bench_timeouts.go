@@ -72,7 +72,7 @@ type timeoutsSale struct {
 // lateness (and how many came early), and the PostgreSQL ceiling.
 type timeoutsAtRest struct {
 	lastRelayed, lastCanceled time.Time
-	lateness                  latencies
+	lateness                  salekit.Latencies
 	early                     int
 	ceiling                   ceilingResult
 }
@@ -256,9 +256,9 @@ func (r *timeoutsRun) report(sale timeoutsSale, w waveResult, rest timeoutsAtRes
 	wave := float64(o.units)
 	fmt.Fprintf(r.stdout, "\n%-58s %12s\n", "measurement", "value")
 	row := func(name, value string) { fmt.Fprintf(r.stdout, "%-58s %12s\n", name, value) }
-	row("cancel lateness p50 (canceled_at - expires_at)", secs(rest.lateness.percentile(0.50)))
-	row("cancel lateness p99", secs(rest.lateness.percentile(0.99)))
-	row("cancel lateness max", secs(rest.lateness.percentile(1)))
+	row("cancel lateness p50 (canceled_at - expires_at)", secs(rest.lateness.Percentile(0.50)))
+	row("cancel lateness p99", secs(rest.lateness.Percentile(0.99)))
+	row("cancel lateness max", secs(rest.lateness.Percentile(1)))
 	row("cancels before expires_at (must be 0)", fmt.Sprint(rest.early))
 	row("last cancel after the last deadline", secs(rest.lastCanceled.Sub(lastDeadline)))
 	row("last compensation task relayed after the last deadline", secs(rest.lastRelayed.Sub(lastDeadline)))
@@ -419,7 +419,7 @@ func watchWave(ctx context.Context, pool *pgxpool.Pool, rs *redis.Store, act por
 
 // cancelLateness reads canceled_at - expires_at of every timed-out order
 // of the activity and counts cancels before the deadline.
-func cancelLateness(ctx context.Context, pool *pgxpool.Pool, activityID int64) (latencies, int, error) {
+func cancelLateness(ctx context.Context, pool *pgxpool.Pool, activityID int64) (salekit.Latencies, int, error) {
 	rows, err := pool.Query(ctx, `SELECT extract(epoch FROM canceled_at - expires_at)::float8 FROM orders
 		WHERE activity_id = $1 AND status = 'CANCELED' AND cancel_reason = 'PAYMENT_TIMEOUT'`, activityID)
 	if err != nil {
@@ -429,7 +429,7 @@ func cancelLateness(ctx context.Context, pool *pgxpool.Pool, activityID int64) (
 	if err != nil {
 		return nil, 0, fmt.Errorf("read cancel lateness: %w", err)
 	}
-	lat := make(latencies, len(seconds))
+	lat := make(salekit.Latencies, len(seconds))
 	early := 0
 	for i, s := range seconds {
 		lat[i] = time.Duration(s * float64(time.Second))
@@ -505,7 +505,7 @@ func cancelCeiling(ctx context.Context, cfg config.Config, dsn string, rs *redis
 	// Every order was created before this point, so all have expired
 	// once their payment timeout has passed from here.
 	time.Sleep(act.PaymentTimeout + 100*time.Millisecond)
-	if err := checkpoint(ctx, dsn); err != nil {
+	if err := benchenv.Checkpoint(ctx, dsn); err != nil {
 		log.Warn("checkpoint before the ceiling failed (needs a superuser or pg_checkpoint); measuring anyway", "error", err)
 	}
 	cancel := application.NewCancelExpiredOrders(application.NewOrderLifecycle(store, log, policy), store, m, log, "BENCH_CEILING_TIMEOUT")

@@ -117,6 +117,20 @@ func ScratchDatabase(ctx context.Context, dsn string, log *slog.Logger) (string,
 	return u.String(), drop, nil
 }
 
+// Checkpoint runs CHECKPOINT on the database dsn names, so that a
+// measurement does not pay for a checkpoint caused by earlier work. It
+// needs a superuser or the pg_checkpoint role; the benches only warn when
+// it fails.
+func Checkpoint(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
 // ScratchRedis leases a Redis logical database of its own for a
 // benchmark (never the service's, SECKILL_REDIS_DB) and returns a client
 // bound to it with poolSize connections; release empties and returns it.

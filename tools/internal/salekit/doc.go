@@ -5,8 +5,8 @@
 // orders as they are created (Payer), and the invariant checks of an
 // activity at rest (CheckActivityInvariants, StockCheck: I1-I7 against
 // PostgreSQL, Redis through the stock report, and every buyer's
-// answers). It also holds the small probes the commands share (WaitReady,
-// ScrapeGauges, WaitGone).
+// answers). It also holds the small probes and figures the commands share
+// (WaitReady, ScrapeGauges, WaitGone, Median, Latencies, IntList).
 //
 // The chaos runs, the cluster sale and the sale benchmark use it; it
 // talks to a running service only through its public and admin APIs,
