@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
+	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
 
 // answersOptions are the flags of `seckill-bench answers`.
@@ -69,7 +70,7 @@ func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
 	}
-	sc, exe, _, err := serviceScratch(ctx, o.out, 0, "")
+	sc, exe, _, err := saleload.ServiceScratch(ctx, o.out, 0, "")
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 		{name: "floor: answer + buyer-state read", floorArgs: []string{"--redis-db", db}},
 	}
 	fmt.Fprintf(stdout, "seckill-bench answers: %d cores, %d measured calls per mode and run after %d warm-up calls, %d clients, %s, %d runs\n\n",
-		runtime.NumCPU(), o.calls, o.warmup, o.clients, protocolText(saleOptions{Protocol: o.protocol}), o.runs)
+		runtime.NumCPU(), o.calls, o.warmup, o.clients, saleload.Options{Protocol: o.protocol}.ProtocolText(), o.runs)
 	fmt.Fprintf(stdout, "%-4s %-34s %10s %10s %10s %12s\n", "run", "mode", "server µs", "Redis µs", "loadgen µs", "answers/s")
 	results := make([][]answerFigures, len(modes))
 	for run := 1; run <= o.runs; run++ {
@@ -134,7 +135,7 @@ func answerRun(ctx context.Context, sc *benchenv.Scratch, o answersOptions, m an
 	var in *benchenv.Instance
 	var err error
 	if m.floorArgs == nil {
-		if in, err = startSaleService(ctx, sc, exe, o.out); err != nil {
+		if in, err = saleload.StartService(ctx, sc, exe, o.out); err != nil {
 			return answerFigures{}, err
 		}
 	} else if in, err = startAnswerFloor(ctx, self, o.out, m.floorArgs); err != nil {
@@ -151,26 +152,25 @@ func answerRun(ctx context.Context, sc *benchenv.Scratch, o answersOptions, m an
 			return answerFigures{}, fmt.Errorf("create the activity: %w", err)
 		}
 	}
-	load := func(n, from int) (*saleLoad, error) {
-		l, err := newSaleLoad(saleOptions{Stock: 1, Buyers: n, Attempts: 1, Clients: o.clients, Protocol: o.protocol, userOffset: from},
+	load := func(n, from int) (*saleload.Load, error) {
+		l, err := saleload.New(saleload.Options{Stock: 1, Buyers: n, Attempts: 1, Clients: o.clients, Protocol: o.protocol, UserOffset: from},
 			base, []byte(sc.Config.AuthSecret), activityID)
 		if err != nil {
 			return nil, err
 		}
-		l.start = time.Now()
-		l.run(ctx)
+		l.Run(ctx, time.Now())
 		return l, ctx.Err()
 	}
 	if _, err := load(o.warmup, offset); err != nil {
 		return answerFigures{}, err
 	}
-	return measureAnswers(func() (*saleLoad, error) { return load(o.calls, offset+o.warmup) }, pid, redisPID)
+	return measureAnswers(func() (*saleload.Load, error) { return load(o.calls, offset+o.warmup) }, pid, redisPID)
 }
 
 // measureAnswers runs load and divides the CPU the server (pid, with its
 // children), Redis and this process spent meanwhile by its answers; every
 // answer must be SOLD_OUT.
-func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFigures, error) {
+func measureAnswers(load func() (*saleload.Load, error), pid, redisPID int) (answerFigures, error) {
 	cpu, err := benchenv.StartCPUMeter(benchenv.MeteredProc{PID: pid, Tree: true}, benchenv.MeteredProc{PID: redisPID}, benchenv.SelfProc())
 	if err != nil {
 		return answerFigures{}, err
@@ -181,13 +181,14 @@ func measureAnswers(load func() (*saleLoad, error), pid, redisPID int) (answerFi
 		return answerFigures{}, err
 	}
 	wall := time.Since(t0)
-	answers := l.counts[0].Load() + l.counts[1].Load() + l.counts[2].Load() + l.counts[3].Load()
+	counts := l.Counts()
+	answers := counts.Total()
 	per, err := cpu.PerUnit(answers)
 	if err != nil {
 		return answerFigures{}, err
 	}
-	if sold := l.counts[1].Load(); sold != answers {
-		return answerFigures{}, fmt.Errorf("%d of %d answers were SOLD_OUT (others: %v)", sold, answers, l.otherByCode)
+	if sold := counts.SoldOut; sold != answers {
+		return answerFigures{}, fmt.Errorf("%d of %d answers were SOLD_OUT (others: %v)", sold, answers, l.OtherByCode())
 	}
 	return answerFigures{server: per[0], redis: per[1], loadgen: per[2], rate: float64(answers) / wall.Seconds()}, nil
 }

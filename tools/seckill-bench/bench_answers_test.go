@@ -12,6 +12,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
 
 // TestFloorAnswerIsTheSoldOutAnswer checks that the floor server's answer
@@ -23,13 +24,19 @@ func TestFloorAnswerIsTheSoldOutAnswer(t *testing.T) {
 	mux.Handle(seckillv1connect.NewOrderServiceHandler(&floorHandler{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	client := seckillv1connect.NewOrderServiceClient(srv.Client(), srv.URL, connect.WithCodec(benchenv.SaleJSONCodec{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := client.PlaceOrder(ctx, connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: "sale-1-0"}))
-	if outcome, key, _ := classifyPlace(res, err); outcome != outcomeSoldOut {
-		t.Fatalf("the floor's answer is counted %s (%s), want %s; err = %v", outcome, key, outcomeSoldOut, err)
+	load, err := saleload.New(saleload.Options{Stock: 1, Buyers: 1, Attempts: 1, Clients: 1, Protocol: "connect"},
+		srv.URL, []byte("floor-test-secret"), 1)
+	if err != nil {
+		t.Fatal(err)
 	}
+	load.Run(ctx, time.Now())
+	if c := load.Counts(); c.SoldOut != 1 || c.Total() != 1 {
+		t.Fatalf("the floor's answer is counted %+v (others: %v), want one %s", c, load.OtherByCode(), saleload.SoldOut)
+	}
+	client := seckillv1connect.NewOrderServiceClient(srv.Client(), srv.URL, connect.WithCodec(benchenv.SaleJSONCodec{}))
+	_, err = client.PlaceOrder(ctx, connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: 1, SkuId: 1, RequestId: "sale-1-0"}))
 	if got := connect.CodeOf(err); got != connect.CodeFailedPrecondition {
 		t.Fatalf("code %s, want %s", got, connect.CodeFailedPrecondition)
 	}

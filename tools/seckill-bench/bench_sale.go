@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,40 +13,26 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/seckill-dev/seckill/adapters/api"
 	"github.com/seckill-dev/seckill/adapters/brokers"
 	"github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/adapters/testkit/benchkit"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/adapters/testkit/pgtest"
-	"github.com/seckill-dev/seckill/bootstrap/config"
 	"github.com/seckill-dev/seckill/domain/message"
 	"github.com/seckill-dev/seckill/ports"
-	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
-	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
-)
-
-// The outcomes a PlaceOrder answer is counted under. Other errors are
-// counted under their Connect code (and ErrorInfo reason when present).
-const (
-	outcomeAccepted         = "accepted"
-	outcomeSoldOut          = "sold_out"
-	outcomeAlreadyPurchased = "already_purchased"
-	outcomeOther            = "other"
+	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
 
 // sampleEvery is the sampler's period.
@@ -78,9 +63,12 @@ type saleOptions struct {
 	// settled; empty: no profile.
 	cpuProfile   string
 	ramp, settle time.Duration
-	// userOffset moves every buyer's user id up by this many, so loads of
-	// one run do not share buyers (bench answers).
-	userOffset int
+}
+
+// load returns the settings of the sale's load generator.
+func (o saleOptions) load() saleload.Options {
+	return saleload.Options{Buyers: o.Buyers, Attempts: o.Attempts, SameRequestShare: o.SameRequestShare, StopOnAnswer: o.StopOnAnswer,
+		Ramp: o.ramp, Clients: o.Clients, Protocol: o.Protocol, H2C: o.H2C, Seed: o.Seed, Stock: o.Stock}
 }
 
 // saleRun is what the phases of one `seckill-bench sale` run share: the
@@ -97,7 +85,7 @@ type saleRun struct {
 	activityID int64
 	adminHTTP  *http.Client
 	pool       *pgxpool.Pool
-	load       *saleLoad
+	load       *saleload.Load
 	smp        *saleSampler
 	procNote   string
 	stdout     io.Writer
@@ -128,13 +116,13 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 		defer pair.Close()
 		pgDSN = pair.Primary.URL("postgres") // the scratch database is made on the primary
 	}
-	sc, exe, log, err := serviceScratch(ctx, o.out, 2*o.CeilingClients, pgDSN)
+	sc, exe, log, err := saleload.ServiceScratch(ctx, o.out, 2*o.CeilingClients, pgDSN)
 	if err != nil {
 		return err
 	}
 	defer sc.Close()
 
-	svc, err := startSaleService(ctx, sc, exe, o.out)
+	svc, err := saleload.StartService(ctx, sc, exe, o.out)
 	if err != nil {
 		return err
 	}
@@ -153,10 +141,10 @@ func benchSale(ctx context.Context, args []string, stdout io.Writer) error {
 	defer r.pool.Close()
 
 	fmt.Fprintf(stdout, "seckill-bench sale: %s, %d cores, %d units, %d buyers x %d attempts (%.0f%% of later attempts reuse the first request_id), arrival %s, %d clients, protocol %s\n",
-		benchenv.BrokerText(sc.Config), runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, protocolText(o))
+		benchenv.BrokerText(sc.Config), runtime.NumCPU(), o.Stock, o.Buyers, o.Attempts, 100*o.SameRequestShare, arrivalText(o), o.Clients, o.load().ProtocolText())
 	fmt.Fprintf(stdout, "service log: %s\n", svc.LogFile.Name())
 
-	if r.load, err = newSaleLoad(o, r.base, r.secret, r.activityID); err != nil {
+	if r.load, err = saleload.New(o.load(), r.base, r.secret, r.activityID); err != nil {
 		return err
 	}
 	// The load generator's heap is small and its garbage is per call: at
@@ -203,14 +191,13 @@ func (r *saleRun) sell(ctx context.Context) (time.Time, saleSettle, error) {
 	}
 	load, smp := r.load, r.smp
 	smp.begin(time.Now())
-	load.start = smp.t0
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); smp.run(sampleCtx) }()
-	load.run(ctx)
-	loadEnd := load.lastAnswerAt()
+	load.Run(ctx, smp.t0)
+	loadEnd := load.LastAnswerAt()
 	if loadEnd.IsZero() {
-		loadEnd = load.start // no answer at all (ctx ended)
+		loadEnd = smp.t0 // no answer at all (ctx ended)
 	}
 	settled, settleErr := waitDrained(ctx, r.pool, smp, load, r.o.settle)
 	stopSampling()
@@ -326,276 +313,6 @@ func arrivalText(o saleOptions) string {
 	return "burst"
 }
 
-func protocolText(o saleOptions) string {
-	switch {
-	case o.Protocol == "grpc":
-		return "gRPC over h2c"
-	case o.H2C:
-		return "Connect JSON over h2c"
-	}
-	return "Connect JSON over HTTP/1.1"
-}
-
-// startSaleService starts one `seckill serve` (every worker and consumer)
-// on the scratch stack and waits until it is live and ready. Its log goes
-// to service.log in dir.
-func startSaleService(ctx context.Context, sc *benchenv.Scratch, exe, dir string) (*benchenv.Instance, error) {
-	cfg := sc.Config
-	in, err := benchenv.NewInstance("service", exe, dir,
-		"SECKILL_PG_DSN="+sc.DSN, "SECKILL_REDIS_ADDR="+cfg.Redis.Addr, "SECKILL_REDIS_DB="+strconv.Itoa(cfg.Redis.DB),
-		"SECKILL_REDIS_NAMESPACE="+cfg.Redis.Namespace, "SECKILL_INSTANCE_ID=sale-"+sc.Env.Prefix(),
-		"SECKILL_FAILPOINTS=", "SECKILL_LOG_LEVEL=warn")
-	if err != nil {
-		return nil, err
-	}
-	in.Env = append(in.Env, sc.Env.ServiceEnv()...)
-	in.CleanEnv = in.Env
-	if err := in.Start(); err != nil {
-		_ = in.LogFile.Close()
-		return nil, err
-	}
-	if err := in.WaitLive(ctx); err != nil {
-		in.Stop()
-		return nil, err
-	}
-	if err := salekit.WaitReady(ctx, "http://"+in.Ops+"/readyz", 60*time.Second); err != nil {
-		in.Stop()
-		return nil, fmt.Errorf("service: %w (log: %s)", err, in.LogFile.Name())
-	}
-	return in, nil
-}
-
-// saleLoad drives the buyers and collects every answer.
-type saleLoad struct {
-	opts      saleOptions
-	client    seckillv1connect.OrderServiceClient
-	transport *http.Transport
-	// auth is each buyer's Authorization header value ("Bearer " and
-	// the buyer's token).
-	auth       []string
-	activityID int64
-	start      time.Time
-
-	counts [4]atomic.Int64 // accepted, sold out, already purchased, other
-
-	mu          sync.Mutex
-	otherByCode map[string]int
-	interval    salekit.Latencies // PlaceOrder latencies since the last sample
-	all         salekit.Latencies
-	answeredAt  []time.Time // when each answer arrived
-	// firstSeen is when each accepted order id was first received: the
-	// client's time of that reservation.
-	firstSeen map[string]time.Time
-	lastAny   time.Time
-	// twoOrders counts buyers told two different order ids; changedRetry
-	// counts attempts that reused an accepted request_id and were not
-	// answered with the same order id.
-	twoOrders, changedRetry int
-}
-
-// firstUser is the user id of buyer 0; buyer i is firstUser+i.
-const firstUser = 1_000_000
-
-func newSaleLoad(o saleOptions, base string, secret []byte, activityID int64) (*saleLoad, error) {
-	tr := &http.Transport{MaxIdleConns: o.Clients, MaxIdleConnsPerHost: o.Clients, IdleConnTimeout: time.Minute}
-	var opts []connect.ClientOption
-	if o.Protocol == "grpc" || o.H2C {
-		p := new(http.Protocols)
-		p.SetUnencryptedHTTP2(true)
-		tr.Protocols = p
-	}
-	if o.Protocol == "grpc" {
-		opts = append(opts, connect.WithGRPC())
-	} else {
-		opts = append(opts, connect.WithCodec(benchenv.SaleJSONCodec{}))
-	}
-	l := &saleLoad{opts: o, transport: tr, activityID: activityID, otherByCode: map[string]int{},
-		firstSeen: make(map[string]time.Time, o.Stock), all: make(salekit.Latencies, 0, o.Buyers*o.Attempts),
-		answeredAt: make([]time.Time, 0, o.Buyers*o.Attempts),
-		client:     seckillv1connect.NewOrderServiceClient(&http.Client{Transport: benchenv.WholeBodyTransport{Next: tr}}, base, opts...)}
-	// Tokens are minted, and their headers built, before the clock
-	// starts: signing is the client's cost, not the service's.
-	l.auth = make([]string, o.Buyers)
-	now := time.Now()
-	for i := range l.auth {
-		tok, err := api.MintToken(secret, int64(firstUser+o.userOffset+i), false, 2*time.Hour, now)
-		if err != nil {
-			return nil, fmt.Errorf("mint buyer tokens: %w", err)
-		}
-		l.auth[i] = "Bearer " + tok
-	}
-	return l, nil
-}
-
-// run lets o.Clients clients serve the buyers in order and returns when
-// every buyer is done (or ctx ends). A buyer's attempts follow one
-// another on the same client, each right after the previous answer.
-func (l *saleLoad) run(ctx context.Context) {
-	defer l.transport.CloseIdleConnections()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range l.opts.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= l.opts.Buyers {
-					return
-				}
-				if l.opts.ramp > 0 {
-					at := l.start.Add(time.Duration(float64(l.opts.ramp) * float64(i) / float64(l.opts.Buyers)))
-					if d := time.Until(at); d > 0 {
-						select {
-						case <-ctx.Done():
-							return
-						case <-time.After(d):
-						}
-					}
-				}
-				l.buy(ctx, i)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// buy makes buyer i's attempts. The first uses request_id sale-<i>-0; a
-// later attempt reuses it with probability SameRequestShare and uses a
-// new one otherwise.
-func (l *saleLoad) buy(ctx context.Context, i int) {
-	rng := rand.New(rand.NewPCG(l.opts.Seed, uint64(i)))
-	prefix := "sale-" + strconv.Itoa(i) + "-"
-	first := prefix + "0"
-	var orderID string // the order id this buyer was told, if any
-	for k := 0; k < l.opts.Attempts && ctx.Err() == nil; k++ {
-		rid, same := first, true
-		if k > 0 && rng.Float64() >= l.opts.SameRequestShare {
-			rid, same = prefix+strconv.Itoa(k), false
-		}
-		outcome, got := l.place(ctx, l.auth[i], rid)
-		if outcome == outcomeAccepted {
-			switch {
-			case orderID == "":
-				orderID = got
-			case got != orderID:
-				l.mu.Lock()
-				l.twoOrders++
-				l.mu.Unlock()
-			}
-		} else if k > 0 && same && orderID != "" && outcome != outcomeOther {
-			// A definite refusal of a request_id that was accepted
-			// before: the retry was not idempotent.
-			l.mu.Lock()
-			l.changedRetry++
-			l.mu.Unlock()
-		}
-		if l.opts.StopOnAnswer && outcome != outcomeOther {
-			return
-		}
-	}
-}
-
-// place makes one PlaceOrder call with the Authorization header value
-// auth and records its answer.
-func (l *saleLoad) place(ctx context.Context, auth, requestID string) (outcome, orderID string) {
-	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req := connect.NewRequest(&seckillv1.PlaceOrderRequest{ActivityId: l.activityID, SkuId: 1, RequestId: requestID})
-	req.Header().Set("Authorization", auth)
-	t0 := time.Now()
-	res, err := l.client.PlaceOrder(callCtx, req)
-	at := time.Now()
-	outcome, key, orderID := classifyPlace(res, err)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.interval = append(l.interval, at.Sub(t0))
-	l.all = append(l.all, at.Sub(t0))
-	l.answeredAt = append(l.answeredAt, at)
-	l.lastAny = at
-	switch outcome {
-	case outcomeAccepted:
-		l.counts[0].Add(1)
-		if _, ok := l.firstSeen[orderID]; !ok {
-			l.firstSeen[orderID] = at
-		}
-	case outcomeSoldOut:
-		l.counts[1].Add(1)
-	case outcomeAlreadyPurchased:
-		l.counts[2].Add(1)
-	default:
-		l.counts[3].Add(1)
-		l.otherByCode[key]++
-	}
-	return outcome, orderID
-}
-
-// classifyPlace names a PlaceOrder answer: accepted (a reservation with
-// an order id, QUEUING or later), sold_out, already_purchased, or other
-// with key = the Connect code and ErrorInfo reason (or the order status
-// of an answer that is not a live reservation).
-func classifyPlace(res *connect.Response[seckillv1.PlaceOrderResponse], err error) (outcome, key, orderID string) {
-	if err == nil {
-		switch st := res.Msg.GetStatus(); st {
-		case seckillv1.OrderStatus_ORDER_STATUS_QUEUING, seckillv1.OrderStatus_ORDER_STATUS_CREATED,
-			seckillv1.OrderStatus_ORDER_STATUS_PAID:
-			if res.Msg.GetOrderId() != "" {
-				return outcomeAccepted, outcomeAccepted, res.Msg.GetOrderId()
-			}
-			return outcomeOther, "ok/no_order_id", ""
-		default:
-			return outcomeOther, "ok/" + strings.ToLower(strings.TrimPrefix(st.String(), "ORDER_STATUS_")), ""
-		}
-	}
-	code := connect.CodeOf(err)
-	reason := api.ErrorReason(err)
-	switch reason {
-	case api.ReasonSoldOut:
-		return outcomeSoldOut, outcomeSoldOut, ""
-	case api.ReasonAlreadyPurchased:
-		return outcomeAlreadyPurchased, outcomeAlreadyPurchased, ""
-	}
-	key = code.String()
-	if reason != "" {
-		key += "/" + reason
-	}
-	return outcomeOther, key, ""
-}
-
-// takeInterval returns the latencies since the last call and starts a
-// new interval.
-func (l *saleLoad) takeInterval() salekit.Latencies {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lat := l.interval
-	l.interval = nil
-	return lat
-}
-
-func (l *saleLoad) lastAnswerAt() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lastAny
-}
-
-// acceptedIDs returns every distinct accepted order id and the latest
-// first-receive time among them (the client time of the last accepted
-// reservation).
-func (l *saleLoad) acceptedIDs() ([]string, time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ids := make([]string, 0, len(l.firstSeen))
-	var last time.Time
-	for id, at := range l.firstSeen {
-		ids = append(ids, id)
-		if at.After(last) {
-			last = at
-		}
-	}
-	sort.Strings(ids)
-	return ids, last
-}
-
 // saleProcesses lists the processes to measure: the service, this
 // process (the load generator and sampler), the broker's processes
 // (display name and absolute pid file path; no file: not the broker in
@@ -641,35 +358,9 @@ func pairProcesses(procs []*benchenv.SampledProcess, pair *pgpair.Pair) []*bench
 		&benchenv.SampledProcess{Name: "postgres standby", PID: pair.Standby.PID(), Tree: true})
 }
 
-// serviceScratch prepares a bench that starts `seckill serve`
-// subprocesses: the configuration, the seckill binary beside this one, the
-// output directory out and a scratch stack (redisPool as newScratch); the
-// caller closes the scratch stack.
-func serviceScratch(ctx context.Context, out string, redisPool int, pgDSN string) (*benchenv.Scratch, string, *slog.Logger, error) {
-	cfg, log, err := benchenv.LoadConfig()
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if pgDSN != "" {
-		cfg.Postgres.DSN = config.Secret(pgDSN)
-	}
-	exe, err := benchenv.ServiceBinary()
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, "", nil, fmt.Errorf("create the output directory: %w", err)
-	}
-	sc, err := benchenv.NewScratch(ctx, cfg, log, redisPool)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	return sc, exe, log, nil
-}
-
 // saleSampler records the time series of the sale.
 type saleSampler struct {
-	load       *saleLoad
+	load       *saleload.Load
 	pool       *pgxpool.Pool
 	activityID int64
 	// holdsDelayed: the broker cannot delay, so the relay holds the
@@ -684,7 +375,7 @@ type saleSampler struct {
 
 	t0       time.Time
 	lastAt   time.Time
-	lastCnt  [4]int64
+	lastCnt  saleload.Counts
 	lastOrds int64
 	// phase is "sale" while buyers run and "settle" afterwards.
 	phase atomic.Value
@@ -777,14 +468,11 @@ func (s *saleSampler) take(ctx context.Context) {
 	if dt <= 0 {
 		return
 	}
-	var cnt [4]int64
-	for i := range cnt {
-		cnt[i] = s.load.counts[i].Load()
-	}
-	lat := s.load.takeInterval()
+	cnt := s.load.Counts()
+	lat := s.load.TakeInterval()
 	smp := saleSample{T: now.Sub(s.t0).Seconds(), Phase: s.phase.Load().(string), Calls: len(lat),
-		AcceptedPerSec: float64(cnt[0]-s.lastCnt[0]) / dt, SoldOutPerSec: float64(cnt[1]-s.lastCnt[1]) / dt,
-		AlreadyPurchasedPerSec: float64(cnt[2]-s.lastCnt[2]) / dt, OtherPerSec: float64(cnt[3]-s.lastCnt[3]) / dt,
+		AcceptedPerSec: float64(cnt.Accepted-s.lastCnt.Accepted) / dt, SoldOutPerSec: float64(cnt.SoldOut-s.lastCnt.SoldOut) / dt,
+		AlreadyPurchasedPerSec: float64(cnt.AlreadyPurchased-s.lastCnt.AlreadyPurchased) / dt, OtherPerSec: float64(cnt.Other-s.lastCnt.Other) / dt,
 		P50Ms: float64(lat.Percentile(0.50)) / 1e6, P99Ms: float64(lat.Percentile(0.99)) / 1e6,
 		CPUCores: map[string]float64{}}
 	qctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
@@ -821,9 +509,9 @@ func (s *saleSampler) take(ctx context.Context) {
 
 // printProgress writes the live progress line: rewritten in place on a
 // terminal, one line per second otherwise.
-func (s *saleSampler) printProgress(smp saleSample, cnt [4]int64) {
+func (s *saleSampler) printProgress(smp saleSample, cnt saleload.Counts) {
 	line := fmt.Sprintf("%6.1fs %-6s accepted %d  sold-out %d  already %d  other %d  orders %d  backlog %.1fs  outbox %d  p99 %.1fms",
-		smp.T, smp.Phase, cnt[0], cnt[1], cnt[2], cnt[3], smp.Orders, smp.BacklogAgeSeconds, smp.OutboxUnpublished, smp.P99Ms)
+		smp.T, smp.Phase, cnt.Accepted, cnt.SoldOut, cnt.AlreadyPurchased, cnt.Other, smp.Orders, smp.BacklogAgeSeconds, smp.OutboxUnpublished, smp.P99Ms)
 	if s.tty {
 		fmt.Fprintf(s.progress, "\r%-124s", line)
 		return
@@ -871,7 +559,7 @@ type saleSettle struct {
 // and only once the backlog drained: until then orders still to be
 // created add rows. It returns what it saw; the error is ctx's or a
 // failed query's.
-func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleLoad, settle time.Duration) (saleSettle, error) {
+func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load *saleload.Load, settle time.Duration) (saleSettle, error) {
 	smp.phase.Store("settle")
 	var st saleSettle
 	n, err := pgtest.OwedOutbox(ctx, pool, smp.holdsDelayed)
@@ -879,7 +567,7 @@ func waitDrained(ctx context.Context, pool *pgxpool.Pool, smp *saleSampler, load
 		return st, fmt.Errorf("wait for the relay: %w", err)
 	}
 	st.unpublishedAtLoadEnd, st.unpublishedAtEnd = n, n
-	ids, _ := load.acceptedIDs()
+	ids, _ := load.AcceptedIDs()
 	deadline := time.Now().Add(settle)
 	for {
 		if !st.backlog {
@@ -1017,14 +705,14 @@ type saleSummary struct {
 
 // summarizeSale computes the summary from the load, the sampler and the
 // scratch database.
-func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp *saleSampler, activityID int64, loadEnd time.Time, st saleSettle) (saleSummary, error) {
-	ids, lastAccepted := load.acceptedIDs()
+func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleload.Load, smp *saleSampler, activityID int64, loadEnd time.Time, st saleSettle) (saleSummary, error) {
+	ids, lastAccepted := load.AcceptedIDs()
 	s := saleSummary{Drained: st.backlog, OutboxDrained: st.outbox, OutboxUnpublishedAtLoadEnd: st.unpublishedAtLoadEnd,
 		OutboxUnpublishedAtEnd: st.unpublishedAtEnd, LoadEndAt: loadEnd, LastAcceptedAt: lastAccepted, AcceptedOrders: len(ids),
 		Answers: map[string]int64{}, AnswersPerSec: map[string]float64{}, OtherByCode: map[string]int{},
 		CPUSeconds: map[string]float64{}, CPUMicrosPerOrder: map[string]float64{}, SellingCPUMicrosPerOrder: map[string]float64{}}
-	s.LoadSeconds = loadEnd.Sub(load.start).Seconds()
-	s.countAnswers(load, len(ids), lastAccepted)
+	s.LoadSeconds = loadEnd.Sub(smp.t0).Seconds()
+	s.countAnswers(load, smp.t0, len(ids), lastAccepted)
 	if err := s.readBooks(ctx, pool, ids, activityID, loadEnd, lastAccepted, st); err != nil {
 		return s, err
 	}
@@ -1032,40 +720,38 @@ func summarizeSale(ctx context.Context, pool *pgxpool.Pool, load *saleLoad, smp 
 	// The sold-out phase: from the last accepted answer to the end of
 	// the load.
 	if d := loadEnd.Sub(lastAccepted).Seconds(); d > 0 && !lastAccepted.IsZero() {
-		s.SoldOutPhasePerSec = float64(load.answeredAfter(lastAccepted)) / d
+		s.SoldOutPhasePerSec = float64(load.AnsweredAfter(lastAccepted)) / d
 	}
 	s.addSellingCPU(smp, len(ids))
 	return s, nil
 }
 
 // countAnswers fills in the answers of the load by outcome and their
-// rates, the selling phase's length and rate (accepted orders up to
-// lastAccepted), the other answers by code and PlaceOrder's latency.
-func (s *saleSummary) countAnswers(load *saleLoad, accepted int, lastAccepted time.Time) {
-	var calls int64
-	for i, name := range []string{outcomeAccepted, outcomeSoldOut, outcomeAlreadyPurchased, outcomeOther} {
-		n := load.counts[i].Load()
-		calls += n
+// rates, the selling phase's length from start and rate (accepted orders
+// up to lastAccepted), the other answers by code and PlaceOrder's
+// latency.
+func (s *saleSummary) countAnswers(load *saleload.Load, start time.Time, accepted int, lastAccepted time.Time) {
+	cnt := load.Counts()
+	for name, n := range map[string]int64{saleload.Accepted: cnt.Accepted, saleload.SoldOut: cnt.SoldOut,
+		saleload.AlreadyPurchased: cnt.AlreadyPurchased, saleload.Other: cnt.Other} {
 		s.Answers[name] = n
 		if s.LoadSeconds > 0 {
 			s.AnswersPerSec[name] = float64(n) / s.LoadSeconds
 		}
 	}
 	if s.LoadSeconds > 0 {
-		s.CallsPerSec = float64(calls) / s.LoadSeconds
+		s.CallsPerSec = float64(cnt.Total()) / s.LoadSeconds
 	}
 	if !lastAccepted.IsZero() {
-		s.SellingSeconds = lastAccepted.Sub(load.start).Seconds()
+		s.SellingSeconds = lastAccepted.Sub(start).Seconds()
 		if s.SellingSeconds > 0 {
 			s.SellingRatePerSec = float64(accepted) / s.SellingSeconds
 		}
 	}
-	load.mu.Lock()
-	for k, v := range load.otherByCode {
+	for k, v := range load.OtherByCode() {
 		s.OtherByCode[k] = v
 	}
-	all := load.all
-	load.mu.Unlock()
+	all := load.Latencies()
 	s.PlaceP50Ms, s.PlaceP99Ms = float64(all.Percentile(0.50))/1e6, float64(all.Percentile(0.99))/1e6
 }
 
@@ -1122,19 +808,6 @@ func (s *saleSummary) addCPU(smp *saleSampler, accepted int) {
 	}
 }
 
-// answeredAfter returns how many of the load's answers arrived after t.
-func (l *saleLoad) answeredAfter(t time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, at := range l.answeredAt {
-		if at.After(t) {
-			n++
-		}
-	}
-	return n
-}
-
 // addSellingCPU fills in, with accepted orders, the CPU per accepted
 // order of the sampling intervals up to the one holding the last accepted
 // answer (SellingSeconds): the selling phase alone.
@@ -1161,8 +834,8 @@ func (s *saleSummary) addSellingCPU(smp *saleSampler, accepted int) {
 // I1-I3, I6 and I7 from the scratch database, the client's answers and
 // the service's stock report (AdminService.GetStockReport, a read); I4
 // and I5 are named as not checked on their own.
-func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleLoad, activityID int64, stock int) ([]salekit.InvariantCheck, error) {
-	ids, _ := load.acceptedIDs()
+func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Client, base string, secret []byte, load *saleload.Load, activityID int64, stock int) ([]salekit.InvariantCheck, error) {
+	ids, _ := load.AcceptedIDs()
 	books, err := benchenv.ReadSaleBooks(ctx, pool, activityID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("check the invariants: %w", err)
@@ -1172,9 +845,7 @@ func checkSaleInvariants(ctx context.Context, pool *pgxpool.Pool, httpc *http.Cl
 	if err != nil {
 		return nil, fmt.Errorf("check the invariants: %w", err)
 	}
-	load.mu.Lock()
-	twoOrders, changedRetry := load.twoOrders, load.changedRetry
-	load.mu.Unlock()
+	twoOrders, changedRetry := load.IdempotencyBreaks()
 
 	rep, repErr := salekit.StockReport(ctx, httpc, base, secret, activityID)
 	i6 := salekit.StockCheck(rep, repErr)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/tools/internal/runreport"
+	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
 
 // writeSaleReport writes result.json (every series and the summary) and
@@ -29,7 +30,7 @@ func newReportPage(r saleResult) runreport.Page {
 	p := runreport.Page{
 		Title: "seckill-bench sale",
 		Subtitle: fmt.Sprintf("%s units, %s buyers × %d attempts, arrival %s, %d clients, %s; broker %s; %d cores, %s; started %s",
-			group(int64(o.Stock)), group(int64(o.Buyers)), o.Attempts, arrivalText(o), o.Clients, protocolText(o),
+			group(int64(o.Stock)), group(int64(o.Buyers)), o.Attempts, arrivalText(o), o.Clients, o.load().ProtocolText(),
 			r.Broker, r.Cores, r.GoVersion, r.StartedAt.UTC().Format(time.RFC3339)),
 		Command: r.Command, Rows: summaryRows(r), Invariants: r.Invariants, Violations: r.Violations,
 	}
@@ -54,10 +55,10 @@ func summaryRows(r saleResult) [][2]string {
 	s, c := r.Summary, r.Summary.Ceilings
 	rows := [][2]string{
 		{"load (first call to last answer)", saleSecs(s.LoadSeconds)},
-		{"answers: accepted", fmt.Sprintf("%s (%s/s)", group(s.Answers[outcomeAccepted]), saleNum(s.AnswersPerSec[outcomeAccepted]))},
-		{"answers: sold out", fmt.Sprintf("%s (%s/s)", group(s.Answers[outcomeSoldOut]), saleNum(s.AnswersPerSec[outcomeSoldOut]))},
-		{"answers: already purchased", fmt.Sprintf("%s (%s/s)", group(s.Answers[outcomeAlreadyPurchased]), saleNum(s.AnswersPerSec[outcomeAlreadyPurchased]))},
-		{"answers: other", fmt.Sprintf("%s (%s/s)%s", group(s.Answers[outcomeOther]), saleNum(s.AnswersPerSec[outcomeOther]), otherText(s.OtherByCode))},
+		{"answers: accepted", fmt.Sprintf("%s (%s/s)", group(s.Answers[saleload.Accepted]), saleNum(s.AnswersPerSec[saleload.Accepted]))},
+		{"answers: sold out", fmt.Sprintf("%s (%s/s)", group(s.Answers[saleload.SoldOut]), saleNum(s.AnswersPerSec[saleload.SoldOut]))},
+		{"answers: already purchased", fmt.Sprintf("%s (%s/s)", group(s.Answers[saleload.AlreadyPurchased]), saleNum(s.AnswersPerSec[saleload.AlreadyPurchased]))},
+		{"answers: other", fmt.Sprintf("%s (%s/s)%s", group(s.Answers[saleload.Other]), saleNum(s.AnswersPerSec[saleload.Other]), otherText(s.OtherByCode))},
 		{"PlaceOrder answers per second (whole load)", saleNum(s.CallsPerSec)},
 		{"selling rate (accepted until the last one)", fmt.Sprintf("%s/s over %s", saleNum(s.SellingRatePerSec), saleSecs(s.SellingSeconds))},
 		{"answers per second once sold out", saleNum(s.SoldOutPhasePerSec)},

@@ -23,6 +23,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
+	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
 
 // syntheticSaleResult is a sale of 60 seconds with made-up but plausible
@@ -60,9 +61,9 @@ func syntheticSaleResult() saleResult {
 		}
 		r.Series = append(r.Series, s)
 	}
-	r.Summary = saleSummary{LoadSeconds: 20, SellingSeconds: 8, Answers: map[string]int64{outcomeAccepted: 10000,
-		outcomeSoldOut: 86000, outcomeAlreadyPurchased: 3990, outcomeOther: 10},
-		AnswersPerSec: map[string]float64{outcomeAccepted: 500, outcomeSoldOut: 4300, outcomeAlreadyPurchased: 199.5, outcomeOther: 0.5},
+	r.Summary = saleSummary{LoadSeconds: 20, SellingSeconds: 8, Answers: map[string]int64{saleload.Accepted: 10000,
+		saleload.SoldOut: 86000, saleload.AlreadyPurchased: 3990, saleload.Other: 10},
+		AnswersPerSec: map[string]float64{saleload.Accepted: 500, saleload.SoldOut: 4300, saleload.AlreadyPurchased: 199.5, saleload.Other: 0.5},
 		OtherByCode:   map[string]int{"unavailable": 10},
 		CallsPerSec:   5000, SellingRatePerSec: 1250, AcceptedOrders: 10000, OrdersCommitted: 10000, Drained: true,
 		P3Seconds: 6, DrainSeconds: 0, LoadEndAt: start.Add(20 * time.Second), LastAcceptedAt: start.Add(8 * time.Second),
@@ -208,7 +209,7 @@ func TestBenchSaleEndToEnd(t *testing.T) {
 	if !s.Drained || s.AcceptedOrders == 0 || int64(s.AcceptedOrders) > int64(r.Settings.Stock) {
 		t.Errorf("drained %v, %d accepted orders for %d units", s.Drained, s.AcceptedOrders, r.Settings.Stock)
 	}
-	if calls := s.Answers[outcomeAccepted] + s.Answers[outcomeSoldOut] + s.Answers[outcomeAlreadyPurchased] + s.Answers[outcomeOther]; calls != 1200 {
+	if calls := s.Answers[saleload.Accepted] + s.Answers[saleload.SoldOut] + s.Answers[saleload.AlreadyPurchased] + s.Answers[saleload.Other]; calls != 1200 {
 		t.Errorf("%d answers, want 600 buyers x 2 attempts", calls)
 	}
 	if !s.OutboxDrained || s.RelayDrainSeconds < 0 || s.LastPublishedAt.IsZero() || s.OutboxUnpublishedAtEnd != 0 {
