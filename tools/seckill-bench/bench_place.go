@@ -30,6 +30,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/reserveceiling"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
@@ -264,14 +265,14 @@ func (r *placeRun) measureCeilings(ctx context.Context, results []placeResult) e
 // clients, with Redis's and this process's CPU metered when the stack's
 // Redis can be read, prints the ceiling's row and its CPU note, and
 // returns the measure.
-func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store, n int) (reserveResult, error) {
+func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store, n int) (reserveceiling.Result, error) {
 	o := r.opts
 	var cpu *benchenv.CPUMeter
 	rp, cpuErr := benchenv.StackMeteredProc("redis", false)
 	if cpuErr == nil {
 		cpu, cpuErr = benchenv.StartCPUMeter(rp, benchenv.SelfProc())
 	}
-	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: salekit.BenchActivityID(), SKUID: 1, Reservations: n, Clients: o.ceilingClients})
+	rr, err := reserveceiling.Measure(ctx, store, reserveceiling.Options{ActivityID: salekit.BenchActivityID(), SKUID: 1, Reservations: n, Clients: o.ceilingClients})
 	if err != nil {
 		return rr, err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/procstat"
+	"github.com/seckill-dev/seckill/tools/internal/reserveceiling"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
@@ -904,7 +905,7 @@ func measureSaleCeilings(ctx context.Context, sc *benchenv.Scratch, log *slog.Lo
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}
-	rr, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: salekit.BenchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
+	rr, err := reserveceiling.Measure(ctx, store, reserveceiling.Options{ActivityID: salekit.BenchActivityID(), SKUID: 1, Reservations: o.CeilingCalls, Clients: o.CeilingClients})
 	if err != nil {
 		return c, fmt.Errorf("reserve ceiling: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	redisadapter "github.com/seckill-dev/seckill/adapters/redis"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/reserveceiling"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
@@ -46,7 +47,7 @@ type hotSKURow struct {
 
 // hotSKU measures how stock lanes spread one SKU's reservations over the
 // masters of a Redis Cluster: for each lane count it runs the reserve
-// ceiling (reserveCeiling, every call a new buyer of one SKU) and reads
+// ceiling (reserveceiling.Measure, every call a new buyer of one SKU) and reads
 // each master's CPU (INFO cpu) before and after, in interleaved rounds.
 // The figure that bounds one SKU's entry rate is the CPU of the busiest
 // master per reservation: with one lane one master serves every call.
@@ -119,7 +120,7 @@ func (r *hotSKURun) measure(ctx context.Context, round, i, n int, row *hotSKURow
 	if err != nil {
 		return err
 	}
-	res, err := reserveCeiling(ctx, r.store, reserveOptions{ActivityID: int64(round*100 + i + 1), SKUID: 1,
+	res, err := reserveceiling.Measure(ctx, r.store, reserveceiling.Options{ActivityID: int64(round*100 + i + 1), SKUID: 1,
 		Reservations: r.opts.calls, Clients: r.opts.clients, Lanes: n})
 	if err != nil {
 		return err

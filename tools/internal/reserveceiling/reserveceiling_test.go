@@ -1,4 +1,4 @@
-package main
+package reserveceiling
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// TestReserveCeiling: the reserve ceiling makes one successful Reserve
+// TestReserveCeiling: Measure makes one successful Reserve
 // per unit of the activity SKU it seeds, and refuses an activity SKU that
 // exists already.
 func TestReserveCeiling(t *testing.T) {
@@ -21,7 +21,7 @@ func TestReserveCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	res, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: 900, SKUID: 1, Reservations: 300, Clients: 8})
+	res, err := Measure(ctx, store, Options{ActivityID: 900, SKUID: 1, Reservations: 300, Clients: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +33,11 @@ func TestReserveCeiling(t *testing.T) {
 	if err != nil || inv.Available != 0 || len(inv.Held) != 300 {
 		t.Fatalf("inventory after the run: %+v, %v", inv, err)
 	}
-	_, err = reserveCeiling(ctx, store, reserveOptions{ActivityID: 900, SKUID: 1, Reservations: 1, Clients: 1})
+	_, err = Measure(ctx, store, Options{ActivityID: 900, SKUID: 1, Reservations: 1, Clients: 1})
 	if !errors.Is(err, ports.ErrAlreadyExists) {
 		t.Fatalf("an existing activity SKU: %v", err)
 	}
-	if _, err := reserveCeiling(ctx, store, reserveOptions{ActivityID: 901, SKUID: 1}); err == nil {
+	if _, err := Measure(ctx, store, Options{ActivityID: 901, SKUID: 1}); err == nil {
 		t.Fatal("no reservations: no error")
 	}
 }

@@ -1,4 +1,9 @@
-package main
+// Package reserveceiling measures the ceiling of the reserve script: the
+// raw throughput of Store.Reserve (EVALSHA, no admission, no broker) on a
+// throwaway activity SKU it seeds, every call a new buyer. The place and
+// sale benches print it beside the service's rate, and hot-sku runs it on
+// the Redis Cluster for each stock lane count.
+package reserveceiling
 
 import (
 	"context"
@@ -15,8 +20,8 @@ import (
 	"github.com/seckill-dev/seckill/ports"
 )
 
-// reserveOptions configures reserveCeiling.
-type reserveOptions struct {
+// Options configures Measure.
+type Options struct {
 	// ActivityID and SKUID name the throwaway activity SKU the run seeds
 	// (with Reservations units of stock); it must not exist yet.
 	ActivityID, SKUID int64
@@ -29,11 +34,14 @@ type reserveOptions struct {
 	Lanes int
 }
 
-// reserveResult is the outcome of reserveCeiling.
-type reserveResult struct {
-	Calls    int
+// Result is what Measure measured.
+type Result struct {
+	// Calls is the number of Reserve calls made (Options.Reservations).
+	Calls int
+	// Reserved is the number of calls that reserved a unit.
 	Reserved int
-	Elapsed  time.Duration
+	// Elapsed is the time from the first call to the last answer.
+	Elapsed time.Duration
 	// PerSecond is Calls / Elapsed.
 	PerSecond float64
 	// P50 and P99 are latencies of single Reserve calls.
@@ -41,12 +49,12 @@ type reserveResult struct {
 }
 
 // String renders the result on one line.
-func (r reserveResult) String() string {
+func (r Result) String() string {
 	return fmt.Sprintf("calls=%d reserved=%d elapsed=%s rate=%.0f/s p50=%s p99=%s",
 		r.Calls, r.Reserved, r.Elapsed.Round(time.Millisecond), r.PerSecond, r.P50, r.P99)
 }
 
-// reserveCeiling measures the raw throughput of the reserve script
+// Measure measures the raw throughput of the reserve script
 // (EVALSHA through Store.Reserve, no admission, no broker): it seeds
 // opts.ActivityID/opts.SKUID with opts.Reservations units (an open window
 // around now), makes opts.Reservations Reserve calls for distinct users
@@ -55,16 +63,16 @@ func (r reserveResult) String() string {
 // (ports.ErrAlreadyExists). It uses the store's exported API only and
 // leaves the run's keys behind: run it on a scratch Redis database (the
 // benchmarks' scratch stack empties its leased database when it closes).
-func reserveCeiling(ctx context.Context, store *redis.Store, opts reserveOptions) (reserveResult, error) {
+func Measure(ctx context.Context, store *redis.Store, opts Options) (Result, error) {
 	if opts.Reservations <= 0 || opts.Clients <= 0 {
-		return reserveResult{}, errors.New("reserve ceiling: Reservations and Clients must be > 0")
+		return Result{}, errors.New("reserve ceiling: Reservations and Clients must be > 0")
 	}
 	switch _, err := store.Inventory(ctx, opts.ActivityID, opts.SKUID); {
 	case err == nil:
-		return reserveResult{}, fmt.Errorf("reserve ceiling: activity %d sku %d exists already: %w",
+		return Result{}, fmt.Errorf("reserve ceiling: activity %d sku %d exists already: %w",
 			opts.ActivityID, opts.SKUID, ports.ErrAlreadyExists)
 	case !errors.Is(err, ports.ErrNotFound):
-		return reserveResult{}, fmt.Errorf("reserve ceiling: %w", err)
+		return Result{}, fmt.Errorf("reserve ceiling: %w", err)
 	}
 	now := time.Now()
 	err := store.SeedActivity(ctx, ports.Activity{
@@ -73,7 +81,7 @@ func reserveCeiling(ctx context.Context, store *redis.Store, opts reserveOptions
 		ReservationTTL: time.Minute, PaymentTimeout: 15 * time.Minute, StockLanes: opts.Lanes,
 	})
 	if err != nil {
-		return reserveResult{}, err
+		return Result{}, err
 	}
 
 	var (
@@ -110,13 +118,13 @@ func reserveCeiling(ctx context.Context, store *redis.Store, opts reserveOptions
 	wg.Wait()
 	elapsed := time.Since(start)
 	if firstErr != nil {
-		return reserveResult{}, fmt.Errorf("reserve ceiling: %w", firstErr)
+		return Result{}, fmt.Errorf("reserve ceiling: %w", firstErr)
 	}
 	if err := ctx.Err(); err != nil {
-		return reserveResult{}, fmt.Errorf("reserve ceiling: %w", err)
+		return Result{}, fmt.Errorf("reserve ceiling: %w", err)
 	}
 	slices.Sort(latencies)
-	return reserveResult{
+	return Result{
 		Calls:     opts.Reservations,
 		Reserved:  int(reserved.Load()),
 		Elapsed:   elapsed,
@@ -126,9 +134,9 @@ func reserveCeiling(ctx context.Context, store *redis.Store, opts reserveOptions
 	}, nil
 }
 
-// ceilingSnapshot is the i-th reservation of a reserveCeiling run: a new
+// ceilingSnapshot is the i-th reservation of a Measure run: a new
 // PENDING reservation of user i+1.
-func ceilingSnapshot(opts reserveOptions, i int, now time.Time) reservation.Snapshot {
+func ceilingSnapshot(opts Options, i int, now time.Time) reservation.Snapshot {
 	n := strconv.Itoa(i)
 	created := now.UTC().Truncate(time.Millisecond)
 	return reservation.Snapshot{
