@@ -30,6 +30,7 @@ import (
 	seckillv1 "github.com/seckill-dev/seckill/proto/gen/seckill/v1"
 	"github.com/seckill-dev/seckill/proto/gen/seckill/v1/seckillv1connect"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
+	"github.com/seckill-dev/seckill/tools/internal/benchplace"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
@@ -716,19 +717,19 @@ func saleWithSubscribers(ctx context.Context, app *bootstrap.App, store *postgre
 			if err != nil {
 				return err
 			}
-			pr, err := placeLevel(ctx, base, secret, act.ActivityID, act.ActivityID%1_000_000_000*10, o.saleClients, o.saleDuration)
+			pr, err := benchplace.Level(ctx, base, secret, act.ActivityID, act.ActivityID%1_000_000_000*10, o.saleClients, o.saleDuration)
 			n := stopSubs()
 			if err != nil {
 				return err
 			}
 			if subs == 0 {
-				res.SaleRateNone = append(res.SaleRateNone, pr.rate())
+				res.SaleRateNone = append(res.SaleRateNone, pr.Rate())
 			} else {
-				res.SaleRateWith = append(res.SaleRateWith, pr.rate())
+				res.SaleRateWith = append(res.SaleRateWith, pr.Rate())
 				res.SaleSubscriberEvs += n
 			}
-			app.Log.Info("events bench: sale level", "round", r+1, "subscribers", subs, "place_per_sec", pr.rate(),
-				"errors", pr.errs, "events_delivered", n)
+			app.Log.Info("events bench: sale level", "round", r+1, "subscribers", subs, "place_per_sec", pr.Rate(),
+				"errors", pr.Errors(), "events_delivered", n)
 		}
 	}
 	res.SaleRateNoneMed, res.SaleRateWithMed = salekit.Median(res.SaleRateNone), salekit.Median(res.SaleRateWith)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
+	"github.com/seckill-dev/seckill/tools/internal/benchplace"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/clustersale"
 )
@@ -70,7 +71,7 @@ func (c *cli) benchCmds() []*cobra.Command {
 		c.flagSetCmd("place", "Measure PlaceOrder through the API beside its ceilings",
 			`Measure PlaceOrder through the Connect API at several client counts, beside three
 ceilings measured in the same run: the reserve script alone, a bare synchronous send loop
-and a naive PostgreSQL row-lock purchase.`, benchPlace),
+and a naive PostgreSQL row-lock purchase.`, benchplace.Run),
 		c.flagSetCmd("consume", "Measure order creation by the order-create consumer",
 			`Publish order-create messages for one hot SKU through the real broker, let the
 order-create consumer drain them into PostgreSQL and report orders created per second for

@@ -1,4 +1,4 @@
-package main
+package benchplace
 
 import (
 	"context"
@@ -34,8 +34,9 @@ import (
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 )
 
-// placeResult is one measured level.
-type placeResult struct {
+// Result is one measured level: the calls its closed-loop clients made
+// over the measuring time, how many failed, and the latency of each.
+type Result struct {
 	name    string
 	clients int
 	ok      int
@@ -47,10 +48,15 @@ type placeResult struct {
 // ms formats d in milliseconds with two decimals.
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
 
-func (r placeResult) rate() float64 { return float64(r.ok) / r.elapsed.Seconds() }
+// Rate is the successful calls per second.
+func (r Result) Rate() float64 { return float64(r.ok) / r.elapsed.Seconds() }
 
-func (r placeResult) row() string {
-	return fmt.Sprintf("%-34s %8d %10.0f %10s %10s %8d", r.name, r.clients, r.rate(), ms(r.lat.Percentile(0.50)), ms(r.lat.Percentile(0.99)), r.errs)
+// Errors is the number of calls that failed.
+func (r Result) Errors() int { return r.errs }
+
+// row is r's line of the table.
+func (r Result) row() string {
+	return fmt.Sprintf("%-34s %8d %10.0f %10s %10s %8d", r.name, r.clients, r.Rate(), ms(r.lat.Percentile(0.50)), ms(r.lat.Percentile(0.99)), r.errs)
 }
 
 // placeOptions are the flags of `seckill-bench place`.
@@ -77,11 +83,13 @@ type placeRun struct {
 	stdout io.Writer
 }
 
-// benchPlace measures PlaceOrder through the Connect API at several client
-// counts, beside three ceilings measured in the same run: the reserve
-// script alone (EVALSHA), a bare synchronous send loop, and a naive
-// PostgreSQL row-lock purchase.
-func benchPlace(ctx context.Context, args []string, stdout io.Writer) error {
+// Run is `seckill-bench place` with the command-line flags args: it
+// measures PlaceOrder through the Connect API at several client counts,
+// beside three ceilings measured in the same run: the reserve script
+// alone (EVALSHA), a bare synchronous send loop, and a naive PostgreSQL
+// row-lock purchase. The table goes to stdout. A bad flag is an error
+// wrapping flag.ErrHelp.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parsePlaceFlags(args)
 	if err != nil {
 		return err
@@ -147,7 +155,7 @@ func parsePlaceFlags(args []string) (placeOptions, error) {
 // client level (under the CPU profile when --cpuprofile is set), with the
 // running service of --beside measured idle before the first level and
 // during it. It returns the levels' results in order.
-func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
+func (r *placeRun) measureLevels(ctx context.Context) ([]Result, error) {
 	o := r.opts
 	fmt.Fprintf(r.stdout, "seckill-bench place: %s, %d cores (GOMAXPROCS %d), %s per level, send timeout %s\n\n",
 		benchenv.BrokerText(r.cfg), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, r.cfg.Broker.Neutral.SendTimeout)
@@ -165,14 +173,14 @@ func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
 	// The running service's buyers: users far from the benchmark's own.
 	liveUsers := salekit.BenchActivityID()%1_000_000*1_000_000 + 1_000_000_000_000
 	if o.beside != "" {
-		res, err := placeLevel(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers, o.besideClients, o.duration)
+		res, err := Level(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers, o.besideClients, o.duration)
 		if err != nil {
 			return nil, fmt.Errorf("the running service at %s: %w", o.beside, err)
 		}
 		res.name = "running service, bench idle"
 		fmt.Fprintln(r.stdout, res.row())
 	}
-	var results []placeResult
+	var results []Result
 	for i, c := range o.clientLevels {
 		res, err := r.measureLevel(ctx, c, o.beside != "" && i == 0, liveUsers)
 		if err != nil {
@@ -190,19 +198,19 @@ func (r *placeRun) measureLevels(ctx context.Context) ([]placeResult, error) {
 // activity of its own and prints its row; withLive also measures the
 // running service of --beside meanwhile (its buyers from liveUsers on)
 // and prints that row after it. It returns the level's result.
-func (r *placeRun) measureLevel(ctx context.Context, clients int, withLive bool, liveUsers int64) (placeResult, error) {
+func (r *placeRun) measureLevel(ctx context.Context, clients int, withLive bool, liveUsers int64) (Result, error) {
 	o := r.opts
 	act := ports.Activity{ActivityID: salekit.BenchActivityID(), SKUID: 1, Stock: 10_000_000,
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTimeout: 15 * time.Minute, ReservationTTL: time.Hour}
 	if _, err := r.app.Admin.CreateActivity(ctx, "system:bench", act); err != nil {
-		return placeResult{}, err
+		return Result{}, err
 	}
-	var live chan placeResult
+	var live chan Result
 	if withLive {
-		live = make(chan placeResult, 1)
+		live = make(chan Result, 1)
 		go func() {
-			res, err := placeLevel(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers+1_000_000/2, o.besideClients, o.duration)
+			res, err := Level(ctx, o.beside, []byte(r.cfg.AuthSecret), o.besideActivity, liveUsers+1_000_000/2, o.besideClients, o.duration)
 			if err != nil {
 				r.log.Warn("the running service during the benchmark", "error", err)
 			}
@@ -210,9 +218,9 @@ func (r *placeRun) measureLevel(ctx context.Context, clients int, withLive bool,
 			live <- res
 		}()
 	}
-	res, err := placeLevel(ctx, r.base, []byte(r.cfg.AuthSecret), act.ActivityID, act.ActivityID%1_000_000_000*10, clients, o.duration)
+	res, err := Level(ctx, r.base, []byte(r.cfg.AuthSecret), act.ActivityID, act.ActivityID%1_000_000_000*10, clients, o.duration)
 	if err != nil {
-		return placeResult{}, err
+		return Result{}, err
 	}
 	fmt.Fprintln(r.stdout, res.row())
 	if live != nil {
@@ -224,7 +232,7 @@ func (r *placeRun) measureLevel(ctx context.Context, clients int, withLive bool,
 // measureCeilings measures and prints the three ceilings (the reserve
 // script, the bare synchronous send, the naive PostgreSQL purchase), then
 // each level of results against them.
-func (r *placeRun) measureCeilings(ctx context.Context, results []placeResult) error {
+func (r *placeRun) measureCeilings(ctx context.Context, results []Result) error {
 	o := r.opts
 	store, err := redis.New(r.rc, redis.Config{Namespace: r.cfg.Redis.Namespace}, nil, r.log)
 	if err != nil {
@@ -256,7 +264,7 @@ func (r *placeRun) measureCeilings(ctx context.Context, results []placeResult) e
 	fmt.Fprintln(r.stdout)
 	for _, res := range results {
 		fmt.Fprintf(r.stdout, "PlaceOrder at %3d clients: %5.1f%% of min(reserve, send) ceiling, %5.1fx the naive baseline, p99 %s\n",
-			res.clients, 100*res.rate()/ceiling, res.rate()/naive.rate(), ms(res.lat.Percentile(0.99)))
+			res.clients, 100*res.Rate()/ceiling, res.Rate()/naive.Rate(), ms(res.lat.Percentile(0.99)))
 	}
 	return nil
 }
@@ -286,7 +294,7 @@ func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store
 	if cpuErr != nil {
 		r.log.Warn("the reserve ceiling's CPU was not read", "error", cpuErr)
 	}
-	redisCeiling := placeResult{name: "ceiling: reserve script (EVALSHA)", clients: o.ceilingClients, ok: rr.Calls,
+	redisCeiling := Result{name: "ceiling: reserve script (EVALSHA)", clients: o.ceilingClients, ok: rr.Calls,
 		elapsed: rr.Elapsed, lat: salekit.Latencies{rr.P50, rr.P99}}
 	fmt.Fprintf(r.stdout, "%-34s %8d %10.0f %10s %10s %8d\n", redisCeiling.name, o.ceilingClients, rr.PerSecond, ms(rr.P50), ms(rr.P99), 0)
 	if cpuNote != "" {
@@ -298,11 +306,11 @@ func (r *placeRun) measureReserveCeiling(ctx context.Context, store *redis.Store
 // closedLoop runs clients goroutines that each call op back to back for
 // d (op gets a sequence number unique across clients) and collects the
 // latency of every call and the first error.
-func closedLoop(ctx context.Context, name string, clients int, d time.Duration, op func(seq int64) error) (placeResult, error) {
+func closedLoop(ctx context.Context, name string, clients int, d time.Duration, op func(seq int64) error) (Result, error) {
 	var (
 		seq      atomic.Int64
 		mu       sync.Mutex
-		res      = placeResult{name: name, clients: clients}
+		res      = Result{name: name, clients: clients}
 		wg       sync.WaitGroup
 		firstErr error
 	)
@@ -346,10 +354,12 @@ func closedLoop(ctx context.Context, name string, clients int, d time.Duration, 
 	return res, nil
 }
 
-// placeLevel runs clients concurrent buyers for d against the service at
-// base; every request is a new user (from firstUser+1 on) with a new
-// request id.
-func placeLevel(ctx context.Context, base string, secret []byte, activityID, firstUser int64, clients int, d time.Duration) (placeResult, error) {
+// Level runs clients concurrent buyers for d against the service at
+// base, each making PlaceOrder calls (gRPC over h2c) back to back on SKU 1
+// of activity activityID; every request is a new user (from firstUser+1
+// on, with a token minted with secret, most of them before the clock
+// starts) with a new request id. It fails only when every call failed.
+func Level(ctx context.Context, base string, secret []byte, activityID, firstUser int64, clients int, d time.Duration) (Result, error) {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: p}
@@ -361,7 +371,7 @@ func placeLevel(ctx context.Context, base string, secret []byte, activityID, fir
 	for i := range tokens {
 		tok, err := api.MintToken(secret, firstUser+int64(i)+1, false, time.Hour, time.Now())
 		if err != nil {
-			return placeResult{}, err
+			return Result{}, err
 		}
 		tokens[i] = tok
 	}
@@ -386,15 +396,15 @@ func placeLevel(ctx context.Context, base string, secret []byte, activityID, fir
 // naiveBaseline measures what a user might build instead: each purchase
 // is one PostgreSQL transaction that locks the stock row (SELECT ... FOR
 // UPDATE), decrements it and inserts the order.
-func naiveBaseline(ctx context.Context, dsn string, clients int, d time.Duration) (placeResult, error) {
+func naiveBaseline(ctx context.Context, dsn string, clients int, d time.Duration) (Result, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return placeResult{}, err
+		return Result{}, err
 	}
 	pcfg.MaxConns = int32(min(clients, 64))
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return placeResult{}, err
+		return Result{}, err
 	}
 	defer pool.Close()
 	setup := []string{
@@ -407,7 +417,7 @@ func naiveBaseline(ctx context.Context, dsn string, clients int, d time.Duration
 	}
 	for _, q := range setup {
 		if _, err := pool.Exec(ctx, q); err != nil {
-			return placeResult{}, fmt.Errorf("naive baseline setup: %w", err)
+			return Result{}, fmt.Errorf("naive baseline setup: %w", err)
 		}
 	}
 	defer func() {
