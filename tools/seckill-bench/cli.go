@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
+	"github.com/seckill-dev/seckill/tools/internal/benchconsume"
 	"github.com/seckill-dev/seckill/tools/internal/benchplace"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/clustersale"
@@ -79,7 +80,7 @@ each batch size, beside the handler-alone ceiling, with the invariants checked. 
 orders per second for each fixed consumer concurrency listed, then under the adaptive limiter
 with no tuning (--slow delays every transaction). --pg-cpu caps the local stack's PostgreSQL at
 that many cores with a CPU cgroup for the run (root; restored at the end); every mode reports
-the cores PostgreSQL used.`, benchConsume),
+the cores PostgreSQL used.`, benchconsume.Run),
 		c.flagSetCmd("broker", "Measure the broker alone: its CPU per message of each kind an order needs",
 			`Publish N messages of each kind an accepted order makes the broker carry (the order-create
 request, the ORDER_CREATED event, the FIFO state change) from concurrent senders, consume them

@@ -1,4 +1,4 @@
-package main
+package benchconsume
 
 import (
 	"context"
@@ -40,17 +40,19 @@ type consumeOptions struct {
 	standby     string
 }
 
-// benchConsume publishes N order-create messages for one hot SKU through
-// the real broker (SECKILL_BROKER: rocketmq or rabbitmq), then lets the order-create consumer drain them into
-// PostgreSQL and reports orders created per second, once with one message
-// per transaction and once micro-batched, and checks the invariants on the
-// result.
+// Run is `seckill-bench consume` with the command-line flags args: it
+// publishes N order-create messages for one hot SKU through the real
+// broker (SECKILL_BROKER), then lets the order-create consumer drain them
+// into PostgreSQL and reports orders created per second on stdout, once
+// per batch size of --batches (or per concurrency of --sweep), and checks
+// the invariants on the result. A bad flag is an error wrapping
+// flag.ErrHelp.
 //
 // With --pg-cpu, PostgreSQL runs in a CPU cgroup of that many cores from
 // before the first mode to the end of the last, the cap undone on return
 // whatever the outcome (an error, a cancellation by SIGINT); each mode
 // reports the cores PostgreSQL used while it was measured.
-func benchConsume(ctx context.Context, args []string, stdout io.Writer) (err error) {
+func Run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	o, err := parseConsumeFlags(args)
 	if err != nil {
 		return err

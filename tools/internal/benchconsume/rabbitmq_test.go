@@ -1,6 +1,7 @@
-package main
+package benchconsume
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,9 @@ func TestConsumeRunsOnRabbitMQ(t *testing.T) {
 	t.Setenv("SECKILL_RABBITMQ_URL", rabbittest.URL(t))
 	t.Setenv("SECKILL_BROKER", "rabbitmq")
 	t.Setenv("SECKILL_LOG_LEVEL", "error")
-	out, _, err := execute(t, "consume", "--messages", "200", "--batches", "16")
+	var buf bytes.Buffer
+	err := Run(t.Context(), []string{"--messages", "200", "--batches", "16"}, &buf)
+	out := buf.String()
 	if err != nil {
 		t.Fatalf("seckill-bench consume: %v\n%s", err, out)
 	}
