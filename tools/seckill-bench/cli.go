@@ -12,10 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
+	"github.com/seckill-dev/seckill/tools/internal/benchbroker"
 	"github.com/seckill-dev/seckill/tools/internal/benchconsume"
 	"github.com/seckill-dev/seckill/tools/internal/benchplace"
+	"github.com/seckill-dev/seckill/tools/internal/benchtimeouts"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/clustersale"
+	"github.com/seckill-dev/seckill/tools/internal/hotsku"
 )
 
 // cli is what the commands share: where they write.
@@ -85,7 +88,7 @@ the cores PostgreSQL used.`, benchconsume.Run),
 			`Publish N messages of each kind an accepted order makes the broker carry (the order-create
 request, the ORDER_CREATED event, the FIFO state change) from concurrent senders, consume them
 with the service's consumer and a handler that only acknowledges, and report the broker's CPU
-per message with its idle share subtracted: the broker's floor per order, beside nothing else.`, benchBroker),
+per message with its idle share subtracted: the broker's floor per order, beside nothing else.`, benchbroker.Run),
 		c.flagSetCmd("answers", "Measure the sold-out answer beside the floor of any answer through the same API",
 			`Answer PlaceOrder calls of new buyers once a sale is sold out, from the service and from a
 bare server with the same Connect handler, codec and HTTP server answering the same SOLD_OUT
@@ -100,7 +103,7 @@ Every stream is checked: positions strictly increasing, nothing missing.`, bench
 		c.flagSetCmd("timeouts", "Measure the payment-timeout wave",
 			`Sell units through the real service with a short payment timeout, let every order expire
 unpaid and report how late the orders were canceled and the stock released, beside the
-PostgreSQL ceiling of the cancel transactions.`, benchTimeouts),
+PostgreSQL ceiling of the cancel transactions.`, benchtimeouts.Run),
 		c.flagSetCmd("sale", "Run a whole sale against one seckill serve and write a report",
 			`Run a whole sale against one seckill serve subprocess on a scratch stack: buyers arrive
 and place orders through the public API while a sampler records rates, orders, backlog,
@@ -110,7 +113,7 @@ report.html.`, benchSale),
 			`Run the reserve ceiling (every call a new buyer of one SKU) on the local stack's Redis
 Cluster for each stock lane count, in interleaved rounds, and print the calls per second and
 the CPU per call of the busiest master and of all masters (INFO cpu): one SKU's entry rate is
-bounded by one core of its busiest master.`, hotSKU),
+bounded by one core of its busiest master.`, hotsku.Run),
 	}
 }
 

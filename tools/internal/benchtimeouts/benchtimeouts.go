@@ -1,4 +1,4 @@
-package main
+package benchtimeouts
 
 import (
 	"context"
@@ -77,17 +77,20 @@ type timeoutsAtRest struct {
 	ceiling                   ceilingResult
 }
 
-// benchTimeouts measures the timeout wave: it sells N units through the
-// real service (Connect API, every worker running) with a short payment
-// timeout, lets every order expire unpaid and reports how late the orders
-// were canceled against their expires_at (canceled_at - expires_at from
-// the orders table), how long after the last deadline the last unit was
-// for sale again in Redis, and the cancel and release rates; beside it, in
-// the same run and on the same database, the PostgreSQL ceiling of the
-// cancel transactions (the payment-timeout handler called directly on
-// expired orders, without the broker). The reconciler is off unless
-// --reconcile-interval says otherwise, so the consumers alone are measured.
-func benchTimeouts(ctx context.Context, args []string, stdout io.Writer) error {
+// Run is `seckill-bench timeouts` with the command-line flags args, its
+// report going to stdout. It measures the timeout wave: it sells N units
+// through the real service (Connect API, every worker running) with a
+// short payment timeout, lets every order expire unpaid and reports how
+// late the orders were canceled against their expires_at (canceled_at -
+// expires_at from the orders table), how long after the last deadline
+// the last unit was for sale again in Redis, and the cancel and release
+// rates; beside it, in the same run and on the same database, the
+// PostgreSQL ceiling of the cancel transactions (the payment-timeout
+// handler called directly on expired orders, without the broker). The
+// reconciler is off unless --reconcile-interval says otherwise, so the
+// consumers alone are measured. A bad flag is an error wrapping
+// flag.ErrHelp.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseTimeoutsFlags(args)
 	if err != nil {
 		return err

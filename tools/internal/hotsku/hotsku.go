@@ -1,4 +1,4 @@
-package main
+package hotsku
 
 import (
 	"context"
@@ -45,13 +45,15 @@ type hotSKURow struct {
 	rate, hottest, all []float64
 }
 
-// hotSKU measures how stock lanes spread one SKU's reservations over the
-// masters of a Redis Cluster: for each lane count it runs the reserve
-// ceiling (reserveceiling.Measure, every call a new buyer of one SKU) and reads
-// each master's CPU (INFO cpu) before and after, in interleaved rounds.
-// The figure that bounds one SKU's entry rate is the CPU of the busiest
-// master per reservation: with one lane one master serves every call.
-func hotSKU(ctx context.Context, args []string, stdout io.Writer) error {
+// Run is `seckill-bench hot-sku` with the command-line flags args, its
+// table going to stdout. It measures how stock lanes spread one SKU's
+// reservations over the masters of a Redis Cluster: for each lane count
+// it runs the reserve ceiling (reserveceiling.Measure, every call a new
+// buyer of one SKU) and reads each master's CPU (INFO cpu) before and
+// after, in interleaved rounds. The figure that bounds one SKU's entry
+// rate is the CPU of the busiest master per reservation: with one lane
+// one master serves every call.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseHotSKUFlags(args)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package benchbroker
 
 import (
 	"context"
@@ -51,14 +51,16 @@ type brokerRun struct {
 	pubWall, conWall                           time.Duration
 }
 
-// benchBroker measures the broker on its own: for each kind of message an
-// order needs, it publishes N messages from concurrent senders (as the
-// service's PlaceOrder calls and relay do, so plain sends are batched) and
-// consumes them with the service's consumer settings and a handler that
-// only acknowledges, and reports the broker's CPU per message, its idle
-// share subtracted. The sum over the kinds is the broker's floor per
-// order: what no change of the service around the broker can go below.
-func benchBroker(ctx context.Context, args []string, stdout io.Writer) error {
+// Run is `seckill-bench broker` with the command-line flags args, its
+// table going to stdout. It measures the broker on its own: for each
+// kind of message an order needs, it publishes N messages from
+// concurrent senders (as the service's PlaceOrder calls and relay do, so
+// plain sends are batched) and consumes them with the service's consumer
+// settings and a handler that only acknowledges, and reports the
+// broker's CPU per message, its idle share subtracted. The sum over the
+// kinds is the broker's floor per order: what no change of the service
+// around the broker can go below.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	n := fs.Int("messages", 20000, "messages per kind and run")
 	runs := fs.Int("runs", 3, "runs (the median is reported)")
