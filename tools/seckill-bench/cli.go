@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
 	"github.com/seckill-dev/seckill/tools/internal/benchbroker"
 	"github.com/seckill-dev/seckill/tools/internal/benchconsume"
+	"github.com/seckill-dev/seckill/tools/internal/benchevents"
 	"github.com/seckill-dev/seckill/tools/internal/benchplace"
 	"github.com/seckill-dev/seckill/tools/internal/benchtimeouts"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
@@ -99,7 +100,7 @@ its own, and report the server's and Redis's CPU per answer, runs interleaved.`,
 then measure a subscriber reading from position 0 to the head (application.EventSubscriptions
 directly and EventService/Subscribe over gRPC), the time from commit to a live subscriber while
 orders are written at a steady rate, and PlaceOrder's rate with live subscribers beside none.
-Every stream is checked: positions strictly increasing, nothing missing.`, benchEvents),
+Every stream is checked: positions strictly increasing, nothing missing.`, benchevents.Run),
 		c.flagSetCmd("timeouts", "Measure the payment-timeout wave",
 			`Sell units through the real service with a short payment timeout, let every order expire
 unpaid and report how late the orders were canceled and the stock released, beside the

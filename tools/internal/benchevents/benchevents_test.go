@@ -1,20 +1,23 @@
-package main
+package benchevents
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 )
 
 // TestBenchEventsSmall runs a small `seckill-bench events` on the stack:
-// it must exit 0 (every subscriber's stream was gapless and strictly
+// it must succeed (every subscriber's stream was gapless and strictly
 // increasing, nothing written went missing) and its JSON line must report
 // the whole store caught up both ways, every live event received and both
 // sale levels measured. Behaviour only: no timing threshold.
 func TestBenchEventsSmall(t *testing.T) {
 	t.Setenv("SECKILL_LOG_LEVEL", "error")
-	out, _, err := execute(t, "events", "--events", "299", "--rounds", "2", "--write-batch", "40",
-		"--live-rate", "150", "--live-duration", "1s", "--subscribers", "2", "--sale-clients", "4", "--sale-duration", "1s")
+	var buf bytes.Buffer
+	err := Run(t.Context(), []string{"--events", "299", "--rounds", "2", "--write-batch", "40",
+		"--live-rate", "150", "--live-duration", "1s", "--subscribers", "2", "--sale-clients", "4", "--sale-duration", "1s"}, &buf)
+	out := buf.String()
 	if err != nil {
 		t.Fatalf("seckill-bench events: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package benchevents
 
 import (
 	"context"
@@ -107,14 +107,16 @@ type eventsRun struct {
 	res   eventsResult
 }
 
-// benchEvents measures the event subscription (EventService.Subscribe):
-// catch-up from position 0 over a store of --events events, directly on
-// application.EventSubscriptions and through the API; live delivery from
-// commit to subscriber while orders are written at a steady rate; and,
-// with --subscribers > 0, PlaceOrder's rate with that many live
-// subscribers beside none. Every subscriber's stream is checked (positions
-// strictly increasing, nothing missing): a violation fails the command.
-func benchEvents(ctx context.Context, args []string, stdout io.Writer) error {
+// Run is `seckill-bench events` with the command-line flags args, its
+// table and JSON line going to stdout. It measures the event
+// subscription (EventService.Subscribe): catch-up from position 0 over a
+// store of --events events, directly on application.EventSubscriptions
+// and through the API; live delivery from commit to subscriber while
+// orders are written at a steady rate; and, with --subscribers > 0,
+// PlaceOrder's rate with that many live subscribers beside none. Every
+// subscriber's stream is checked (positions strictly increasing, nothing
+// missing): a violation fails the command.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseEventsFlags(args)
 	if err != nil {
 		return err
