@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill-dev/seckill/bootstrap/clikit"
+	"github.com/seckill-dev/seckill/tools/internal/benchanswers"
 	"github.com/seckill-dev/seckill/tools/internal/benchbroker"
 	"github.com/seckill-dev/seckill/tools/internal/benchconsume"
 	"github.com/seckill-dev/seckill/tools/internal/benchevents"
@@ -94,7 +95,7 @@ per message with its idle share subtracted: the broker's floor per order, beside
 			`Answer PlaceOrder calls of new buyers once a sale is sold out, from the service and from a
 bare server with the same Connect handler, codec and HTTP server answering the same SOLD_OUT
 error (alone, and after the one Redis round trip of the buyer-state read), each a process of
-its own, and report the server's and Redis's CPU per answer, runs interleaved.`, benchAnswers),
+its own, and report the server's and Redis's CPU per answer, runs interleaved.`, benchanswers.Run),
 		c.flagSetCmd("events", "Measure the event subscription: catch-up, live delivery, the sale beside live subscribers",
 			`Fill a scratch store with paid orders' events through the write path and sequence them,
 then measure a subscriber reading from position 0 to the head (application.EventSubscriptions
@@ -123,7 +124,7 @@ bounded by one core of its busiest master.`, hotsku.Run),
 func (c *cli) addChaosCmds(root *cobra.Command) {
 	floor := c.flagSetCmd("answer-floor", "Serve the floor of a sold-out answer (started by answers)",
 		`Serve OrderService with every PlaceOrder answered sold out, the floor server of the answers
-benchmark, until SIGTERM.`, answerFloor)
+benchmark, until SIGTERM.`, benchanswers.Floor)
 	floor.Hidden = true
 	root.AddCommand(floor)
 	chaosCmd := c.flagSetCmd("chaos", "Sell through two instances while faults are injected; kills and restarts stack processes",

@@ -1,4 +1,4 @@
-package main
+package benchanswers
 
 import (
 	"context"
@@ -47,21 +47,23 @@ type answerFigures struct {
 	server, redis, loadgen, rate float64
 }
 
-// benchAnswers measures the answer a buyer gets once a sale is sold out,
-// beside the floor of any answer through the same API: a bare server with
-// the same generated Connect handler, codec and net/http server and no
-// authentication, rate limit, metrics or logging, answering the same
-// FailedPrecondition error with its SOLD_OUT ErrorInfo, once with nothing
-// else and once with the one Redis round trip the real answer needs (the
-// buyer-state read of PlaceOrder's sold-out mark: EXISTS and HEXISTS in
-// one pipeline, which tells a buyer who holds a unit from one who does
-// not). Each server is a process of its own, driven by the sale's load
-// generator (Connect JSON over HTTP/1.1 with a connection per client as in
-// bench sale, or gRPC over h2c as in bench place; a new buyer with a token
-// of its own per call); the figures are the server's and Redis's CPU
-// over the measured calls divided by the answers, with nothing
-// subtracted. The modes are interleaved within each run.
-func benchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
+// Run is `seckill-bench answers` with the command-line flags args, its
+// table going to stdout. It measures the answer a buyer gets once a sale
+// is sold out, beside the floor of any answer through the same API: a
+// bare server with the same generated Connect handler, codec and
+// net/http server and no authentication, rate limit, metrics or logging,
+// answering the same FailedPrecondition error with its SOLD_OUT
+// ErrorInfo, once with nothing else and once with the one Redis round
+// trip the real answer needs (the buyer-state read of PlaceOrder's
+// sold-out mark: EXISTS and HEXISTS in one pipeline, which tells a buyer
+// who holds a unit from one who does not). Each server is a process of
+// its own, driven by the sale's load generator (Connect JSON over
+// HTTP/1.1 with a connection per client as in bench sale, or gRPC over
+// h2c as in bench place; a new buyer with a token of its own per call);
+// the figures are the server's and Redis's CPU over the measured calls
+// divided by the answers, with nothing subtracted. The modes are
+// interleaved within each run.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseAnswersOptions(args)
 	if err != nil {
 		return err
@@ -236,11 +238,13 @@ func startAnswerFloor(ctx context.Context, self, dir string, args []string) (*be
 	return in, nil
 }
 
-// answerFloor serves the floor of a sold-out answer until ctx ends:
+// Floor is `seckill-bench answer-floor` with the command-line flags args:
+// it serves the floor of a sold-out answer on --addr until ctx ends:
 // OrderService with every PlaceOrder answered FailedPrecondition "sold
 // out" with the ErrorInfo the service sends, after the buyer-state read
-// when --redis-db is given, and /readyz.
-func answerFloor(ctx context.Context, args []string, _ io.Writer) error {
+// when --redis-db is given, and /readyz. It writes nothing to its
+// io.Writer; Run starts it as `answer-floor` of the running binary.
+func Floor(ctx context.Context, args []string, _ io.Writer) error {
 	fs := flag.NewFlagSet("answer-floor", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	db := fs.Int("redis-db", -1, "read the buyer state from this Redis logical database of SECKILL_REDIS_ADDR before answering (-1: no read)")
