@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a headless-capable Chromium for the report test of `seckill-bench sale`
-# (bootstrap/cmd/seckill/bench_sale_test.go renders report.html with it).
+# (tools/internal/benchsale/report_test.go renders report.html with it).
 #
 #   deploy/local/chromium.sh     idempotent: does nothing when `chromium` is already on PATH
 #

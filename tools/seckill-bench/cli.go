@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-dev/seckill/tools/internal/benchconsume"
 	"github.com/seckill-dev/seckill/tools/internal/benchevents"
 	"github.com/seckill-dev/seckill/tools/internal/benchplace"
+	"github.com/seckill-dev/seckill/tools/internal/benchsale"
 	"github.com/seckill-dev/seckill/tools/internal/benchtimeouts"
 	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/clustersale"
@@ -110,7 +111,7 @@ PostgreSQL ceiling of the cancel transactions.`, benchtimeouts.Run),
 			`Run a whole sale against one seckill serve subprocess on a scratch stack: buyers arrive
 and place orders through the public API while a sampler records rates, orders, backlog,
 latency and CPU; then check the invariants, measure the ceilings and write result.json and
-report.html.`, benchSale),
+report.html.`, benchsale.Run),
 		c.flagSetCmd("hot-sku", "Measure how stock lanes spread one SKU's reservations over the Redis Cluster's masters",
 			`Run the reserve ceiling (every call a new buyer of one SKU) on the local stack's Redis
 Cluster for each stock lane count, in interleaved rounds, and print the calls per second and

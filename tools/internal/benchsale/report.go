@@ -1,8 +1,9 @@
-package main
+package benchsale
 
 import (
 	"fmt"
 	"html/template"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 // report.html (the summary table, the invariants and one inline SVG line
 // chart per plot; no script, no style sheet or font from elsewhere) into
 // dir and returns their paths.
-func writeSaleReport(dir string, r saleResult) (jsonPath, htmlPath string, err error) {
+func writeSaleReport(dir string, r Result) (jsonPath, htmlPath string, err error) {
 	return runreport.WriteFiles(dir, r, newReportPage(r))
 }
 
@@ -25,7 +26,7 @@ func writeSaleReport(dir string, r saleResult) (jsonPath, htmlPath string, err e
 // order.
 var salePlots = []string{"accepted", "sold-out", "other-answers", "orders", "backlog-age", "outbox", "latency", "cpu"}
 
-func newReportPage(r saleResult) runreport.Page {
+func newReportPage(r Result) runreport.Page {
 	o := r.Settings
 	p := runreport.Page{
 		Title: "seckill-bench sale",
@@ -51,7 +52,7 @@ func newReportPage(r saleResult) runreport.Page {
 
 // summaryRows are the rows of the summary table, shared by stdout and
 // report.html.
-func summaryRows(r saleResult) [][2]string {
+func summaryRows(r Result) [][2]string {
 	s, c := r.Summary, r.Summary.Ceilings
 	rows := [][2]string{
 		{"load (first call to last answer)", saleSecs(s.LoadSeconds)},
@@ -70,7 +71,7 @@ func summaryRows(r saleResult) [][2]string {
 		{"outbox rows unpublished at the end of the load", group(s.OutboxUnpublishedAtLoadEnd)},
 		{"outbox drained (relay published every row)", outboxText(s)},
 		{"relay drain: outbox empty - end of load", relayDrainText(s)},
-		{"max backlog age (oldest unresolved)", saleSecs(maxOf(r.Series, func(x saleSample) float64 { return x.BacklogAgeSeconds }))},
+		{"max backlog age (oldest unresolved)", saleSecs(maxOf(r.Series, func(x Sample) float64 { return x.BacklogAgeSeconds }))},
 	}
 	for _, n := range r.Processes {
 		rows = append(rows, [2]string{"CPU per accepted order: " + n,
@@ -109,7 +110,7 @@ func otherText(by map[string]int) string {
 
 // outboxText says whether the outbox drained and, if not, how many rows
 // were left.
-func outboxText(s saleSummary) string {
+func outboxText(s Summary) string {
 	if s.OutboxDrained {
 		return "yes"
 	}
@@ -117,7 +118,7 @@ func outboxText(s saleSummary) string {
 }
 
 // relayDrainText is the relay drain, or why there is none.
-func relayDrainText(s saleSummary) string {
+func relayDrainText(s Summary) string {
 	if !s.OutboxDrained {
 		return "- (not drained)"
 	}
@@ -172,7 +173,7 @@ func group(n int64) string {
 	return b.String()
 }
 
-func maxOf(series []saleSample, f func(saleSample) float64) float64 {
+func maxOf(series []Sample, f func(Sample) float64) float64 {
 	m := 0.0
 	for _, x := range series {
 		m = max(m, f(x))
@@ -181,12 +182,12 @@ func maxOf(series []saleSample, f func(saleSample) float64) float64 {
 }
 
 // saleCharts builds the report's charts from the series.
-func saleCharts(r saleResult) []runreport.Plot {
+func saleCharts(r Result) []runreport.Plot {
 	xs := make([]float64, len(r.Series))
 	for i, s := range r.Series {
 		xs[i] = s.T
 	}
-	col := func(f func(saleSample) float64) []float64 {
+	col := func(f func(Sample) float64) []float64 {
 		out := make([]float64, len(r.Series))
 		for i, s := range r.Series {
 			out[i] = f(s)
@@ -203,34 +204,34 @@ func saleCharts(r saleResult) []runreport.Plot {
 	if !r.Summary.LastPublishedAt.IsZero() {
 		markers = append(markers, runreport.Marker{X: r.Summary.LastPublishedAt.Sub(r.StartedAt).Seconds(), Label: "last published"})
 	}
-	line := func(name string, f func(saleSample) float64) runreport.Line {
+	line := func(name string, f func(Sample) float64) runreport.Line {
 		return runreport.Line{Name: name, X: xs, Y: col(f)}
 	}
 	charts := []runreport.Plot{
 		{Name: "accepted", Title: "Accepted answers per second", Unit: "answers/s",
-			Lines: []runreport.Line{line("accepted/s", func(s saleSample) float64 { return s.AcceptedPerSec })}},
+			Lines: []runreport.Line{line("accepted/s", func(s Sample) float64 { return s.AcceptedPerSec })}},
 		{Name: "sold-out", Title: "Sold-out answers per second", Unit: "answers/s",
-			Lines: []runreport.Line{line("sold out/s", func(s saleSample) float64 { return s.SoldOutPerSec })}},
+			Lines: []runreport.Line{line("sold out/s", func(s Sample) float64 { return s.SoldOutPerSec })}},
 		{Name: "other-answers", Title: "Already-purchased and other answers per second", Unit: "answers/s",
 			Lines: []runreport.Line{
-				line("already purchased/s", func(s saleSample) float64 { return s.AlreadyPurchasedPerSec }),
-				line("other/s", func(s saleSample) float64 { return s.OtherPerSec })}},
+				line("already purchased/s", func(s Sample) float64 { return s.AlreadyPurchasedPerSec }),
+				line("other/s", func(s Sample) float64 { return s.OtherPerSec })}},
 		{Name: "orders", Title: "Orders committed per second (PostgreSQL)", Unit: "orders/s",
-			Lines: []runreport.Line{line("orders/s", func(s saleSample) float64 { return s.OrdersPerSec })}},
+			Lines: []runreport.Line{line("orders/s", func(s Sample) float64 { return s.OrdersPerSec })}},
 		{Name: "backlog-age", Title: "Backlog age (service metrics)", Unit: "seconds",
 			Lines: []runreport.Line{
-				line("oldest unresolved reservation", func(s saleSample) float64 { return s.BacklogAgeSeconds }),
-				line("oldest unconfirmed send", func(s saleSample) float64 { return s.MQPendingAgeSeconds })}},
+				line("oldest unresolved reservation", func(s Sample) float64 { return s.BacklogAgeSeconds }),
+				line("oldest unconfirmed send", func(s Sample) float64 { return s.MQPendingAgeSeconds })}},
 		{Name: "outbox", Title: "Outbox rows not yet published by the relay (PostgreSQL)", Unit: "rows",
-			Lines: []runreport.Line{line("unpublished rows", func(s saleSample) float64 { return outboxPoint(s) })}},
+			Lines: []runreport.Line{line("unpublished rows", func(s Sample) float64 { return outboxPoint(s) })}},
 		{Name: "latency", Title: "PlaceOrder latency per interval (client side)", Unit: "ms",
 			Lines: []runreport.Line{
-				line("p50", func(s saleSample) float64 { return latencyPoint(s, s.P50Ms) }),
-				line("p99", func(s saleSample) float64 { return latencyPoint(s, s.P99Ms) })}},
+				line("p50", func(s Sample) float64 { return latencyPoint(s, s.P50Ms) }),
+				line("p99", func(s Sample) float64 { return latencyPoint(s, s.P99Ms) })}},
 	}
 	cpu := runreport.Plot{Name: "cpu", Title: "CPU per process", Unit: "cores"}
 	for _, n := range r.Processes {
-		cpu.Lines = append(cpu.Lines, line(n, func(s saleSample) float64 { return s.CPUCores[n] }))
+		cpu.Lines = append(cpu.Lines, line(n, func(s Sample) float64 { return s.CPUCores[n] }))
 	}
 	charts = append(charts, cpu)
 	for i := range charts {
@@ -241,7 +242,7 @@ func saleCharts(r saleResult) []runreport.Plot {
 
 // outboxPoint is the sample's unpublished outbox rows, or NaN (no point)
 // when the count failed.
-func outboxPoint(s saleSample) float64 {
+func outboxPoint(s Sample) float64 {
 	if s.OutboxUnpublished < 0 {
 		return math.NaN()
 	}
@@ -249,9 +250,25 @@ func outboxPoint(s saleSample) float64 {
 }
 
 // latencyPoint is v, or NaN (no point) for an interval without calls.
-func latencyPoint(s saleSample, v float64) float64 {
+func latencyPoint(s Sample, v float64) float64 {
 	if s.Calls == 0 {
 		return math.NaN()
 	}
 	return v
+}
+
+// writeSaleSummary prints the summary table and the invariants.
+func writeSaleSummary(w io.Writer, r Result) {
+	for _, row := range summaryRows(r) {
+		fmt.Fprintf(w, "%-46s %s\n", row[0], row[1])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-4s %-36s %10s  %s\n", "", "invariant", "violations", "detail")
+	for _, c := range r.Invariants {
+		v := strconv.FormatInt(c.Violations, 10)
+		if !c.Checked {
+			v = "-"
+		}
+		fmt.Fprintf(w, "%-4s %-36s %10s  %s\n", c.ID, c.Name, v, c.Detail)
+	}
 }
