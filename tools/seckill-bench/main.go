@@ -6,6 +6,11 @@
 // `seckill serve` subprocesses: the seckill binary beside this one (make
 // build-bench builds both into bin/). Every command answers -h and --help
 // with its flags and does nothing else; docs/cli.md describes the tree.
+//
+// This package is the command line only: each command is a package of its
+// own under tools/internal (benchplace, benchconsume, benchbroker,
+// benchanswers, benchevents, benchtimeouts, benchsale, hotsku, chaos,
+// clustersale) exporting the entry cli.go wires.
 package main
 
 import (

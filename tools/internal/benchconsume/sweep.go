@@ -191,7 +191,7 @@ func btoi(b bool) int {
 	return 0
 }
 
-// cpuCores is the CPU a cpuMeter's first process used since its start,
+// cpuCores is the CPU a CPUMeter's first process used since its start,
 // in cores: CPU seconds over the wall-clock seconds of wall.
 func cpuCores(m *benchenv.CPUMeter, wall time.Duration) (float64, error) {
 	if wall <= 0 {
