@@ -19,7 +19,6 @@ import (
 
 	"github.com/seckill-dev/seckill/adapters/testkit/pgpair"
 	"github.com/seckill-dev/seckill/tools/internal/benchenv"
-	"github.com/seckill-dev/seckill/tools/internal/chaos"
 	"github.com/seckill-dev/seckill/tools/internal/salekit"
 	"github.com/seckill-dev/seckill/tools/internal/saleload"
 )
@@ -222,7 +221,7 @@ func (r *saleRun) result(ctx context.Context, loadEnd time.Time, settled saleSet
 	if err != nil {
 		return res, err
 	}
-	res.Violations = chaos.ViolationCount(res.Invariants)
+	res.Violations = salekit.ViolationCount(res.Invariants)
 
 	// The ceilings, once the service is gone: they have the machine to
 	// themselves, as in `seckill-bench place`.

@@ -56,7 +56,7 @@ func (s *soak) sale(ctx context.Context, at time.Time) soakActivity {
 	if err != nil {
 		a.Error = err.Error()
 	}
-	a.Violations = ViolationCount(a.Invariants)
+	a.Violations = salekit.ViolationCount(a.Invariants)
 	return a
 }
 
@@ -242,15 +242,6 @@ func (p *soakProbe) activity(ctx context.Context, s *soak) soakActivity {
 	if err != nil {
 		a.Error = err.Error()
 	}
-	a.Violations = ViolationCount(a.Invariants)
+	a.Violations = salekit.ViolationCount(a.Invariants)
 	return a
-}
-
-// ViolationCount sums the violations of checks.
-func ViolationCount(checks []salekit.InvariantCheck) int64 {
-	var n int64
-	for _, c := range checks {
-		n += c.Violations
-	}
-	return n
 }

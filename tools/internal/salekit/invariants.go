@@ -120,3 +120,12 @@ func abs64(v int64) int64 {
 	}
 	return v
 }
+
+// ViolationCount sums the violations of checks.
+func ViolationCount(checks []InvariantCheck) int64 {
+	var n int64
+	for _, c := range checks {
+		n += c.Violations
+	}
+	return n
+}
