@@ -441,18 +441,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"address of /metrics, /healthz and gRPC reflection; keep it off public interfaces"),
 		AuthSecret: r.secret("SECKILL_AUTH_SECRET", DevAuthSecret,
 			"HS256 key that signs and verifies tokens without SECKILL_AUTH_JWKS, >= 16 bytes; the default is accepted only with SECKILL_LOCAL_STACK=true"),
-		Auth: Auth{
-			JWKS: r.str("SECKILL_AUTH_JWKS", "",
-				"JWKS of the identity provider: an https:// URL (http:// only on loopback) or a file path; tokens are then RS256, ES256 or EdDSA by kid and HS256 is refused (empty: HS256 with SECKILL_AUTH_SECRET)"),
-			JWKSRefresh: r.duration("SECKILL_AUTH_JWKS_REFRESH", 5*time.Minute,
-				"how often the JWKS is re-read (1s..24h); a kid not in the set triggers at most one early re-read per 30s"),
-			Issuer: r.str("SECKILL_AUTH_ISSUER", "",
-				"when set, a token's iss must equal it"),
-			Audience: r.str("SECKILL_AUTH_AUDIENCE", "",
-				"when set, a token's aud must contain it"),
-			MaxTokenLifetime: r.duration("SECKILL_AUTH_MAX_TOKEN_LIFETIME", 24*time.Hour,
-				"longest token validity: exp at most this far from iat and from now (1m..720h)"),
-		},
+		Auth: readAuth(&r),
 		LocalStack: r.boolean("SECKILL_LOCAL_STACK", false,
 			"true only on the local development stack (deploy/local/stack.sh up exports it): accepts the public development SECKILL_AUTH_SECRET and an empty SECKILL_OPS_TOKEN"),
 		OpsToken: r.secret("SECKILL_OPS_TOKEN", "",
@@ -461,34 +450,7 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 			"comma-separated host names the operations listener accepts in the Host header besides IP literals and localhost"),
 		OpsPprof: r.boolean("SECKILL_OPS_PPROF", false,
 			"serve Go's runtime profiles (CPU, heap, allocations, goroutines) under /debug/pprof/ on the operations listener, behind its token"),
-		API: API{
-			MaxBodyBytes: r.integer("SECKILL_MAX_BODY_BYTES", 64<<10,
-				"largest request body, on the wire and decompressed (1024..16777216)"),
-			PlaceOrderConcurrency: r.integer("SECKILL_PLACE_CONCURRENCY", 512,
-				"PlaceOrder calls in flight per process; beyond it callers get OVERLOADED (0: no bound)"),
-			SoldOutTTL: r.duration("SECKILL_SOLD_OUT_TTL", 250*time.Millisecond,
-				"how long a SOLD_OUT answer is reused for the SKU without reserving (0: off)"),
-			ReadRate: r.float("SECKILL_READ_RATE", 20,
-				"per-user rate (per second) of GetOrder, CancelOrder and the admin API (0: no limit)"),
-			ReadBurst: r.integer("SECKILL_READ_BURST", 40,
-				"per-user burst of GetOrder, CancelOrder and the admin API (0: no limit)"),
-			ReadTimeout: r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second,
-				"longest time to read one whole request (per HTTP/2 stream), >= 100ms"),
-			PayRate: r.float("SECKILL_PAY_RATE", 200,
-				"per-caller rate (per second) of PayOrder (0: no limit)"),
-			PayBurst: r.integer("SECKILL_PAY_BURST", 400,
-				"per-caller burst of PayOrder (0: no limit)"),
-			ClientRate: r.float("SECKILL_CLIENT_RATE", 2000,
-				"per-client-address rate (per second) of every API call but health and reflection (0: no limit)"),
-			ClientBurst: r.integer("SECKILL_CLIENT_BURST", 4000,
-				"per-client-address burst of every API call but health and reflection (0: no limit)"),
-			RateKeys: r.integer("SECKILL_RATE_KEYS", 262144,
-				"buckets each in-process rate-limit table keeps (users, callers, addresses), 1024..16777216"),
-			MaxConns: r.integer("SECKILL_API_MAX_CONNS", 4096,
-				"connections the API listener holds open at once; one more is closed at accept (0: no cap)"),
-			MaxConnsPerClient: r.integer("SECKILL_API_MAX_CONNS_PER_CLIENT", 512,
-				"connections one client address (IPv6: its /64) holds open at once; one more is closed at accept (0: no cap)"),
-		},
+		API: readAPI(&r),
 		LogLevel: r.level("SECKILL_LOG_LEVEL", slog.LevelInfo,
 			"log level: debug, info, warn or error"),
 		InstanceID: r.str("SECKILL_INSTANCE_ID", "",
@@ -496,121 +458,14 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 		Broker: readBroker(&r),
 		Role: r.str("SECKILL_ROLE", RoleAll,
 			"what this instance runs: api (the API, the backlog gate and the sent marker), workers (consumers, relay, scanner, reconciler, dead letters) or all"),
-		Postgres: Postgres{
-			DSN: r.dsn("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable",
-				"PostgreSQL URL (postgres://...); its password is masked here and in logs"),
-			MaxConns: int32(r.integer("SECKILL_PG_MAX_CONNS", 32,
-				"PostgreSQL connection pool size (2..1000)")),
-			ConsumerBudget: r.float("SECKILL_PG_CONSUMER_BUDGET", 0.7,
-				"share of the pool the order-create consumer may use, in (0, 1]"),
-		},
-		Redis: Redis{
-			Addr: r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379",
-				"Redis address (host:port) of the reservation store; several comma-separated seed addresses select Redis Cluster"),
-			Password: r.secret("SECKILL_REDIS_PASSWORD", "",
-				"Redis password (empty: none)"),
-			DB: r.integer("SECKILL_REDIS_DB", 0,
-				"Redis logical database of the service's keys"),
-			Namespace: r.str("SECKILL_REDIS_NAMESPACE", "sk",
-				"prefix of every Redis key (no braces, colons or spaces)"),
-			RateBurst: r.integer("SECKILL_RATE_BURST", 5,
-				"per-user burst of PlaceOrder (token bucket), >= 1"),
-			RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2,
-				"per-user rate of PlaceOrder (tokens per second), > 0"),
-			OrderViewTTL: r.duration("SECKILL_ORDER_VIEW_TTL", 24*time.Hour,
-				"an order view in Redis (GetOrder's cache) expires this long after its last change; 0: never"),
-			RequestClaimTTL: r.duration("SECKILL_REQUEST_CLAIM_TTL", 24*time.Hour,
-				"a request_id stays bound to its reservation (a retry gets the same answer) this long, > 0"),
-			ReservationRetention: r.duration("SECKILL_RESERVATION_RETENTION", 24*time.Hour,
-				"a reservation's record stays in Redis this long after its order was created or it was released "+
-					"(0: for good); >= SECKILL_REQUEST_CLAIM_TTL, and longer than any payment timeout"),
-		},
-		Orders: Orders{
-			BacklogCloseRatio: r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5,
-				"close admission when the oldest unresolved reservation is older than this share of its TTL, in (0, 1]"),
-			ConsumerBatch: r.integer("SECKILL_CONSUMER_BATCH", 32,
-				"messages per order-create transaction (1..32; 1: no micro-batching)"),
-			CompensationMaxAttempts: r.integer("SECKILL_COMPENSATION_MAX_ATTEMPTS", 8,
-				"attempts of one compensation task before it is dead-lettered"),
-			CompensationWindow: r.duration("SECKILL_COMPENSATION_WINDOW", time.Hour,
-				"how long a compensation task keeps being retried"),
-		},
-		Workers: Workers{
-			ScannerInterval: r.duration("SECKILL_SCANNER_INTERVAL", 200*time.Millisecond,
-				"how often the resend scanner looks for reservations whose message was not confirmed"),
-			ScannerBatch: r.integer("SECKILL_SCANNER_BATCH", 100,
-				"reservations the resend scanner takes per pass"),
-			ScannerWorkers: r.integer("SECKILL_SCANNER_WORKERS", 4,
-				"concurrent resends of the resend scanner"),
-			ScannerLease: r.duration("SECKILL_SCANNER_LEASE", 5*time.Second,
-				"Redis lease of a reservation being resent; an expired lease is taken over (>= 1s)"),
-			ScannerIdleMax: r.duration("SECKILL_SCANNER_IDLE_MAX", time.Second,
-				"longest pause of the resend scanner when it finds nothing (the pause doubles from SECKILL_SCANNER_INTERVAL)"),
-			ScannerBackoff: Backoff{
-				Base: r.duration("SECKILL_SCANNER_BACKOFF_BASE", 200*time.Millisecond,
-					"first wait before a failed resend is tried again (then doubling)"),
-				Max: r.duration("SECKILL_SCANNER_BACKOFF_MAX", 3*time.Second,
-					"longest wait before a failed resend is tried again"),
-			},
-			RelayInterval: r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond,
-				"how often the outbox relay publishes pending events"),
-			RelayBatch: r.integer("SECKILL_RELAY_BATCH", 200,
-				"outbox rows the relay publishes per pass"),
-			RelayIdleMax: r.duration("SECKILL_RELAY_IDLE_MAX", 250*time.Millisecond,
-				"longest pause of the outbox relay when the outbox is drained (the pause doubles from SECKILL_RELAY_INTERVAL)"),
-			RelayWorkers: r.integer("SECKILL_RELAY_WORKERS", 8,
-				"publishes of one relay batch at once (rows of one message group stay on one), 1..256"),
-			RelayBackoff: Backoff{
-				Base: r.duration("SECKILL_RELAY_BACKOFF_BASE", 200*time.Millisecond,
-					"first wait before an outbox row whose publish failed is tried again (then doubling)"),
-				Max: r.duration("SECKILL_RELAY_BACKOFF_MAX", 5*time.Second,
-					"longest wait before an outbox row whose publish failed is tried again"),
-			},
-			DeadLetterGaugeInterval: r.duration("SECKILL_DLQ_GAUGE_INTERVAL", 5*time.Second,
-				"how often the open dead letters are counted for mq_dlq_messages and mq_dlq_oldest_age_seconds"),
-			RelayCoalesceTimeouts: r.boolean("SECKILL_RELAY_COALESCE_TIMEOUTS", true,
-				"send the payment-timeout checks of one relay pass that share an activity and a due second as one delay message (false: one per order)"),
-			OutboxRetention: r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour,
-				"how long published outbox rows are kept before they are pruned"),
-			RecoverySettle: r.duration("SECKILL_RECOVERY_SETTLE", 2*time.Second,
-				"wait for in-flight order-create messages before the Redis stock books are rebuilt"),
-			ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute,
-				"period of the reconciler (0: off)"),
-			ReconcileGrace: r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second,
-				"age an inconsistency must reach before the reconciler repairs it"),
-			ConsumerLimiter: r.str("SECKILL_CONSUMER_LIMITER", LimiterFixed,
-				"bound of the business consumers' concurrency: fixed (each group at its configured concurrency) or adaptive (a limiter per group moves it between SECKILL_CONSUMER_LIMIT_FLOOR and that concurrency on PostgreSQL's pool, latency, lock waits and the backlog)"),
-			ConsumerLimitFloor: r.integer("SECKILL_CONSUMER_LIMIT_FLOOR", 2,
-				"lowest concurrency of a group under the adaptive limiter, 1..the order-create concurrency (a group configured lower keeps its own)"),
-			ConsumerLimitTick: r.duration("SECKILL_CONSUMER_LIMIT_TICK", time.Second,
-				"how often the adaptive limiter decides, 100ms..1m"),
-			ConsumerGlobalBudget: r.integer("SECKILL_CONSUMER_GLOBAL_BUDGET", 0,
-				"concurrent consumer transactions all worker instances together may run under the adaptive limiter, shared per live instance through Redis (0: each instance runs its own budgets in full)"),
-		},
-		Events: Events{
-			SequenceInterval: r.duration("SECKILL_EVENT_SEQUENCE_INTERVAL", 20*time.Millisecond,
-				"the event sequencer's pause after a batch that was not full (how long a settled event may wait for its position)"),
-			SequenceBatch: r.integer("SECKILL_EVENT_SEQUENCE_BATCH", 500,
-				"events given positions per sequencing transaction, 1..10000"),
-			PollInterval: r.duration("SECKILL_EVENT_POLL_INTERVAL", 200*time.Millisecond,
-				"how often a live event subscription reads the log without a signal of this instance's sequencer"),
-			CheckpointInterval: r.duration("SECKILL_EVENT_CHECKPOINT_INTERVAL", 5*time.Second,
-				"the longest an idle event subscription goes without a checkpoint"),
-			MaxStreams: r.integer("SECKILL_EVENT_STREAMS", 64,
-				"EventService streams open at once on this instance (more are refused)"),
-			SendTimeout: r.duration("SECKILL_EVENT_SEND_TIMEOUT", 30*time.Second,
-				"how long one send of an event stream may take before the subscriber is cut off as too slow"),
-			Window: r.integer("SECKILL_EVENT_WINDOW", 10000,
-				"recent events kept in memory for the live event subscriptions, read once per move for all of them (0: none, each reads the store)"),
-		},
+		Postgres: readPostgres(&r),
+		Redis:    readRedis(&r),
+		Orders:   readOrders(&r),
+		Workers:  readWorkers(&r),
+		Events:   readEvents(&r),
 		Failpoints: r.str("SECKILL_FAILPOINTS", "",
 			"named failure points for tests: \"name=action;name=action\" (empty: none)"),
-		Tracing: Tracing{
-			ServiceName: r.str("OTEL_SERVICE_NAME", "seckill",
-				"service.name of the traces"),
-			SampleRatio: r.float("OTEL_TRACES_SAMPLER_ARG", 1,
-				"share of new traces sampled, 0..1 (a sampled parent is always followed)"),
-		},
+		Tracing: readTracing(&r),
 	}
 	traces := r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "",
 		"OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); wins over OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -630,6 +485,191 @@ func read(lookup func(string) (string, bool)) (Config, []Setting, error) {
 	return c, r.settings, nil
 }
 
+// readAuth reads the token verification settings, in reading order.
+func readAuth(r *reader) Auth {
+	return Auth{
+		JWKS: r.str("SECKILL_AUTH_JWKS", "",
+			"JWKS of the identity provider: an https:// URL (http:// only on loopback) or a file path; tokens are then RS256, ES256 or EdDSA by kid and HS256 is refused (empty: HS256 with SECKILL_AUTH_SECRET)"),
+		JWKSRefresh: r.duration("SECKILL_AUTH_JWKS_REFRESH", 5*time.Minute,
+			"how often the JWKS is re-read (1s..24h); a kid not in the set triggers at most one early re-read per 30s"),
+		Issuer: r.str("SECKILL_AUTH_ISSUER", "",
+			"when set, a token's iss must equal it"),
+		Audience: r.str("SECKILL_AUTH_AUDIENCE", "",
+			"when set, a token's aud must contain it"),
+		MaxTokenLifetime: r.duration("SECKILL_AUTH_MAX_TOKEN_LIFETIME", 24*time.Hour,
+			"longest token validity: exp at most this far from iat and from now (1m..720h)"),
+	}
+}
+
+// readAPI reads the API listener's bounds and rate limits, in reading order.
+func readAPI(r *reader) API {
+	return API{
+		MaxBodyBytes: r.integer("SECKILL_MAX_BODY_BYTES", 64<<10,
+			"largest request body, on the wire and decompressed (1024..16777216)"),
+		PlaceOrderConcurrency: r.integer("SECKILL_PLACE_CONCURRENCY", 512,
+			"PlaceOrder calls in flight per process; beyond it callers get OVERLOADED (0: no bound)"),
+		SoldOutTTL: r.duration("SECKILL_SOLD_OUT_TTL", 250*time.Millisecond,
+			"how long a SOLD_OUT answer is reused for the SKU without reserving (0: off)"),
+		ReadRate: r.float("SECKILL_READ_RATE", 20,
+			"per-user rate (per second) of GetOrder, CancelOrder and the admin API (0: no limit)"),
+		ReadBurst: r.integer("SECKILL_READ_BURST", 40,
+			"per-user burst of GetOrder, CancelOrder and the admin API (0: no limit)"),
+		ReadTimeout: r.duration("SECKILL_API_READ_TIMEOUT", 10*time.Second,
+			"longest time to read one whole request (per HTTP/2 stream), >= 100ms"),
+		PayRate: r.float("SECKILL_PAY_RATE", 200,
+			"per-caller rate (per second) of PayOrder (0: no limit)"),
+		PayBurst: r.integer("SECKILL_PAY_BURST", 400,
+			"per-caller burst of PayOrder (0: no limit)"),
+		ClientRate: r.float("SECKILL_CLIENT_RATE", 2000,
+			"per-client-address rate (per second) of every API call but health and reflection (0: no limit)"),
+		ClientBurst: r.integer("SECKILL_CLIENT_BURST", 4000,
+			"per-client-address burst of every API call but health and reflection (0: no limit)"),
+		RateKeys: r.integer("SECKILL_RATE_KEYS", 262144,
+			"buckets each in-process rate-limit table keeps (users, callers, addresses), 1024..16777216"),
+		MaxConns: r.integer("SECKILL_API_MAX_CONNS", 4096,
+			"connections the API listener holds open at once; one more is closed at accept (0: no cap)"),
+		MaxConnsPerClient: r.integer("SECKILL_API_MAX_CONNS_PER_CLIENT", 512,
+			"connections one client address (IPv6: its /64) holds open at once; one more is closed at accept (0: no cap)"),
+	}
+}
+
+// readPostgres reads the PostgreSQL pool, in reading order.
+func readPostgres(r *reader) Postgres {
+	return Postgres{
+		DSN: r.dsn("SECKILL_PG_DSN", "postgres://seckill:seckill@127.0.0.1:55432/seckill?sslmode=disable",
+			"PostgreSQL URL (postgres://...); its password is masked here and in logs"),
+		MaxConns: int32(r.integer("SECKILL_PG_MAX_CONNS", 32,
+			"PostgreSQL connection pool size (2..1000)")),
+		ConsumerBudget: r.float("SECKILL_PG_CONSUMER_BUDGET", 0.7,
+			"share of the pool the order-create consumer may use, in (0, 1]"),
+	}
+}
+
+// readRedis reads the reservation store, in reading order.
+func readRedis(r *reader) Redis {
+	return Redis{
+		Addr: r.str("SECKILL_REDIS_ADDR", "127.0.0.1:56379",
+			"Redis address (host:port) of the reservation store; several comma-separated seed addresses select Redis Cluster"),
+		Password: r.secret("SECKILL_REDIS_PASSWORD", "",
+			"Redis password (empty: none)"),
+		DB: r.integer("SECKILL_REDIS_DB", 0,
+			"Redis logical database of the service's keys"),
+		Namespace: r.str("SECKILL_REDIS_NAMESPACE", "sk",
+			"prefix of every Redis key (no braces, colons or spaces)"),
+		RateBurst: r.integer("SECKILL_RATE_BURST", 5,
+			"per-user burst of PlaceOrder (token bucket), >= 1"),
+		RatePerSecond: r.float("SECKILL_RATE_PER_SECOND", 2,
+			"per-user rate of PlaceOrder (tokens per second), > 0"),
+		OrderViewTTL: r.duration("SECKILL_ORDER_VIEW_TTL", 24*time.Hour,
+			"an order view in Redis (GetOrder's cache) expires this long after its last change; 0: never"),
+		RequestClaimTTL: r.duration("SECKILL_REQUEST_CLAIM_TTL", 24*time.Hour,
+			"a request_id stays bound to its reservation (a retry gets the same answer) this long, > 0"),
+		ReservationRetention: r.duration("SECKILL_RESERVATION_RETENTION", 24*time.Hour,
+			"a reservation's record stays in Redis this long after its order was created or it was released "+
+				"(0: for good); >= SECKILL_REQUEST_CLAIM_TTL, and longer than any payment timeout"),
+	}
+}
+
+// readOrders reads the order flow, in reading order.
+func readOrders(r *reader) Orders {
+	return Orders{
+		BacklogCloseRatio: r.float("SECKILL_BACKLOG_CLOSE_RATIO", 0.5,
+			"close admission when the oldest unresolved reservation is older than this share of its TTL, in (0, 1]"),
+		ConsumerBatch: r.integer("SECKILL_CONSUMER_BATCH", 32,
+			"messages per order-create transaction (1..32; 1: no micro-batching)"),
+		CompensationMaxAttempts: r.integer("SECKILL_COMPENSATION_MAX_ATTEMPTS", 8,
+			"attempts of one compensation task before it is dead-lettered"),
+		CompensationWindow: r.duration("SECKILL_COMPENSATION_WINDOW", time.Hour,
+			"how long a compensation task keeps being retried"),
+	}
+}
+
+// readWorkers reads the background loops, in reading order.
+func readWorkers(r *reader) Workers {
+	return Workers{
+		ScannerInterval: r.duration("SECKILL_SCANNER_INTERVAL", 200*time.Millisecond,
+			"how often the resend scanner looks for reservations whose message was not confirmed"),
+		ScannerBatch: r.integer("SECKILL_SCANNER_BATCH", 100,
+			"reservations the resend scanner takes per pass"),
+		ScannerWorkers: r.integer("SECKILL_SCANNER_WORKERS", 4,
+			"concurrent resends of the resend scanner"),
+		ScannerLease: r.duration("SECKILL_SCANNER_LEASE", 5*time.Second,
+			"Redis lease of a reservation being resent; an expired lease is taken over (>= 1s)"),
+		ScannerIdleMax: r.duration("SECKILL_SCANNER_IDLE_MAX", time.Second,
+			"longest pause of the resend scanner when it finds nothing (the pause doubles from SECKILL_SCANNER_INTERVAL)"),
+		ScannerBackoff: Backoff{
+			Base: r.duration("SECKILL_SCANNER_BACKOFF_BASE", 200*time.Millisecond,
+				"first wait before a failed resend is tried again (then doubling)"),
+			Max: r.duration("SECKILL_SCANNER_BACKOFF_MAX", 3*time.Second,
+				"longest wait before a failed resend is tried again"),
+		},
+		RelayInterval: r.duration("SECKILL_RELAY_INTERVAL", 50*time.Millisecond,
+			"how often the outbox relay publishes pending events"),
+		RelayBatch: r.integer("SECKILL_RELAY_BATCH", 200,
+			"outbox rows the relay publishes per pass"),
+		RelayIdleMax: r.duration("SECKILL_RELAY_IDLE_MAX", 250*time.Millisecond,
+			"longest pause of the outbox relay when the outbox is drained (the pause doubles from SECKILL_RELAY_INTERVAL)"),
+		RelayWorkers: r.integer("SECKILL_RELAY_WORKERS", 8,
+			"publishes of one relay batch at once (rows of one message group stay on one), 1..256"),
+		RelayBackoff: Backoff{
+			Base: r.duration("SECKILL_RELAY_BACKOFF_BASE", 200*time.Millisecond,
+				"first wait before an outbox row whose publish failed is tried again (then doubling)"),
+			Max: r.duration("SECKILL_RELAY_BACKOFF_MAX", 5*time.Second,
+				"longest wait before an outbox row whose publish failed is tried again"),
+		},
+		DeadLetterGaugeInterval: r.duration("SECKILL_DLQ_GAUGE_INTERVAL", 5*time.Second,
+			"how often the open dead letters are counted for mq_dlq_messages and mq_dlq_oldest_age_seconds"),
+		RelayCoalesceTimeouts: r.boolean("SECKILL_RELAY_COALESCE_TIMEOUTS", true,
+			"send the payment-timeout checks of one relay pass that share an activity and a due second as one delay message (false: one per order)"),
+		OutboxRetention: r.duration("SECKILL_OUTBOX_RETENTION", 24*time.Hour,
+			"how long published outbox rows are kept before they are pruned"),
+		RecoverySettle: r.duration("SECKILL_RECOVERY_SETTLE", 2*time.Second,
+			"wait for in-flight order-create messages before the Redis stock books are rebuilt"),
+		ReconcileInterval: r.duration("SECKILL_RECONCILE_INTERVAL", time.Minute,
+			"period of the reconciler (0: off)"),
+		ReconcileGrace: r.duration("SECKILL_RECONCILE_GRACE", 30*time.Second,
+			"age an inconsistency must reach before the reconciler repairs it"),
+		ConsumerLimiter: r.str("SECKILL_CONSUMER_LIMITER", LimiterFixed,
+			"bound of the business consumers' concurrency: fixed (each group at its configured concurrency) or adaptive (a limiter per group moves it between SECKILL_CONSUMER_LIMIT_FLOOR and that concurrency on PostgreSQL's pool, latency, lock waits and the backlog)"),
+		ConsumerLimitFloor: r.integer("SECKILL_CONSUMER_LIMIT_FLOOR", 2,
+			"lowest concurrency of a group under the adaptive limiter, 1..the order-create concurrency (a group configured lower keeps its own)"),
+		ConsumerLimitTick: r.duration("SECKILL_CONSUMER_LIMIT_TICK", time.Second,
+			"how often the adaptive limiter decides, 100ms..1m"),
+		ConsumerGlobalBudget: r.integer("SECKILL_CONSUMER_GLOBAL_BUDGET", 0,
+			"concurrent consumer transactions all worker instances together may run under the adaptive limiter, shared per live instance through Redis (0: each instance runs its own budgets in full)"),
+	}
+}
+
+// readEvents reads the event log and its subscriptions, in reading order.
+func readEvents(r *reader) Events {
+	return Events{
+		SequenceInterval: r.duration("SECKILL_EVENT_SEQUENCE_INTERVAL", 20*time.Millisecond,
+			"the event sequencer's pause after a batch that was not full (how long a settled event may wait for its position)"),
+		SequenceBatch: r.integer("SECKILL_EVENT_SEQUENCE_BATCH", 500,
+			"events given positions per sequencing transaction, 1..10000"),
+		PollInterval: r.duration("SECKILL_EVENT_POLL_INTERVAL", 200*time.Millisecond,
+			"how often a live event subscription reads the log without a signal of this instance's sequencer"),
+		CheckpointInterval: r.duration("SECKILL_EVENT_CHECKPOINT_INTERVAL", 5*time.Second,
+			"the longest an idle event subscription goes without a checkpoint"),
+		MaxStreams: r.integer("SECKILL_EVENT_STREAMS", 64,
+			"EventService streams open at once on this instance (more are refused)"),
+		SendTimeout: r.duration("SECKILL_EVENT_SEND_TIMEOUT", 30*time.Second,
+			"how long one send of an event stream may take before the subscriber is cut off as too slow"),
+		Window: r.integer("SECKILL_EVENT_WINDOW", 10000,
+			"recent events kept in memory for the live event subscriptions, read once per move for all of them (0: none, each reads the store)"),
+	}
+}
+
+// readTracing reads the tracing settings (the OTLP endpoint is read after the rest, by read), in reading order.
+func readTracing(r *reader) Tracing {
+	return Tracing{
+		ServiceName: r.str("OTEL_SERVICE_NAME", "seckill",
+			"service.name of the traces"),
+		SampleRatio: r.float("OTEL_TRACES_SAMPLER_ARG", 1,
+			"share of new traces sampled, 0..1 (a sampled parent is always followed)"),
+	}
+}
+
 // ConsumerConcurrency is the order-create consumer's ceiling of concurrent
 // transactions: the pool's consumer budget, at least 1.
 func (c Config) ConsumerConcurrency() int {
@@ -638,96 +678,127 @@ func (c Config) ConsumerConcurrency() int {
 }
 
 func (c Config) validate() []error {
-	var errs []error
-	check := func(ok bool, format string, args ...any) {
-		if !ok {
-			errs = append(errs, fmt.Errorf(format, args...))
+	var k checks
+	c.validateEdge(&k)
+	c.validateStores(&k)
+	c.validateWork(&k)
+	return k.errs
+}
+
+// checks collects the problems of a configuration.
+type checks struct{ errs []error }
+
+// check adds the problem format says unless ok.
+func (k *checks) check(ok bool, format string, args ...any) {
+	if !ok {
+		k.errs = append(k.errs, fmt.Errorf(format, args...))
+	}
+}
+
+// add adds problems found elsewhere (nil ones are left out).
+func (k *checks) add(errs ...error) {
+	for _, err := range errs {
+		if err != nil {
+			k.errs = append(k.errs, err)
 		}
 	}
-	check(c.HTTPAddr != "", "SECKILL_HTTP_ADDR is empty")
-	check(c.OpsAddr != "", "SECKILL_OPS_ADDR is empty")
-	check(len(c.AuthSecret) >= 16, "SECKILL_AUTH_SECRET must be at least 16 bytes")
-	check(c.Auth.JWKS != "" || string(c.AuthSecret) != DevAuthSecret || c.LocalStack,
+}
+
+// validateEdge checks the listeners, the authentication and the API's
+// bounds.
+func (c Config) validateEdge(k *checks) {
+	k.check(c.HTTPAddr != "", "SECKILL_HTTP_ADDR is empty")
+	k.check(c.OpsAddr != "", "SECKILL_OPS_ADDR is empty")
+	k.check(len(c.AuthSecret) >= 16, "SECKILL_AUTH_SECRET must be at least 16 bytes")
+	k.check(c.Auth.JWKS != "" || string(c.AuthSecret) != DevAuthSecret || c.LocalStack,
 		"SECKILL_AUTH_SECRET is the public development default and SECKILL_LOCAL_STACK is not true: anyone could mint tokens; set a secret of your own (or SECKILL_AUTH_JWKS)")
 	if err := checkJWKS(c.Auth.JWKS); err != nil {
-		errs = append(errs, err)
+		k.add(err)
 	}
-	check(c.Auth.JWKSRefresh >= time.Second && c.Auth.JWKSRefresh <= 24*time.Hour, "SECKILL_AUTH_JWKS_REFRESH must be 1s..24h")
-	check(c.Auth.MaxTokenLifetime >= time.Minute && c.Auth.MaxTokenLifetime <= 720*time.Hour, "SECKILL_AUTH_MAX_TOKEN_LIFETIME must be 1m..720h")
-	check(c.OpsToken != "" || c.LocalStack, "SECKILL_OPS_TOKEN is empty: set SECKILL_OPS_TOKEN or run on the local stack (SECKILL_LOCAL_STACK=true)")
-	check(c.OpsToken == "" || len(c.OpsToken) >= 16, "SECKILL_OPS_TOKEN must be at least 16 bytes")
+	k.check(c.Auth.JWKSRefresh >= time.Second && c.Auth.JWKSRefresh <= 24*time.Hour, "SECKILL_AUTH_JWKS_REFRESH must be 1s..24h")
+	k.check(c.Auth.MaxTokenLifetime >= time.Minute && c.Auth.MaxTokenLifetime <= 720*time.Hour, "SECKILL_AUTH_MAX_TOKEN_LIFETIME must be 1m..720h")
+	k.check(c.OpsToken != "" || c.LocalStack, "SECKILL_OPS_TOKEN is empty: set SECKILL_OPS_TOKEN or run on the local stack (SECKILL_LOCAL_STACK=true)")
+	k.check(c.OpsToken == "" || len(c.OpsToken) >= 16, "SECKILL_OPS_TOKEN must be at least 16 bytes")
 	for _, h := range c.OpsHosts {
-		check(validHostName(h), "SECKILL_OPS_HOSTS: %q is not a host name (letters, digits, '-' and '.', no port)", h)
+		k.check(validHostName(h), "SECKILL_OPS_HOSTS: %q is not a host name (letters, digits, '-' and '.', no port)", h)
 	}
-	check(c.API.MaxBodyBytes >= 1<<10 && c.API.MaxBodyBytes <= 16<<20, "SECKILL_MAX_BODY_BYTES must be 1024..16777216")
-	check(c.API.ReadTimeout >= 100*time.Millisecond, "SECKILL_API_READ_TIMEOUT must be >= 100ms")
-	check(c.API.SoldOutTTL >= 0, "SECKILL_SOLD_OUT_TTL must be >= 0 (0: no sold-out mark)")
-	check(c.API.PlaceOrderConcurrency >= 0, "SECKILL_PLACE_CONCURRENCY must be >= 0 (0: no bound)")
-	check(c.API.ReadRate >= 0 && c.API.ReadBurst >= 0, "SECKILL_READ_RATE and SECKILL_READ_BURST must be >= 0 (0: no limit)")
-	check(c.API.PayRate >= 0 && c.API.PayBurst >= 0, "SECKILL_PAY_RATE and SECKILL_PAY_BURST must be >= 0 (0: no limit)")
-	check(c.API.ClientRate >= 0 && c.API.ClientBurst >= 0, "SECKILL_CLIENT_RATE and SECKILL_CLIENT_BURST must be >= 0 (0: no limit)")
-	check(c.API.RateKeys >= 1<<10 && c.API.RateKeys <= 16<<20, "SECKILL_RATE_KEYS must be 1024..16777216")
-	check(c.API.MaxConns >= 0 && c.API.MaxConnsPerClient >= 0, "SECKILL_API_MAX_CONNS and SECKILL_API_MAX_CONNS_PER_CLIENT must be >= 0 (0: no cap)")
+	k.check(c.API.MaxBodyBytes >= 1<<10 && c.API.MaxBodyBytes <= 16<<20, "SECKILL_MAX_BODY_BYTES must be 1024..16777216")
+	k.check(c.API.ReadTimeout >= 100*time.Millisecond, "SECKILL_API_READ_TIMEOUT must be >= 100ms")
+	k.check(c.API.SoldOutTTL >= 0, "SECKILL_SOLD_OUT_TTL must be >= 0 (0: no sold-out mark)")
+	k.check(c.API.PlaceOrderConcurrency >= 0, "SECKILL_PLACE_CONCURRENCY must be >= 0 (0: no bound)")
+	k.check(c.API.ReadRate >= 0 && c.API.ReadBurst >= 0, "SECKILL_READ_RATE and SECKILL_READ_BURST must be >= 0 (0: no limit)")
+	k.check(c.API.PayRate >= 0 && c.API.PayBurst >= 0, "SECKILL_PAY_RATE and SECKILL_PAY_BURST must be >= 0 (0: no limit)")
+	k.check(c.API.ClientRate >= 0 && c.API.ClientBurst >= 0, "SECKILL_CLIENT_RATE and SECKILL_CLIENT_BURST must be >= 0 (0: no limit)")
+	k.check(c.API.RateKeys >= 1<<10 && c.API.RateKeys <= 16<<20, "SECKILL_RATE_KEYS must be 1024..16777216")
+	k.check(c.API.MaxConns >= 0 && c.API.MaxConnsPerClient >= 0, "SECKILL_API_MAX_CONNS and SECKILL_API_MAX_CONNS_PER_CLIENT must be >= 0 (0: no cap)")
+}
+
+// validateStores checks PostgreSQL, Redis, the broker and the role.
+func (c Config) validateStores(k *checks) {
 	if u, err := url.Parse(string(c.Postgres.DSN)); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		errs = append(errs, errors.New("SECKILL_PG_DSN must be a postgres:// URL"))
+		k.add(errors.New("SECKILL_PG_DSN must be a postgres:// URL"))
 	}
-	check(c.Postgres.MaxConns >= 2 && c.Postgres.MaxConns <= 1000, "SECKILL_PG_MAX_CONNS must be 2..1000")
-	check(c.Postgres.ConsumerBudget > 0 && c.Postgres.ConsumerBudget <= 1, "SECKILL_PG_CONSUMER_BUDGET must be in (0, 1]")
-	check(c.Redis.Addr != "", "SECKILL_REDIS_ADDR is empty")
-	check(c.Redis.DB >= 0, "SECKILL_REDIS_DB must be >= 0")
-	check(!c.RedisCluster() || c.Redis.DB == 0, "SECKILL_REDIS_DB must be 0 on Redis Cluster (several SECKILL_REDIS_ADDR addresses)")
-	check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
-	check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
-	check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
-	check(c.Redis.OrderViewTTL >= 0, "SECKILL_ORDER_VIEW_TTL must be >= 0")
-	check(c.Redis.RequestClaimTTL > 0, "SECKILL_REQUEST_CLAIM_TTL must be > 0")
-	check(c.Redis.ReservationRetention == 0 || c.Redis.ReservationRetention >= c.Redis.RequestClaimTTL,
+	k.check(c.Postgres.MaxConns >= 2 && c.Postgres.MaxConns <= 1000, "SECKILL_PG_MAX_CONNS must be 2..1000")
+	k.check(c.Postgres.ConsumerBudget > 0 && c.Postgres.ConsumerBudget <= 1, "SECKILL_PG_CONSUMER_BUDGET must be in (0, 1]")
+	k.check(c.Redis.Addr != "", "SECKILL_REDIS_ADDR is empty")
+	k.check(c.Redis.DB >= 0, "SECKILL_REDIS_DB must be >= 0")
+	k.check(!c.RedisCluster() || c.Redis.DB == 0, "SECKILL_REDIS_DB must be 0 on Redis Cluster (several SECKILL_REDIS_ADDR addresses)")
+	k.check(c.Redis.Namespace != "" && !strings.ContainsAny(c.Redis.Namespace, "{}: "), "SECKILL_REDIS_NAMESPACE must be non-empty without braces, colons or spaces")
+	k.check(c.Redis.RateBurst >= 1, "SECKILL_RATE_BURST must be >= 1")
+	k.check(c.Redis.RatePerSecond > 0, "SECKILL_RATE_PER_SECOND must be > 0")
+	k.check(c.Redis.OrderViewTTL >= 0, "SECKILL_ORDER_VIEW_TTL must be >= 0")
+	k.check(c.Redis.RequestClaimTTL > 0, "SECKILL_REQUEST_CLAIM_TTL must be > 0")
+	k.check(c.Redis.ReservationRetention == 0 || c.Redis.ReservationRetention >= c.Redis.RequestClaimTTL,
 		"SECKILL_RESERVATION_RETENTION must be 0 or >= SECKILL_REQUEST_CLAIM_TTL (a claim must never outlive its reservation)")
 	if c.Broker.Settings == nil {
-		errs = append(errs, fmt.Errorf("SECKILL_BROKER must be one of %s, not %q", strings.Join(brokers.Names(), ", "), c.Broker.Name))
+		k.add(fmt.Errorf("SECKILL_BROKER must be one of %s, not %q", strings.Join(brokers.Names(), ", "), c.Broker.Name))
 	} else {
-		errs = append(errs, c.Broker.Settings.Validate()...)
+		k.add(c.Broker.Settings.Validate()...)
 	}
-	check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
-	check(c.Broker.Neutral.SendTimeout >= time.Millisecond && c.Broker.Neutral.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
-	check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
-	check(c.Orders.ConsumerBatch >= 1 && c.Orders.ConsumerBatch <= 32, "SECKILL_CONSUMER_BATCH must be 1..32 (the broker's receive cap)")
-	check(c.Orders.CompensationMaxAttempts >= 1, "SECKILL_COMPENSATION_MAX_ATTEMPTS must be >= 1")
-	check(c.Orders.CompensationWindow > 0, "SECKILL_COMPENSATION_WINDOW must be > 0")
-	check(c.Workers.ScannerInterval > 0 && c.Workers.RelayInterval > 0, "worker intervals must be > 0")
-	check(c.Workers.ScannerBatch >= 1 && c.Workers.ScannerWorkers >= 1 && c.Workers.RelayBatch >= 1, "worker batches and pools must be >= 1")
-	check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
-	check(c.Workers.ScannerIdleMax > 0 && c.Workers.RelayIdleMax > 0 && c.Workers.DeadLetterGaugeInterval > 0,
+	k.check(c.Role == RoleAll || c.Role == RoleAPI || c.Role == RoleWorkers, "SECKILL_ROLE must be api, workers or all")
+	k.check(c.Broker.Neutral.SendTimeout >= time.Millisecond && c.Broker.Neutral.SendTimeout <= 10*time.Second, "SECKILL_SEND_TIMEOUT must be 1ms..10s")
+}
+
+// validateWork checks the order flow, the background loops and the
+// event log.
+func (c Config) validateWork(k *checks) {
+	k.check(c.Orders.BacklogCloseRatio > 0 && c.Orders.BacklogCloseRatio <= 1, "SECKILL_BACKLOG_CLOSE_RATIO must be in (0, 1]")
+	k.check(c.Orders.ConsumerBatch >= 1 && c.Orders.ConsumerBatch <= 32, "SECKILL_CONSUMER_BATCH must be 1..32 (the broker's receive cap)")
+	k.check(c.Orders.CompensationMaxAttempts >= 1, "SECKILL_COMPENSATION_MAX_ATTEMPTS must be >= 1")
+	k.check(c.Orders.CompensationWindow > 0, "SECKILL_COMPENSATION_WINDOW must be > 0")
+	k.check(c.Workers.ScannerInterval > 0 && c.Workers.RelayInterval > 0, "worker intervals must be > 0")
+	k.check(c.Workers.ScannerBatch >= 1 && c.Workers.ScannerWorkers >= 1 && c.Workers.RelayBatch >= 1, "worker batches and pools must be >= 1")
+	k.check(c.Workers.ScannerLease >= time.Second, "SECKILL_SCANNER_LEASE must be >= 1s")
+	k.check(c.Workers.ScannerIdleMax > 0 && c.Workers.RelayIdleMax > 0 && c.Workers.DeadLetterGaugeInterval > 0,
 		"SECKILL_SCANNER_IDLE_MAX, SECKILL_RELAY_IDLE_MAX and SECKILL_DLQ_GAUGE_INTERVAL must be > 0")
-	check(c.Workers.ScannerBackoff.Base > 0 && c.Workers.ScannerBackoff.Max >= c.Workers.ScannerBackoff.Base,
+	k.check(c.Workers.ScannerBackoff.Base > 0 && c.Workers.ScannerBackoff.Max >= c.Workers.ScannerBackoff.Base,
 		"SECKILL_SCANNER_BACKOFF_BASE must be > 0 and SECKILL_SCANNER_BACKOFF_MAX >= it")
-	check(c.Workers.RelayBackoff.Base > 0 && c.Workers.RelayBackoff.Max >= c.Workers.RelayBackoff.Base,
+	k.check(c.Workers.RelayBackoff.Base > 0 && c.Workers.RelayBackoff.Max >= c.Workers.RelayBackoff.Base,
 		"SECKILL_RELAY_BACKOFF_BASE must be > 0 and SECKILL_RELAY_BACKOFF_MAX >= it")
-	check(c.Workers.RelayWorkers >= 1 && c.Workers.RelayWorkers <= 256, "SECKILL_RELAY_WORKERS must be 1..256")
-	check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
-	check(c.Workers.RecoverySettle >= 0, "SECKILL_RECOVERY_SETTLE must be >= 0")
-	check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
-	check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
-	check(c.Workers.ConsumerLimiter == LimiterFixed || c.Workers.ConsumerLimiter == LimiterAdaptive,
+	k.check(c.Workers.RelayWorkers >= 1 && c.Workers.RelayWorkers <= 256, "SECKILL_RELAY_WORKERS must be 1..256")
+	k.check(c.Workers.OutboxRetention > 0, "SECKILL_OUTBOX_RETENTION must be > 0")
+	k.check(c.Workers.RecoverySettle >= 0, "SECKILL_RECOVERY_SETTLE must be >= 0")
+	k.check(c.Workers.ReconcileGrace > 0, "SECKILL_RECONCILE_GRACE must be > 0")
+	k.check(c.Workers.ReconcileInterval >= 0, "SECKILL_RECONCILE_INTERVAL must be >= 0")
+	k.check(c.Workers.ConsumerLimiter == LimiterFixed || c.Workers.ConsumerLimiter == LimiterAdaptive,
 		"SECKILL_CONSUMER_LIMITER must be fixed or adaptive, not %q", c.Workers.ConsumerLimiter)
 	if c.Workers.ConsumerLimiter == LimiterAdaptive {
 		// The floor and the tick mean nothing to the fixed limiter: a
 		// small pool (a floor above its concurrency) stays valid there.
-		check(c.Workers.ConsumerLimitFloor >= 1 && c.Workers.ConsumerLimitFloor <= c.ConsumerConcurrency(),
+		k.check(c.Workers.ConsumerLimitFloor >= 1 && c.Workers.ConsumerLimitFloor <= c.ConsumerConcurrency(),
 			"SECKILL_CONSUMER_LIMIT_FLOOR must be 1..%d (the order-create concurrency)", c.ConsumerConcurrency())
-		check(c.Workers.ConsumerLimitTick >= 100*time.Millisecond && c.Workers.ConsumerLimitTick <= time.Minute,
+		k.check(c.Workers.ConsumerLimitTick >= 100*time.Millisecond && c.Workers.ConsumerLimitTick <= time.Minute,
 			"SECKILL_CONSUMER_LIMIT_TICK must be 100ms..1m")
 	}
-	check(c.Workers.ConsumerGlobalBudget >= 0, "SECKILL_CONSUMER_GLOBAL_BUDGET must be >= 0 (0: not shared)")
-	check(c.Workers.ConsumerGlobalBudget == 0 || c.Workers.ConsumerLimiter == LimiterAdaptive,
+	k.check(c.Workers.ConsumerGlobalBudget >= 0, "SECKILL_CONSUMER_GLOBAL_BUDGET must be >= 0 (0: not shared)")
+	k.check(c.Workers.ConsumerGlobalBudget == 0 || c.Workers.ConsumerLimiter == LimiterAdaptive,
 		"SECKILL_CONSUMER_GLOBAL_BUDGET needs SECKILL_CONSUMER_LIMITER=adaptive")
-	check(c.Events.SequenceInterval > 0 && c.Events.PollInterval > 0 && c.Events.CheckpointInterval > 0,
+	k.check(c.Events.SequenceInterval > 0 && c.Events.PollInterval > 0 && c.Events.CheckpointInterval > 0,
 		"SECKILL_EVENT_SEQUENCE_INTERVAL, SECKILL_EVENT_POLL_INTERVAL and SECKILL_EVENT_CHECKPOINT_INTERVAL must be > 0")
-	check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")
-	check(c.Events.MaxStreams >= 1, "SECKILL_EVENT_STREAMS must be >= 1")
-	check(c.Events.SendTimeout >= time.Second, "SECKILL_EVENT_SEND_TIMEOUT must be >= 1s")
-	check(c.Events.Window >= 0 && c.Events.Window <= 1_000_000, "SECKILL_EVENT_WINDOW must be 0..1000000")
-	return errs
+	k.check(c.Events.SequenceBatch >= 1 && c.Events.SequenceBatch <= 10000, "SECKILL_EVENT_SEQUENCE_BATCH must be 1..10000")
+	k.check(c.Events.MaxStreams >= 1, "SECKILL_EVENT_STREAMS must be >= 1")
+	k.check(c.Events.SendTimeout >= time.Second, "SECKILL_EVENT_SEND_TIMEOUT must be >= 1s")
+	k.check(c.Events.Window >= 0 && c.Events.Window <= 1_000_000, "SECKILL_EVENT_WINDOW must be 0..1000000")
 }
 
 // LogValue renders the configuration for logs with secrets masked (the
