@@ -113,6 +113,20 @@ func failover(t *testing.T, sync, pause, stopReceiver bool) {
 			t.Fatalf("pause the standby's replay: %v", err)
 		}
 	}
+	if stopReceiver && !sync {
+		// Asynchronous commits return before the standby has their WAL:
+		// wait until it received the first ten, so that exactly the ten
+		// committed after its receiver stopped are the ones at risk.
+		var lsn string
+		if err := p.Primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`, &lsn); err != nil {
+			t.Fatalf("the primary's WAL position: %v", err)
+		}
+		eventually(t, "the standby received the first commits", func() bool {
+			var received bool
+			err := p.Standby.QueryRow(ctx, `SELECT coalesce(pg_last_wal_receive_lsn() >= '`+lsn+`'::pg_lsn, false)`, &received)
+			return err == nil && received
+		})
+	}
 	var receiver int
 	if stopReceiver {
 		if err := p.Standby.QueryRow(ctx, `SELECT pid FROM pg_stat_wal_receiver`, &receiver); err != nil {
