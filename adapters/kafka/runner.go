@@ -290,6 +290,11 @@ func (r *runner) stopAll(cancelHandlers context.CancelFunc) {
 	}
 	drained := make(chan struct{})
 	go func() {
+		// A partition's loop adds to r.workers until it ends: wait for
+		// every loop first, so that no Add runs concurrently with Wait.
+		for _, p := range ps {
+			<-p.done
+		}
 		r.workers.Wait()
 		close(drained)
 	}()
@@ -299,9 +304,6 @@ func (r *runner) stopAll(cancelHandlers context.CancelFunc) {
 		r.log.Warn("drain timeout: canceling in-flight handlers", slog.Duration("drain_timeout", drainTimeout))
 		cancelHandlers()
 		<-drained
-	}
-	for _, p := range ps {
-		<-p.done
 	}
 }
 
