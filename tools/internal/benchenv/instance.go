@@ -3,12 +3,14 @@ package benchenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -173,7 +175,8 @@ func (in *Instance) WaitLive(ctx context.Context) error {
 
 // NewInstance prepares (does not start) the `seckill serve` named name:
 // exe with the environment of this process, listeners on free loopback
-// ports (SECKILL_HTTP_ADDR, SECKILL_OPS_ADDR) and env after them, its
+// ports below the ephemeral range (freePort; SECKILL_HTTP_ADDR,
+// SECKILL_OPS_ADDR) and env after them, its
 // output in logDir/<name>.log (the caller closes it).
 func NewInstance(name, exe, logDir string, env ...string) (*Instance, error) {
 	api, err := freeAddr()
@@ -195,15 +198,39 @@ func NewInstance(name, exe, logDir string, env ...string) (*Instance, error) {
 	return in, nil
 }
 
-// freeAddr returns a loopback address with a free port.
-func freeAddr() (string, error) {
+// Ports handed to the processes a run starts (freePort): below Linux's
+// ephemeral range (32768 and up), where the kernel picks the local port of
+// every outgoing connection, so that a client connection of a process
+// running beside cannot take one between the pick and the bind.
+const (
+	firstPort = 20000
+	portRange = 12000
+	portTries = 100
+)
+
+// freePort returns a loopback TCP port in firstPort..firstPort+portRange-1
+// that nothing listens on now.
+func freePort() (int, error) {
 	var lc net.ListenConfig
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	for range portTries {
+		port := firstPort + rand.IntN(portRange) //nolint:gosec // a port pick, not a secret
+		ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free loopback port in %d-%d after %d tries", firstPort, firstPort+portRange-1, portTries)
+}
+
+// freeAddr returns a loopback address with a free port (freePort).
+func freeAddr() (string, error) {
+	port, err := freePort()
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // HTTPGet is a GET bound by ctx.

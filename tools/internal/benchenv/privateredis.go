@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,19 +28,17 @@ type PrivateRedis struct {
 }
 
 // StartPrivateRedis starts redis-server (from PATH) on a free loopback
-// port with a new data directory and waits until it answers.
+// port (freePort) with a new data directory and waits until it answers.
 func StartPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
 	dir, err := os.MkdirTemp("", "seckill-chaos-redis-")
 	if err != nil {
 		return nil, err
 	}
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	p := &PrivateRedis{dir: dir, port: port}
 	if err := p.Start(ctx); err != nil {
 		_ = os.RemoveAll(dir)
