@@ -193,9 +193,6 @@ func (r *Reconciler) pass(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("list activities: %w", err)
 	}
 	for _, a := range acts {
-		if err := r.staleReleases(ctx, a, now.Add(-r.cfg.Grace), &rep); err != nil {
-			return rep, err
-		}
 		changing, err := r.stockChanging(ctx, a)
 		if err != nil {
 			return rep, err
@@ -207,6 +204,14 @@ func (r *Reconciler) pass(ctx context.Context) (ReconcileReport, error) {
 		sr, err := r.StockReport(ctx, a.ActivityID, a.SKUID)
 		if err != nil {
 			return rep, err
+		}
+		// The drift counts a release in flight as given back, so it is the
+		// same before and after the repair; the holders are read again
+		// only when there is one.
+		if sr.ReleasesInFlight > 0 {
+			if err := r.staleReleases(ctx, a, now.Add(-r.cfg.Grace), &rep); err != nil {
+				return rep, err
+			}
 		}
 		if changing, err = r.stockChanging(ctx, a); err != nil {
 			return rep, err
@@ -244,24 +249,17 @@ func (r *Reconciler) staleReleases(ctx context.Context, a ports.Activity, cutoff
 		if !s.Canceled {
 			reason = reservation.ReleaseReason(s.Reason)
 		}
-		if !reservation.ValidReleaseReason(reason) {
-			reason = reservation.ReasonReconciledExpired
-		}
-		ref := ports.ReservationRef{ActivityID: a.ActivityID, SKUID: a.SKUID, ReservationID: s.ReservationID, UserID: s.UserID}
-		released, err := r.reservations.Release(ctx, ref, reason)
+		snap := reservation.Snapshot{ReservationID: s.ReservationID, ActivityID: a.ActivityID, SKUID: a.SKUID, UserID: s.UserID}
+		released, err := r.release(ctx, snap, reason, rep)
 		switch {
 		case errors.Is(err, ports.ErrNotFound): // its hash expired: nothing to give back here
 			r.log.WarnContext(ctx, "held reservation unknown to redis", "reservation_id", s.ReservationID,
 				"activity_id", a.ActivityID, "sku_id", a.SKUID)
-			continue
 		case err != nil:
-			return fmt.Errorf("release %s: %w", s.ReservationID, err)
-		}
-		if released {
-			rep.Released++
-			r.log.WarnContext(ctx, "reservation released late", "reservation_id", s.ReservationID, "activity_id", a.ActivityID,
-				"sku_id", a.SKUID, "user_id", s.UserID, "reason", string(reason), "released_in_postgres_at", s.ReleasedAt,
-				"decision", "released")
+			return err
+		case released:
+			r.log.WarnContext(ctx, "reservation released late", "reservation_id", s.ReservationID,
+				"activity_id", a.ActivityID, "sku_id", a.SKUID, "released_in_postgres_at", s.ReleasedAt)
 		}
 	}
 	return nil
@@ -315,7 +313,7 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 		st := byID[s.ReservationID]
 		switch {
 		case st.Outcome == ports.OutcomeOrdered && st.OrderStatus == order.StatusCanceled:
-			if err := r.release(ctx, s, reservation.ReasonOrderCanceled, rep); err != nil {
+			if _, err := r.release(ctx, s, reservation.ReasonOrderCanceled, rep); err != nil {
 				return err
 			}
 		case st.Outcome == ports.OutcomeOrdered:
@@ -324,7 +322,7 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 			}
 			rep.RepairedOrdered++
 		case st.Outcome == ports.OutcomeRejected:
-			if err := r.release(ctx, s, reservation.ReleaseReason(st.Reason), rep); err != nil {
+			if _, err := r.release(ctx, s, reservation.ReleaseReason(st.Reason), rep); err != nil {
 				return err
 			}
 		case reservation.Expired(s.ValidUntil.Add(r.cfg.Grace), now):
@@ -351,20 +349,23 @@ func (r *Reconciler) reservationsPass(ctx context.Context, now time.Time, rep *R
 	return nil
 }
 
-func (r *Reconciler) release(ctx context.Context, s reservation.Snapshot, reason reservation.ReleaseReason, rep *ReconcileReport) error {
+// release gives s's unit back for reason (RECONCILED_EXPIRED when reason
+// is not a release reason), counts and logs it, and says whether this call
+// released it (false: it was released already).
+func (r *Reconciler) release(ctx context.Context, s reservation.Snapshot, reason reservation.ReleaseReason, rep *ReconcileReport) (bool, error) {
 	if !reservation.ValidReleaseReason(reason) {
 		reason = reservation.ReasonReconciledExpired
 	}
 	ref := ports.ReservationRef{ActivityID: s.ActivityID, SKUID: s.SKUID, ReservationID: s.ReservationID, UserID: s.UserID}
 	released, err := r.reservations.Release(ctx, ref, reason)
 	if err != nil {
-		return fmt.Errorf("release %s: %w", ref.ReservationID, err)
+		return false, fmt.Errorf("release %s: %w", ref.ReservationID, err)
 	}
 	if released {
 		rep.Released++
 		r.logRelease(ctx, s, reason)
 	}
-	return nil
+	return released, nil
 }
 
 // logRelease writes the one line of a unit the reconciler gave back.

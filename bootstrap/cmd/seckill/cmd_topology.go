@@ -115,22 +115,22 @@ func label(t brokerplug.TopologyTarget) string {
 }
 
 // perTarget runs do on every target in turn. A target asked for alone
-// (unnamed) fails the command with its error as such, and so does a
-// request the broker cannot take (brokerplug.ErrInvalidTopology: no target
-// would); of several, one that fails otherwise does not stop the others
-// and the error names each that failed.
-func perTarget(what string, targets []brokerplug.TopologyTarget, do func(brokerplug.TopologyTarget) error) error {
+// (unnamed) fails with its error as such, and so does a request the
+// broker cannot take (brokerplug.ErrInvalidTopology: no target would); of
+// several, one that fails otherwise does not stop the others and the
+// error names each that failed. The caller says which command failed.
+func perTarget(targets []brokerplug.TopologyTarget, do func(brokerplug.TopologyTarget) error) error {
 	var failed []string
 	for _, t := range targets {
 		if err := do(t); err != nil {
 			if t.Name() == "" || errors.Is(err, brokerplug.ErrInvalidTopology) {
-				return fmt.Errorf("%s: %w", what, err)
+				return err
 			}
 			failed = append(failed, fmt.Sprintf("%s: %v", t.Name(), err))
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%s: %d of %d target(s) failed: %s", what, len(failed), len(targets), strings.Join(failed, "; "))
+		return fmt.Errorf("%d of %d target(s) failed: %s", len(failed), len(targets), strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (c *cli) runApply(cmd *cobra.Command, f *topologyFlags) error {
 		return wrapUnlessUsage("topology apply", err)
 	}
 	defer cancel()
-	return perTarget("topology apply", targets, func(t brokerplug.TopologyTarget) error {
+	err = perTarget(targets, func(t brokerplug.TopologyTarget) error {
 		changes, err := t.Apply(ctx)
 		for _, ch := range changes {
 			fmt.Fprintln(c.stdout, "applied: "+label(t)+ch)
@@ -155,6 +155,10 @@ func (c *cli) runApply(cmd *cobra.Command, f *topologyFlags) error {
 		fmt.Fprintf(c.stdout, "topology: %s match (%d change(s) applied)\n", t.Summary(), len(changes))
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("topology apply: %w", err)
+	}
+	return nil
 }
 
 // runCheck checks every target and prints each difference ("[target:
@@ -168,7 +172,7 @@ func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags) error {
 	defer cancel()
 	total := 0
 	var differ []string
-	unread := perTarget("topology check", targets, func(t brokerplug.TopologyTarget) error {
+	unread := perTarget(targets, func(t brokerplug.TopologyTarget) error {
 		diffs, err := t.Check(ctx)
 		if err != nil {
 			return err
@@ -185,7 +189,7 @@ func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags) error {
 		return nil
 	})
 	if unread != nil && targets[0].Name() == "" {
-		return unread
+		return fmt.Errorf("topology check: %w", unread)
 	}
 	var problems []string
 	if total > 0 {
@@ -196,7 +200,7 @@ func (c *cli) runCheck(cmd *cobra.Command, f *topologyFlags) error {
 		problems = append(problems, fmt.Sprintf("%d difference(s) from the topology (%s); seckill topology apply repairs them", total, where))
 	}
 	if unread != nil {
-		problems = append(problems, strings.TrimPrefix(unread.Error(), "topology check: "))
+		problems = append(problems, unread.Error())
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("topology check: %s", strings.Join(problems, "; "))

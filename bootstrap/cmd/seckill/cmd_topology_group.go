@@ -56,17 +56,20 @@ and are refused (RocketMQ also refuses its system groups, CID_RMQ_SYS_).`,
 				return wrapUnlessUsage("topology add-group", err)
 			}
 			defer cancel()
-			err = perTarget("topology add-group", targets, func(t brokerplug.TopologyTarget) error {
+			err = perTarget(targets, func(t brokerplug.TopologyTarget) error {
 				line, err := t.AddGroup(ctx, name, retries)
 				if err == nil {
 					fmt.Fprintln(c.stdout, label(t)+line)
 				}
 				return err
 			})
-			if errors.Is(err, brokerplug.ErrInvalidTopology) {
-				return clikit.Usagef(cmd, "%v", err)
+			switch {
+			case errors.Is(err, brokerplug.ErrInvalidTopology):
+				return clikit.Usagef(cmd, "topology add-group: %v", err)
+			case err != nil:
+				return fmt.Errorf("topology add-group: %w", err)
 			}
-			return err
+			return nil
 		},
 	}
 	f.add(cmd, brokerplug.TopologyAddGroup)
